@@ -1,0 +1,176 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+)
+
+var workload *controlplane.Cluster
+
+// TestMain starts one environment with a workload cluster for the whole package.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "failed to start control plane (build it with: go run ./e2e/prepare):", err)
+		return 1
+	}
+	defer env.Stop()
+	workload, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "workload", Kind: controlplane.Workload})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func clientset(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(workload.Config())
+	if err != nil {
+		t.Fatalf("failed to create client: %v", err)
+	}
+	return cs
+}
+
+func deployment(name string, labels map[string]string) *appsv1.Deployment {
+	podLabels := map[string]string{"app": name}
+	for k, v := range labels {
+		podLabels[k] = v
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+			},
+		},
+	}
+}
+
+func available(d *appsv1.Deployment) bool {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			return d.Status.AvailableReplicas == *d.Spec.Replicas
+		}
+	}
+	return false
+}
+
+func TestDeploymentBecomesAvailable(t *testing.T) {
+	ctx := t.Context()
+	cs := clientset(t)
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("failed to create deployment: %v", err)
+	}
+	var last *appsv1.Deployment
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = d
+		return available(d), nil
+	})
+	if err != nil {
+		t.Fatalf("deployment did not become Available: %v; status %+v", err, last.Status)
+	}
+}
+
+func TestNeverReadyLabelKeepsDeploymentUnavailable(t *testing.T) {
+	ctx := t.Context()
+	cs := clientset(t)
+	d := deployment("broken", map[string]string{controlplane.NeverReadyLabel: "true"})
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("failed to create deployment: %v", err)
+	}
+	// Wait until the pods run (so the simulated kubelet has acted on them), then check that
+	// they are not ready and the Deployment is not Available.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=broken"})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("never-ready pods did not start running: %v", err)
+	}
+	got, err := cs.AppsV1().Deployments("default").Get(ctx, "broken", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if available(got) || got.Status.ReadyReplicas != 0 {
+		t.Fatalf("deployment with %s became ready: %+v", controlplane.NeverReadyLabel, got.Status)
+	}
+}
+
+func TestStatefulSetAndJobComplete(t *testing.T) {
+	ctx := t.Context()
+	cs := clientset(t)
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "example.invalid/db:1"}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().StatefulSets("default").Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("failed to create statefulset: %v", err)
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "migrate", Namespace: "default"},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "migrate", Image: "example.invalid/migrate:1"}},
+		}}},
+	}
+	if _, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("failed to create job: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := cs.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		j, err := cs.BatchV1().Jobs("default").Get(ctx, "migrate", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return s.Status.ReadyReplicas == 2 && j.Status.Succeeded == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("statefulset or job did not finish: %v", err)
+	}
+}

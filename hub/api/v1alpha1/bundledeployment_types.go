@@ -1,0 +1,173 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BundleDeploymentSpec is what the hub wants one cluster to run. It lives in the cluster's
+// namespace on the hub, where only that cluster's agent can read it.
+//
+//	staged   ── the revision the cluster should eventually run (set as soon as it exists)
+//	released ── the revision the agent may apply now (moved forward by the rollout planner)
+//	applied  ── status: what the agent last applied
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.released) || self.released.index <= self.staged.index || has(self.rollback) && self.rollback",message="released must not be newer than staged unless rollback is set"
+type BundleDeploymentSpec struct {
+	// Bundle is the name of the Bundle in the GitRepo's namespace.
+	// +kubebuilder:validation:MinLength=1
+	Bundle string `json:"bundle"`
+	// BundleNamespace is the namespace of the Bundle.
+	// +kubebuilder:validation:MinLength=1
+	BundleNamespace string `json:"bundleNamespace"`
+	// Staged is the revision the cluster should run once the rollout reaches it.
+	Staged RevisionRef `json:"staged"`
+	// Released is the revision the agent may apply now; absent until the rollout reaches the cluster.
+	// +optional
+	Released *RevisionRef `json:"released,omitempty"`
+	// Rollback marks a release of an older index than staged on purpose.
+	// +optional
+	Rollback bool `json:"rollback,omitempty"`
+	// Paused stops the agent from applying anything new.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// Options are how the agent deploys the resources.
+	// +optional
+	Options DeploymentOptions `json:"options,omitempty"`
+}
+
+// DeploymentOptions are fleet.yaml's options that change how resources are deployed.
+type DeploymentOptions struct {
+	// DefaultNamespace is used for namespaced resources that name none.
+	// +optional
+	DefaultNamespace string `json:"defaultNamespace,omitempty"`
+	// TargetNamespace forces every namespaced resource into this namespace.
+	// +optional
+	TargetNamespace string `json:"namespace,omitempty"`
+	// NamespaceLabels are set on the created namespace.
+	// +optional
+	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
+	// NamespaceAnnotations are set on the created namespace.
+	// +optional
+	NamespaceAnnotations map[string]string `json:"namespaceAnnotations,omitempty"`
+	// CorrectDrift undoes changes made to deployed objects outside Flotilla.
+	// +optional
+	CorrectDrift bool `json:"correctDrift,omitempty"`
+	// KeepResources leaves resources in place when they leave the bundle or the bundle is deleted.
+	// +optional
+	KeepResources bool `json:"keepResources,omitempty"`
+	// DeleteNamespace deletes the target namespace when the bundle is removed.
+	// +optional
+	DeleteNamespace bool `json:"deleteNamespace,omitempty"`
+	// IgnoreConditions lists conditions that do not make a resource NotReady: each entry
+	// matches conditions whose fields equal all of its key/values (e.g. type: Degraded).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	IgnoreConditions []map[string]string `json:"ignoreConditions,omitempty"`
+	// ComparePatches exclude fields from drift detection.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	ComparePatches []ComparePatch `json:"comparePatches,omitempty"`
+	// TakeOwnership adopts existing objects that another manager created.
+	// +optional
+	TakeOwnership bool `json:"takeOwnership,omitempty"`
+	// Force replaces objects whose immutable fields changed.
+	// +optional
+	Force bool `json:"force,omitempty"`
+	// TimeoutSeconds bounds how long an apply may take.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+	// WaitForJobs counts Jobs as ready only once they completed.
+	// +optional
+	WaitForJobs bool `json:"waitForJobs,omitempty"`
+}
+
+// ComparePatch excludes JSON pointers or operations from drift detection for matching objects.
+type ComparePatch struct {
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// JSONPointers are the fields to ignore, e.g. /spec/replicas.
+	// +optional
+	JSONPointers []string `json:"jsonPointers,omitempty"`
+}
+
+// BundleDeploymentStatus is what the agent reports.
+type BundleDeploymentStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// AppliedRevision is the index the agent last applied successfully.
+	// +optional
+	AppliedRevision int64 `json:"appliedRevision,omitempty"`
+	// AppliedDeploymentID is the deployment id of that revision.
+	// +optional
+	AppliedDeploymentID string `json:"appliedDeploymentID,omitempty"`
+	// AppliedAt is when that apply succeeded (R2.5 counts from it).
+	// +optional
+	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
+	// Ready is true when every applied resource is ready.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// Modified is true when live objects drifted from the revision.
+	// +optional
+	Modified bool `json:"modified,omitempty"`
+	// State is the per-cluster state (ROLLOUT.md §0) as the hub last computed it.
+	// +optional
+	State ClusterState `json:"state,omitempty"`
+	// NonReadyResources summarises up to 10 resources that are not ready.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	NonReadyResources []ResourceSummary `json:"nonReadyResources,omitempty"`
+	// ModifiedResources summarises up to 10 resources that drifted.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	ModifiedResources []ResourceSummary `json:"modifiedResources,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ResourceSummary names one deployed object and says what is wrong with it.
+type ResourceSummary struct {
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Message is the reason, e.g. "Available: 0/3 replicas" or "missing".
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// BundleDeployment is one bundle on one cluster.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla,shortName=bd
+// +kubebuilder:printcolumn:name="Bundle",type=string,JSONPath=`.spec.bundle`
+// +kubebuilder:printcolumn:name="Staged",type=integer,JSONPath=`.spec.staged.index`
+// +kubebuilder:printcolumn:name="Released",type=integer,JSONPath=`.spec.released.index`
+// +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedRevision`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BundleDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BundleDeploymentSpec   `json:"spec"`
+	Status BundleDeploymentStatus `json:"status,omitempty"`
+}
+
+// BundleDeploymentList is a list of BundleDeployments.
+// +kubebuilder:object:root=true
+type BundleDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BundleDeployment `json:"items"`
+}

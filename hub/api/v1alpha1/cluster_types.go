@@ -1,0 +1,127 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterSpec describes a registered downstream cluster. Its labels (metadata.labels) are what
+// targets, partitions and stages select on.
+type ClusterSpec struct {
+	// Paused keeps staging new revisions for this cluster but releases none (R1.13).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// MaintenanceWindow restricts when staged runs may start work on the cluster (R3.13).
+	// +optional
+	MaintenanceWindow *CronWindow `json:"maintenanceWindow,omitempty"`
+	// Exclusions are absolute ranges during which no work starts on the cluster (R3.13, R4.9).
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	Exclusions []TimeRange `json:"exclusions,omitempty"`
+	// HeartbeatDeadline is how long after the agent's last report the cluster counts as offline
+	// (R1.11). Default 2m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s')",message="heartbeatDeadline must be at least 5s"
+	HeartbeatDeadline *metav1.Duration `json:"heartbeatDeadline,omitempty"`
+	// TemplateValues are extra values available to Helm and fleet.yaml templating for this cluster.
+	// +optional
+	TemplateValues map[string]string `json:"templateValues,omitempty"`
+}
+
+// ClusterStatus reports the agent and the bundles on the cluster.
+type ClusterStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Namespace is the hub namespace that holds this cluster's BundleDeployments.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// AgentLastSeen is the agent's last heartbeat.
+	// +optional
+	AgentLastSeen *metav1.Time `json:"agentLastSeen,omitempty"`
+	// AgentVersion is the version the agent reported.
+	// +optional
+	AgentVersion string `json:"agentVersion,omitempty"`
+	// Summary counts this cluster's BundleDeployments per state.
+	// +optional
+	Summary StateCounts `json:"summary,omitempty"`
+	// +optional
+	Display Display `json:"display,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Cluster is a downstream cluster registered with the hub.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Bundles-Ready",type=string,JSONPath=`.status.display.readyClusters`
+// +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.agentLastSeen`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.display.state`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterSpec   `json:"spec,omitempty"`
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+// ClusterGroupSpec selects the group's member clusters in the same namespace.
+type ClusterGroupSpec struct {
+	// Selector selects member clusters by label.
+	Selector *metav1.LabelSelector `json:"selector"`
+}
+
+// ClusterGroupStatus counts the group's clusters and their bundles.
+type ClusterGroupStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ClusterCount is the number of member clusters.
+	// +optional
+	ClusterCount int32 `json:"clusterCount,omitempty"`
+	// NonReadyClusterCount is the number of members with a bundle that is not ready.
+	// +optional
+	NonReadyClusterCount int32 `json:"nonReadyClusterCount,omitempty"`
+	// Summary counts the members' BundleDeployments per state.
+	// +optional
+	Summary StateCounts `json:"summary,omitempty"`
+	// +optional
+	Display Display `json:"display,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterGroup is a named, label-selected set of clusters.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusterCount`
+// +kubebuilder:printcolumn:name="Clusters-Not-Ready",type=integer,JSONPath=`.status.nonReadyClusterCount`
+// +kubebuilder:printcolumn:name="Bundles-Ready",type=string,JSONPath=`.status.display.readyClusters`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterGroupSpec   `json:"spec"`
+	Status ClusterGroupStatus `json:"status,omitempty"`
+}
+
+// ClusterGroupList is a list of ClusterGroups.
+// +kubebuilder:object:root=true
+type ClusterGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterGroup `json:"items"`
+}

@@ -1,0 +1,89 @@
+package v1alpha1
+
+// Condition types. Ready, Reconciling and Stalled follow the kstatus convention: Ready is always
+// present; Reconciling and Stalled are present only while they are True and are removed otherwise.
+const (
+	// ReadyCondition says whether the object has reached its desired state.
+	ReadyCondition = "Ready"
+	// ReconcilingCondition is True while the controller is working towards the desired state.
+	ReconcilingCondition = "Reconciling"
+	// StalledCondition is True when progress is impossible without a change of input (bad
+	// fleet.yaml, unknown strategy, invalid selector); the controller does not retry on its own.
+	StalledCondition = "Stalled"
+
+	// SourceReadyCondition (GitRepo) says whether the last poll, webhook or scheduled sync resolved
+	// and fetched the wanted commit. While False, the last good commit stays deployed.
+	SourceReadyCondition = "SourceReady"
+	// RenderedCondition (GitRepo, Bundle) says whether the current commit rendered; on False the
+	// message names the file and field at fault and the last good revision stays deployed.
+	RenderedCondition = "Rendered"
+	// RolloutPausedCondition (Bundle, GitRepo) is True while the rollout waits; the message says
+	// on what: a threshold, a partition, a gate, a window, a paused bundle or cluster.
+	RolloutPausedCondition = "RolloutPaused"
+	// UnpartitionedClustersCondition (Bundle) is a warning: targeted clusters match no manual
+	// partition and will not be rolled out (ROLLOUT.md R1.3). The message lists them.
+	UnpartitionedClustersCondition = "UnpartitionedClusters"
+	// UnsafeDefaultsCondition (Bundle) is a warning that the rollout uses maxUnavailable 100%,
+	// so every partition counts as Ready at once (ROLLOUT.md R1.14).
+	UnsafeDefaultsCondition = "UnsafeDefaults"
+	// AgentConnectedCondition (Cluster) is False when the agent missed its heartbeat deadline;
+	// the cluster then counts as unavailable (ROLLOUT.md R1.11).
+	AgentConnectedCondition = "AgentConnected"
+	// AppliedCondition (BundleDeployment) says whether the agent applied the released revision.
+	AppliedCondition = "Applied"
+	// InSyncCondition (BundleDeployment) is False when live objects drifted from the revision.
+	InSyncCondition = "InSync"
+	// ApprovedCondition (ApprovalRequest) is True once a person approved the gate.
+	ApprovedCondition = "Approved"
+	// SupersededCondition (StagedUpdateRun) is True when a newer revision replaced this run (R3.14).
+	SupersededCondition = "Superseded"
+)
+
+// Condition reasons shared by several kinds. Reasons are CamelCase and stable: tools match on them.
+const (
+	ProgressingReason          = "Progressing"
+	SucceededReason            = "Succeeded"
+	FailedReason               = "Failed"
+	InvalidSpecReason          = "InvalidSpec"
+	PausedReason               = "Paused"
+	PartitionNotReadyReason    = "PartitionNotReady"
+	BudgetExhaustedReason      = "MaxUnavailableReached"
+	WaitingForApprovalReason   = "WaitingForApproval"
+	WaitingForTimeReason       = "WaitingForTime"
+	WindowClosedReason         = "MaintenanceWindowClosed"
+	AuthenticationFailedReason = "AuthenticationFailed"
+	UnreachableReason          = "Unreachable"
+	RefNotFoundReason          = "RefNotFound"
+	RenderFailedReason         = "RenderFailed"
+	HeartbeatMissedReason      = "HeartbeatMissed"
+	DriftDetectedReason        = "DriftDetected"
+	ApprovedReason             = "Approved"
+	NewerRevisionReason        = "NewerRevision"
+)
+
+// ClusterState is the rollout state of one bundle on one cluster (ROLLOUT.md §0). It is computed
+// in one place, the rollout package, and every status view shows the same value.
+// +kubebuilder:validation:Enum=Pending;OutOfSync;WaitApplied;ErrApplied;NotReady;Modified;Ready
+type ClusterState string
+
+const (
+	StatePending     ClusterState = "Pending"
+	StateOutOfSync   ClusterState = "OutOfSync"
+	StateWaitApplied ClusterState = "WaitApplied"
+	StateErrApplied  ClusterState = "ErrApplied"
+	StateNotReady    ClusterState = "NotReady"
+	StateModified    ClusterState = "Modified"
+	StateReady       ClusterState = "Ready"
+)
+
+// StateCounts counts clusters per ClusterState. DesiredReady is the number of targeted clusters.
+type StateCounts struct {
+	DesiredReady int32 `json:"desiredReady"`
+	Ready        int32 `json:"ready,omitempty"`
+	Pending      int32 `json:"pending,omitempty"`
+	OutOfSync    int32 `json:"outOfSync,omitempty"`
+	WaitApplied  int32 `json:"waitApplied,omitempty"`
+	ErrApplied   int32 `json:"errApplied,omitempty"`
+	NotReady     int32 `json:"notReady,omitempty"`
+	Modified     int32 `json:"modified,omitempty"`
+}

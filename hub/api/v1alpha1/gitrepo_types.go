@@ -1,0 +1,153 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GitRepoSpec says which repository, ref and paths to deploy, and to which clusters.
+// +kubebuilder:validation:XValidation:rule="[has(self.branch), has(self.revision), has(self.semver)].filter(x, x).size() <= 1",message="set at most one of branch, revision and semver"
+type GitRepoSpec struct {
+	// Repo is the repository URL (https://, http://, ssh:// or scp-like git@host:path).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^ ]+$') || self.matches('^[A-Za-z0-9._-]+@[^ :]+:[^ ]+$')",message="must be an http(s):// or ssh:// URL, or user@host:path"
+	Repo string `json:"repo"`
+	// Branch to follow. Default: the remote's HEAD branch.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Branch string `json:"branch,omitempty"`
+	// Revision pins a tag or a commit SHA.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Revision string `json:"revision,omitempty"`
+	// Semver follows the newest tag that satisfies this constraint, e.g. ">=1.2.0 <2.0.0" or "~1.4".
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Semver string `json:"semver,omitempty"`
+	// Paths are globs of directories holding bundles; default: the repository root.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Paths []string `json:"paths,omitempty"`
+
+	// SecretRef names a Secret with git credentials: username/password (basic or token),
+	// or ssh-privatekey with known_hosts.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// HelmSecretRef names a Secret with credentials for Helm repositories referenced by bundles.
+	// +optional
+	HelmSecretRef *LocalObjectReference `json:"helmSecretRef,omitempty"`
+	// CABundle is a PEM bundle trusted for HTTPS git and Helm servers.
+	// +optional
+	CABundle []byte `json:"caBundle,omitempty"`
+	// InsecureSkipTLSVerify disables TLS verification. Explicit opt-in only.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// PollingInterval between checks of the remote. Default 15s. Ignored when SyncSchedule is set.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="pollingInterval must be at least 1s"
+	PollingInterval *metav1.Duration `json:"pollingInterval,omitempty"`
+	// SyncSchedule syncs at the times of a cron schedule instead of polling at an interval.
+	// +optional
+	SyncSchedule *SyncSchedule `json:"syncSchedule,omitempty"`
+	// SyncWindows decide when new revisions may be released.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	SyncWindows []SyncWindow `json:"syncWindows,omitempty"`
+	// WebhookSecretRef names a Secret whose "token" verifies webhook deliveries for this repo.
+	// +optional
+	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
+
+	// Targets are the clusters the bundles of this repository deploy to.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Targets []Target `json:"targets,omitempty"`
+	// Paused stops releasing new revisions; new commits are still fetched and rendered (R1.13).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// RevisionHistoryLimit is how many revisions each bundle keeps. Default 10.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// SyncSchedule is a cron schedule with a time zone.
+type SyncSchedule struct {
+	// Cron is a standard five-field cron expression or a descriptor (@hourly, @every 5m).
+	// +kubebuilder:validation:MinLength=1
+	Cron string `json:"cron"`
+	// TimeZone is an IANA time zone name; default UTC.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// SyncWindowKind says whether a window allows or denies releases.
+// +kubebuilder:validation:Enum=Allow;Deny
+type SyncWindowKind string
+
+const (
+	SyncWindowAllow SyncWindowKind = "Allow"
+	SyncWindowDeny  SyncWindowKind = "Deny"
+)
+
+// SyncWindow allows or denies releasing new revisions while it is open. With Allow windows,
+// releases happen only inside one; a Deny window always wins.
+type SyncWindow struct {
+	Kind       SyncWindowKind `json:"kind"`
+	CronWindow `json:",inline"`
+}
+
+// GitRepoStatus reports the source and the rollout of every bundle of the repository.
+type GitRepoStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Commit is the commit currently rendered into bundles.
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// LastPollTime is when the remote was last checked.
+	// +optional
+	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
+	// LastWebhookTime is when a webhook delivery last woke this repository.
+	// +optional
+	LastWebhookTime *metav1.Time `json:"lastWebhookTime,omitempty"`
+	// Bundles is the number of bundles rendered from the current commit.
+	// +optional
+	Bundles int32 `json:"bundles,omitempty"`
+	// Summary counts BundleDeployments of all bundles per state.
+	// +optional
+	Summary StateCounts `json:"summary,omitempty"`
+	// +optional
+	Display Display `json:"display,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// GitRepo is a git repository whose fleet.yaml bundles Flotilla deploys.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Repo",type=string,JSONPath=`.spec.repo`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.commit`
+// +kubebuilder:printcolumn:name="Bundles",type=integer,JSONPath=`.status.bundles`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.display.readyClusters`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.display.state`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.display.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GitRepo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   GitRepoSpec   `json:"spec"`
+	Status GitRepoStatus `json:"status,omitempty"`
+}
+
+// GitRepoList is a list of GitRepos.
+// +kubebuilder:object:root=true
+type GitRepoList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GitRepo `json:"items"`
+}

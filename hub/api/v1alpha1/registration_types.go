@@ -1,0 +1,106 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterRegistrationTokenSpec configures a token that agents present to register.
+type ClusterRegistrationTokenSpec struct {
+	// TTL is how long the token is valid after creation; unset means it does not expire.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="ttl must be at least 1m"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// ClusterLabels are added to every cluster that registers with this token.
+	// +optional
+	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+}
+
+// ClusterRegistrationTokenStatus says where the agent's bootstrap values are.
+type ClusterRegistrationTokenStatus struct {
+	// SecretName is the Secret holding the token and the hub's address and CA.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// Expires is when the token stops working.
+	// +optional
+	Expires *metav1.Time `json:"expires,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterRegistrationToken lets agents register clusters with the hub.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expires`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterRegistrationToken struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterRegistrationTokenSpec   `json:"spec,omitempty"`
+	Status ClusterRegistrationTokenStatus `json:"status,omitempty"`
+}
+
+// ClusterRegistrationTokenList is a list of ClusterRegistrationTokens.
+// +kubebuilder:object:root=true
+type ClusterRegistrationTokenList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterRegistrationToken `json:"items"`
+}
+
+// ClusterRegistrationSpec is an agent's request to join the fleet.
+type ClusterRegistrationSpec struct {
+	// ClientID identifies the downstream cluster stably (e.g. its kube-system namespace UID).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clientID is immutable"
+	ClientID string `json:"clientID"`
+	// ClusterName is the name the agent asks for; the hub may choose another if it is taken.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ClusterName string `json:"clusterName,omitempty"`
+	// ClusterLabels are the labels the agent asks for.
+	// +optional
+	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+}
+
+// ClusterRegistrationStatus says whether the registration was granted.
+type ClusterRegistrationStatus struct {
+	// ClusterName is the Cluster created for this registration.
+	// +optional
+	ClusterName string `json:"clusterName,omitempty"`
+	// Granted is true once the cluster's credentials exist.
+	// +optional
+	Granted bool `json:"granted,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterRegistration is created by an agent, with a registration token, to join the fleet.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`
+// +kubebuilder:printcolumn:name="Granted",type=boolean,JSONPath=`.status.granted`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterRegistration struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterRegistrationSpec   `json:"spec"`
+	Status ClusterRegistrationStatus `json:"status,omitempty"`
+}
+
+// ClusterRegistrationList is a list of ClusterRegistrations.
+// +kubebuilder:object:root=true
+type ClusterRegistrationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterRegistration `json:"items"`
+}

@@ -1,0 +1,402 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// StagedUpdateStrategySpec is an ordered list of stages (ROLLOUT.md R3.1).
+type StagedUpdateStrategySpec struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=31
+	// +listType=map
+	// +listMapKey=name
+	Stages []StageConfig `json:"stages"`
+}
+
+// StageConfig is one stage: a label-selected set of clusters updated together.
+type StageConfig struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// LabelSelector selects the stage's clusters.
+	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	// SortingLabelKey orders the stage's clusters by the integer value of this label (R3.2).
+	// +optional
+	SortingLabelKey string `json:"sortingLabelKey,omitempty"`
+	// MaxConcurrency is how many clusters of the stage may update at once (R3.3, R3.5).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be an integer of at least 1 or a percentage from 1% to 100%"
+	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
+	// MaxAllowedFailures is the stage's failure budget; a percent rounds up (R3.10). Default 0.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
+	MaxAllowedFailures *intstr.IntOrString `json:"maxAllowedFailures,omitempty"`
+	// BeforeStageTasks gate the start of the stage: at most one, Approval or ScheduledStart.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'TimedWait')",message="before-stage tasks may be Approval or ScheduledStart, not TimedWait"
+	BeforeStageTasks []StageTask `json:"beforeStageTasks,omitempty"`
+	// AfterStageTasks run together once the stage's clusters finished: at most one TimedWait and
+	// one Approval.
+	// +optional
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'ScheduledStart')",message="after-stage tasks may be Approval or TimedWait, not ScheduledStart"
+	// +kubebuilder:validation:XValidation:rule="size(self) < 2 || self[0].type != self[1].type",message="after-stage tasks may hold at most one task of each type"
+	AfterStageTasks []StageTask `json:"afterStageTasks,omitempty"`
+	// Groups split the stage into label-selected groups that run in parallel (R3.5).
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=map
+	// +listMapKey=name
+	Groups []StageGroup `json:"groups,omitempty"`
+}
+
+// StageGroup is a group within a stage.
+type StageGroup struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// LabelSelector selects the group's clusters among the stage's.
+	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	// MaxConcurrency is a number or percent of the group (floor, minimum 1). Default 1.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be an integer of at least 1 or a percentage from 1% to 100%"
+	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
+	// MaxAllowedFailures is the group's failure budget; a percent rounds up. Default 0.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
+	MaxAllowedFailures *intstr.IntOrString `json:"maxAllowedFailures,omitempty"`
+	// BeforeGroupTasks gate the group: at most one, Approval or ScheduledStart.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'TimedWait')",message="before-group tasks may be Approval or ScheduledStart, not TimedWait"
+	BeforeGroupTasks []StageTask `json:"beforeGroupTasks,omitempty"`
+	// AfterGroupTasks run once the group's clusters finished: at most one of each type.
+	// +optional
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'ScheduledStart')",message="after-group tasks may be Approval or TimedWait, not ScheduledStart"
+	// +kubebuilder:validation:XValidation:rule="size(self) < 2 || self[0].type != self[1].type",message="after-group tasks may hold at most one task of each type"
+	AfterGroupTasks []StageTask `json:"afterGroupTasks,omitempty"`
+}
+
+// StageTaskType names a gate.
+// +kubebuilder:validation:Enum=Approval;TimedWait;ScheduledStart
+type StageTaskType string
+
+const (
+	TaskApproval       StageTaskType = "Approval"
+	TaskTimedWait      StageTaskType = "TimedWait"
+	TaskScheduledStart StageTaskType = "ScheduledStart"
+)
+
+// StageTask is a gate before or after a stage or group (R3.4, R3.12).
+// +kubebuilder:validation:XValidation:rule="self.type == 'TimedWait' ? has(self.waitTime) : !has(self.waitTime)",message="waitTime is required for TimedWait and only valid there"
+// +kubebuilder:validation:XValidation:rule="self.type == 'ScheduledStart' ? has(self.scheduledStart) : !has(self.scheduledStart)",message="scheduledStart is required for ScheduledStart and only valid there"
+type StageTask struct {
+	Type StageTaskType `json:"type"`
+	// WaitTime is how long a TimedWait lasts, counted from the end of the stage's last cluster.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="waitTime must be positive"
+	WaitTime *metav1.Duration `json:"waitTime,omitempty"`
+	// ScheduledStart is the time a ScheduledStart gate opens by itself.
+	// +optional
+	ScheduledStart *ScheduledStart `json:"scheduledStart,omitempty"`
+}
+
+// ScheduledStart is an absolute time, or a weekday and time of day at a UTC offset (the next
+// such moment after the gate is reached).
+// +kubebuilder:validation:XValidation:rule="has(self.at) != has(self.timeOfDay)",message="set either at, or timeOfDay (with an optional weekday)"
+// +kubebuilder:validation:XValidation:rule="!has(self.weekday) || has(self.timeOfDay)",message="weekday needs timeOfDay"
+type ScheduledStart struct {
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Enum=Monday;Tuesday;Wednesday;Thursday;Friday;Saturday;Sunday
+	Weekday string `json:"weekday,omitempty"`
+	// TimeOfDay is "HH:MM".
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	TimeOfDay string `json:"timeOfDay,omitempty"`
+	// UTCOffset is "+HH:MM" or "-HH:MM"; default +00:00.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[+-]([01][0-9]|2[0-3]):[0-5][0-9]$`
+	UTCOffset string `json:"utcOffset,omitempty"`
+}
+
+// StagedUpdateStrategy is a reusable staged rollout plan.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StagedUpdateStrategy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec StagedUpdateStrategySpec `json:"spec"`
+}
+
+// StagedUpdateStrategyList is a list of StagedUpdateStrategies.
+// +kubebuilder:object:root=true
+type StagedUpdateStrategyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StagedUpdateStrategy `json:"items"`
+}
+
+// RunAction is what a person asks of a run (R3.7).
+// +kubebuilder:validation:Enum=Initialize;Run;Stop
+type RunAction string
+
+const (
+	RunInitialize RunAction = "Initialize"
+	RunRun        RunAction = "Run"
+	RunStop       RunAction = "Stop"
+)
+
+// RunState is the state of a run, stage, group or cluster (R3.11).
+// +kubebuilder:validation:Enum=NotStarted;Pending;Running;Stopping;Stopped;Skipped;Failed;Completed
+type RunState string
+
+const (
+	RunNotStarted RunState = "NotStarted"
+	RunPending    RunState = "Pending"
+	RunRunning    RunState = "Running"
+	RunStopping   RunState = "Stopping"
+	RunStopped    RunState = "Stopped"
+	RunSkipped    RunState = "Skipped"
+	RunFailed     RunState = "Failed"
+	RunCompleted  RunState = "Completed"
+)
+
+// StagedUpdateRunSpec names what to roll out and how (R3.7).
+type StagedUpdateRunSpec struct {
+	// Bundle is the bundle to roll out.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="bundle is immutable"
+	Bundle string `json:"bundle"`
+	// Strategy is the StagedUpdateStrategy to follow; it is frozen into the run when it starts.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="strategy is immutable"
+	Strategy string `json:"strategy"`
+	// RevisionIndex is the revision to roll out; omitted means the latest, an older index is a
+	// rollback.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="revisionIndex is immutable"
+	RevisionIndex *int64 `json:"revisionIndex,omitempty"`
+	// State: Initialize (plan only), Run, Stop. Allowed changes: Initialize→Run, Run→Stop, Stop→Run.
+	// +kubebuilder:default=Initialize
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf || (oldSelf == 'Initialize' && self == 'Run') || (oldSelf == 'Run' && self == 'Stop') || (oldSelf == 'Stop' && self == 'Run')",message="state may only change Initialize→Run, Run→Stop or Stop→Run"
+	State RunAction `json:"state"`
+	// Skips are what a person chose to skip: a stage, a group, a cluster or a gate.
+	// +optional
+	// +kubebuilder:validation:MaxItems=500
+	Skips []RunSkip `json:"skips,omitempty"`
+}
+
+// RunSkip skips part of a run. Stage alone skips the stage; with Group, the group; with Cluster,
+// the cluster; with Gate, that gate (a wait, an approval or a scheduled start).
+// +kubebuilder:validation:XValidation:rule="!(has(self.cluster) && has(self.gate))",message="skip either a cluster or a gate, not both"
+type RunSkip struct {
+	// +kubebuilder:validation:MinLength=1
+	Stage string `json:"stage"`
+	// +optional
+	Group string `json:"group,omitempty"`
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Enum=Before;After
+	Gate string `json:"gate,omitempty"`
+}
+
+// StagedUpdateRunStatus is the progress of a run.
+type StagedUpdateRunStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	State RunState `json:"state,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// RevisionIndex is the resolved revision being rolled out.
+	// +optional
+	RevisionIndex int64 `json:"revisionIndex,omitempty"`
+	// FailureCount is the number of clusters that failed in this run.
+	// +optional
+	FailureCount int32 `json:"failureCount,omitempty"`
+	// Strategy is the strategy as frozen when the run started.
+	// +optional
+	Strategy *StagedUpdateStrategySpec `json:"strategy,omitempty"`
+	// Stages are the stages' progress, in order.
+	// +optional
+	// +kubebuilder:validation:MaxItems=31
+	Stages []StageRunStatus `json:"stages,omitempty"`
+	// UnstagedClusters are targeted clusters that joined after the run started (R3.7).
+	// +optional
+	UnstagedClusters []string `json:"unstagedClusters,omitempty"`
+	// SupersededBy names the run that replaced this one (R3.14).
+	// +optional
+	SupersededBy string `json:"supersededBy,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StageRunStatus is one stage's progress.
+type StageRunStatus struct {
+	Name  string   `json:"name"`
+	State RunState `json:"state"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	FailureCount int32 `json:"failureCount,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// +optional
+	BeforeTasks []TaskStatus `json:"beforeTasks,omitempty"`
+	// +optional
+	AfterTasks []TaskStatus `json:"afterTasks,omitempty"`
+	// +optional
+	Groups []GroupRunStatus `json:"groups,omitempty"`
+}
+
+// GroupRunStatus is one group's progress; a stage without groups has one implicit group.
+type GroupRunStatus struct {
+	Name  string   `json:"name"`
+	State RunState `json:"state"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	FailureCount int32 `json:"failureCount,omitempty"`
+	// +optional
+	BeforeTasks []TaskStatus `json:"beforeTasks,omitempty"`
+	// +optional
+	AfterTasks []TaskStatus `json:"afterTasks,omitempty"`
+	// Clusters in update order.
+	// +optional
+	Clusters []ClusterRunStatus `json:"clusters,omitempty"`
+}
+
+// ClusterRunStatus is one cluster's progress within a run.
+type ClusterRunStatus struct {
+	Name  string   `json:"name"`
+	State RunState `json:"state"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// TaskStatus is one gate's progress.
+type TaskStatus struct {
+	Type  StageTaskType `json:"type"`
+	State RunState      `json:"state"`
+	// ApprovalRequest is the name of the request an Approval task created.
+	// +optional
+	ApprovalRequest string `json:"approvalRequest,omitempty"`
+	// WaitUntil is when a TimedWait or ScheduledStart opens.
+	// +optional
+	WaitUntil *metav1.Time `json:"waitUntil,omitempty"`
+}
+
+// StagedUpdateRun is one execution of a staged strategy for one revision of a bundle.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla,shortName=run
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || !(oldSelf.status.state in ['Completed', 'Failed']) || self.spec.state == oldSelf.spec.state",message="a finished run cannot be restarted; create a new run"
+// +kubebuilder:printcolumn:name="Bundle",type=string,JSONPath=`.spec.bundle`
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revisionIndex`
+// +kubebuilder:printcolumn:name="Requested",type=string,JSONPath=`.spec.state`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Failures",type=integer,JSONPath=`.status.failureCount`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StagedUpdateRun struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   StagedUpdateRunSpec   `json:"spec"`
+	Status StagedUpdateRunStatus `json:"status,omitempty"`
+}
+
+// StagedUpdateRunList is a list of StagedUpdateRuns.
+// +kubebuilder:object:root=true
+type StagedUpdateRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StagedUpdateRun `json:"items"`
+}
+
+// ApprovalRequestSpec names the gate. Its name is <run>-before-<stage>, <run>-after-<stage>, or
+// with a group suffix for group gates (R3.9).
+type ApprovalRequestSpec struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="run is immutable"
+	Run string `json:"run"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="stage is immutable"
+	Stage string `json:"stage"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="group is immutable"
+	Group string `json:"group,omitempty"`
+	// +kubebuilder:validation:Enum=Before;After
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="gate is immutable"
+	Gate string `json:"gate"`
+}
+
+// ApprovalRequestStatus records the approval.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && self.approval == oldSelf.approval)",message="an approval cannot be changed or withdrawn"
+type ApprovalRequestStatus struct {
+	// Approval is set once someone approved.
+	// +optional
+	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ApprovalRecord says who approved, when and why.
+type ApprovalRecord struct {
+	// +kubebuilder:validation:MinLength=1
+	By string      `json:"by"`
+	At metav1.Time `json:"at"`
+	// +optional
+	Comment string `json:"comment,omitempty"`
+}
+
+// ApprovalRequest is a gate of a staged run that waits for a person.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=flotilla,shortName=approval
+// +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.spec.run`
+// +kubebuilder:printcolumn:name="Stage",type=string,JSONPath=`.spec.stage`
+// +kubebuilder:printcolumn:name="Gate",type=string,JSONPath=`.spec.gate`
+// +kubebuilder:printcolumn:name="Approved-By",type=string,JSONPath=`.status.approval.by`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ApprovalRequest struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ApprovalRequestSpec   `json:"spec"`
+	Status ApprovalRequestStatus `json:"status,omitempty"`
+}
+
+// ApprovalRequestList is a list of ApprovalRequests.
+// +kubebuilder:object:root=true
+type ApprovalRequestList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ApprovalRequest `json:"items"`
+}
