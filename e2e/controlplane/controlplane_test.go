@@ -174,3 +174,50 @@ func TestStatefulSetAndJobComplete(t *testing.T) {
 		t.Fatalf("statefulset or job did not finish: %v", err)
 	}
 }
+
+// BenchmarkStartBareCluster measures how long a hub-like cluster (API server alone) takes to
+// answer /readyz, with the binaries already built. Figures: README "Measured".
+func BenchmarkStartBareCluster(b *testing.B) {
+	benchmarkStartCluster(b, controlplane.Bare)
+}
+
+// BenchmarkStartWorkloadCluster measures a workload cluster from nothing to a Deployment that is
+// Available through the real controllers and simulated nodes.
+func BenchmarkStartWorkloadCluster(b *testing.B) {
+	benchmarkStartCluster(b, controlplane.Workload)
+}
+
+func benchmarkStartCluster(b *testing.B, kind controlplane.Kind) {
+	env, err := controlplane.Start(b.Context(), controlplane.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Stop()
+	i := 0
+	for b.Loop() {
+		i++
+		c, err := env.StartCluster(b.Context(), controlplane.ClusterOptions{Name: fmt.Sprintf("bench-%d", i), Kind: kind})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if kind == controlplane.Workload {
+			cs, err := kubernetes.NewForConfig(c.Config())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cs.AppsV1().Deployments("default").Create(b.Context(), deployment("web", nil), metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			err = wait.PollUntilContextTimeout(b.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+				return err == nil && available(d), err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		c.Stop()
+		b.StartTimer()
+	}
+}

@@ -128,7 +128,7 @@ type GitRepoStatus struct {
 // GitRepo is a git repository whose fleet.yaml bundles Flotilla deploys.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=flotilla
+// +kubebuilder:resource:categories=flotilla,path=gitrepos,singular=gitrepo
 // +kubebuilder:printcolumn:name="Repo",type=string,JSONPath=`.spec.repo`
 // +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.commit`
 // +kubebuilder:printcolumn:name="Bundles",type=integer,JSONPath=`.status.bundles`

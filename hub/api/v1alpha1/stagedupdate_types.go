@@ -28,11 +28,13 @@ type StageConfig struct {
 	// MaxConcurrency is how many clusters of the stage may update at once (R3.3, R3.5).
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be an integer of at least 1 or a percentage from 1% to 100%"
 	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
 	// MaxAllowedFailures is the stage's failure budget; a percent rounds up (R3.10). Default 0.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	MaxAllowedFailures *intstr.IntOrString `json:"maxAllowedFailures,omitempty"`
 	// BeforeStageTasks gate the start of the stage: at most one, Approval or ScheduledStart.
@@ -66,11 +68,13 @@ type StageGroup struct {
 	// MaxConcurrency is a number or percent of the group (floor, minimum 1). Default 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be an integer of at least 1 or a percentage from 1% to 100%"
 	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
 	// MaxAllowedFailures is the group's failure budget; a percent rounds up. Default 0.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	MaxAllowedFailures *intstr.IntOrString `json:"maxAllowedFailures,omitempty"`
 	// BeforeGroupTasks gate the group: at most one, Approval or ScheduledStart.

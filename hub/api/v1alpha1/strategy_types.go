@@ -11,17 +11,20 @@ type RolloutStrategy struct {
 	// (R1.9); a percent rounds down with a minimum of 1. Default 100%.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// MaxUnavailablePartitions is how many partitions may be NotReady while the rollout moves on
 	// (R1.7). Default 0.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	MaxUnavailablePartitions *intstr.IntOrString `json:"maxUnavailablePartitions,omitempty"`
 	// AutoPartitionSize is the size of automatic partitions (R1.4). Default 25%.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	AutoPartitionSize *intstr.IntOrString `json:"autoPartitionSize,omitempty"`
 	// AutoPartitionThreshold is the number of targeted clusters from which automatic
@@ -51,6 +54,7 @@ type Partition struct {
 	// MaxUnavailable overrides the strategy's value for this partition (R1.5).
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
@@ -95,11 +99,13 @@ type RollingUpdate struct {
 	// MaxUnavailable, rounded up against N. Default 25%. Zero is rejected.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be a positive integer or a percentage from 1% to 100%: zero would block the rollout"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// MaxSurge, rounded up against N. Default 25%. Zero is rejected.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be a positive integer or a percentage from 1% to 100%: zero would block the rollout"
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 	// UnavailablePeriodSeconds is how long a cluster that newly applied a revision still counts

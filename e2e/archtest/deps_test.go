@@ -1,0 +1,45 @@
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyDirection fails when a package imports what the architecture forbids:
+// rollout/ is pure (no Kubernetes, no hub, no agent), bundle/ renders without the hub or the
+// agent, and the agent stays small (no Helm, Kustomize or go-git).
+func TestDependencyDirection(t *testing.T) {
+	rules := []struct {
+		pkgs      string
+		forbidden []string
+	}{
+		{"./rollout/...", []string{"k8s.io/", "sigs.k8s.io/", "github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "github.com/flotilla-dev/flotilla/bundle"}},
+		{"./bundle/...", []string{"github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "k8s.io/client-go"}},
+		{"./agent/...", []string{"helm.sh/", "sigs.k8s.io/kustomize/", "github.com/go-git/"}},
+		{"./hub/api/...", []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "github.com/flotilla-dev/flotilla/hub/"}},
+	}
+	for _, r := range rules {
+		t.Run(r.pkgs, func(t *testing.T) {
+			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", r.pkgs)
+			cmd.Dir = "../.."
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil || stderr.Len() > 0 {
+				t.Fatalf("go list %s: %v\n%s", r.pkgs, err, stderr.String())
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) == 0 {
+				t.Fatalf("go list %s listed nothing", r.pkgs)
+			}
+			for _, d := range deps {
+				for _, f := range r.forbidden {
+					if strings.HasPrefix(d, f) && !strings.HasPrefix(d, "github.com/flotilla-dev/flotilla/hub/api") {
+						t.Errorf("%s depends on %s (forbidden: %s*)", r.pkgs, d, f)
+					}
+				}
+			}
+		})
+	}
+}

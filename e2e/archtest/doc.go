@@ -1,0 +1,3 @@
+// Package archtest holds tests that guard the architecture: which packages may import what
+// (STYLE.md, practice 1). It has no code of its own.
+package archtest

@@ -1,0 +1,378 @@
+package v1alpha1_test
+
+// Integration tests: the generated CRDs on a real kube-apiserver. They prove that the schema
+// and CEL rules reject bad objects with a message naming the field, that the samples are
+// accepted, and that printer columns reach kubectl's table output.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/manifests"
+)
+
+var hub *controlplane.Cluster
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "failed to start control plane (build it with: go run ./e2e/prepare):", err)
+		return 1
+	}
+	defer env.Stop()
+	hub, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	crds, err := manifests.CRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := controlplane.InstallCRDs(ctx, hub.Config(), crds); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// newNamespace creates a namespace of its own for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(hub.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("failed to create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// resourceFor maps a document's kind to its resource, the lower-case plural.
+func resourceFor(obj *unstructured.Unstructured) dynamic.NamespaceableResourceInterface {
+	client := dynamic.NewForConfigOrDie(hub.Config())
+	gvk := obj.GroupVersionKind()
+	return client.Resource(schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: plural(gvk.Kind)})
+}
+
+// plural is the resource name of one of our kinds (none is irregular).
+func plural(kind string) string {
+	lower := strings.ToLower(kind)
+	if strings.HasSuffix(lower, "y") {
+		return strings.TrimSuffix(lower, "y") + "ies"
+	}
+	return lower + "s"
+}
+
+func decode(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+		t.Fatalf("bad test document: %v\n%s", err, doc)
+	}
+	return obj
+}
+
+func create(t *testing.T, ns, doc string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	obj := decode(t, doc)
+	return resourceFor(obj).Namespace(ns).Create(t.Context(), obj, metav1.CreateOptions{})
+}
+
+func TestSamplesAreAccepted(t *testing.T) {
+	samples, err := manifests.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) < 11 {
+		t.Fatalf("expected a sample for each of the 11 kinds, found %d", len(samples))
+	}
+	ns := newNamespace(t)
+	for name, doc := range samples {
+		if _, err := create(t, ns, string(doc)); err != nil {
+			t.Errorf("sample %s rejected: %v", name, err)
+		}
+	}
+}
+
+// TestInvalidObjectsAreRejected creates one bad object per rule. Each must fail, and the
+// message must name the field and say what is wrong.
+func TestInvalidObjectsAreRejected(t *testing.T) {
+	const gv = "apiVersion: flotilla.dev/v1alpha1\n"
+	cases := []struct {
+		name string
+		doc  string
+		want []string // substrings of the error message
+	}{
+		{"gitrepo without repo", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {branch: main}",
+			[]string{"spec.repo", "Required value"}},
+		{"gitrepo with ftp url", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'ftp://example.com/x'}",
+			[]string{"spec.repo", "must be an http(s):// or ssh:// URL"}},
+		{"gitrepo with branch and revision", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'https://example.com/x', branch: main, revision: v1}",
+			[]string{"spec", "set at most one of branch, revision and semver"}},
+		{"gitrepo polling below 1s", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'https://example.com/x', pollingInterval: 100ms}",
+			[]string{"spec.pollingInterval", "at least 1s"}},
+		{"gitrepo target without selector", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'https://example.com/x', targets: [{name: x}]}",
+			[]string{"spec.targets[0]", "a target needs"}},
+		{"gitrepo sync window kind", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'https://example.com/x', syncWindows: [{kind: Maybe, schedule: '@daily', duration: 1h}]}",
+			[]string{"spec.syncWindows[0].kind", "Unsupported value"}},
+		{"R1.2 percent above 100", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {maxUnavailable: '150%'}}",
+			[]string{"spec.rolloutStrategy.maxUnavailable", "percentage from 0% to 100%"}},
+		{"R1.2 negative integer", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {maxUnavailablePartitions: -1}}",
+			[]string{"spec.rolloutStrategy.maxUnavailablePartitions", "non-negative"}},
+		{"R1.3 partition without selector", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {partitions: [{name: p1}]}}",
+			[]string{"spec.rolloutStrategy.partitions[0]", "a partition needs"}},
+		{"R1.1 maxNew zero", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {maxNew: 0}}",
+			[]string{"spec.rolloutStrategy.maxNew", "greater than or equal to 1"}},
+		{"R2.3 maxSurge zero", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {placement: {type: PickAll, rollingUpdate: {maxSurge: 0}}}",
+			[]string{"spec.placement.rollingUpdate.maxSurge", "zero would block"}},
+		{"R2.3 maxUnavailable 0%", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {placement: {type: PickAll, rollingUpdate: {maxUnavailable: '0%'}}}",
+			[]string{"spec.placement.rollingUpdate.maxUnavailable", "zero would block"}},
+		{"R2.1 PickN without number", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {placement: {type: PickN}}",
+			[]string{"spec.placement", "numberOfClusters is required when type is PickN"}},
+		{"R2.1 PickFixed without names", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {placement: {type: PickFixed}}",
+			[]string{"spec.placement", "clusterNames is required"}},
+		{"R2.1 unknown placement type", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {placement: {type: PickSome}}",
+			[]string{"spec.placement.type", "Unsupported value"}},
+		{"bundle with two strategies", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {}, sequence: {name: s}}",
+			[]string{"spec", "choose at most one of rolloutStrategy"}},
+		{"bundle deployment index zero", gv + "kind: BundleDeployment\nmetadata: {name: a}\nspec: {bundle: b, bundleNamespace: apps, staged: {index: 0, contentID: c, deploymentID: d}}",
+			[]string{"spec.staged.index", "greater than or equal to 1"}},
+		{"bundle deployment released ahead of staged", gv + "kind: BundleDeployment\nmetadata: {name: a}\nspec: {bundle: b, bundleNamespace: apps, staged: {index: 1, contentID: c, deploymentID: d}, released: {index: 2, contentID: c, deploymentID: d}}",
+			[]string{"spec", "released must not be newer than staged"}},
+		{"cluster heartbeat deadline too short", gv + "kind: Cluster\nmetadata: {name: a}\nspec: {heartbeatDeadline: 1s}",
+			[]string{"spec.heartbeatDeadline", "at least 5s"}},
+		{"R3.13 exclusion ending before it starts", gv + "kind: Cluster\nmetadata: {name: a}\nspec: {exclusions: [{start: '2026-02-01T00:00:00Z', end: '2026-01-01T00:00:00Z'}]}",
+			[]string{"spec.exclusions[0]", "end must be after start"}},
+		{"cluster group without selector", gv + "kind: ClusterGroup\nmetadata: {name: a}\nspec: {}",
+			[]string{"spec.selector", "Required value"}},
+		{"registration token ttl", gv + "kind: ClusterRegistrationToken\nmetadata: {name: a}\nspec: {ttl: 10s}",
+			[]string{"spec.ttl", "at least 1m"}},
+		{"registration without client id", gv + "kind: ClusterRegistration\nmetadata: {name: a}\nspec: {clusterName: x}",
+			[]string{"spec.clientID", "Required value"}},
+		{"R3.1 strategy without stages", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: []}",
+			[]string{"spec.stages", "at least 1 items"}},
+		{"R3.4 two before-stage tasks", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, beforeStageTasks: [{type: Approval}, {type: Approval}]}]}",
+			[]string{"spec.stages[0].beforeStageTasks", "must have at most 1 item"}},
+		{"R3.4 timed wait before a stage", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, beforeStageTasks: [{type: TimedWait, waitTime: 1h}]}]}",
+			[]string{"spec.stages[0].beforeStageTasks", "not TimedWait"}},
+		{"R3.4 two timed waits after a stage", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: TimedWait, waitTime: 1h}, {type: TimedWait, waitTime: 2h}]}]}",
+			[]string{"spec.stages[0].afterStageTasks", "at most one task of each type"}},
+		{"R3.4 timed wait without wait time", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: TimedWait}]}]}",
+			[]string{"spec.stages[0].afterStageTasks[0]", "waitTime is required for TimedWait"}},
+		{"R3.3 max concurrency zero", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, maxConcurrency: 0}]}",
+			[]string{"spec.stages[0].maxConcurrency", "at least 1"}},
+		{"R3.5 more than 50 groups", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, groups: [" + groups(51) + "]}]}",
+			[]string{"spec.stages[0].groups", "must have at most 50 items"}},
+		{"R3.12 scheduled start with both forms", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, beforeStageTasks: [{type: ScheduledStart, scheduledStart: {at: '2026-01-01T00:00:00Z', timeOfDay: '09:00'}}]}]}",
+			[]string{"spec.stages[0].beforeStageTasks[0].scheduledStart", "set either at, or timeOfDay"}},
+		{"R3.7 unknown run state", gv + "kind: StagedUpdateRun\nmetadata: {name: a}\nspec: {bundle: b, strategy: s, state: Pause}",
+			[]string{"spec.state", "Unsupported value"}},
+		{"approval gate", gv + "kind: ApprovalRequest\nmetadata: {name: a}\nspec: {run: r, stage: s, gate: During}",
+			[]string{"spec.gate", "Unsupported value"}},
+		{"R4.1 two first groups", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a}, {name: b, clusterGroup: b}]}",
+			[]string{"spec", "exactly one group must have no upstream"}},
+		{"R4.1 branch", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a}, {name: b, upstream: a, clusterGroup: b}, {name: c, upstream: a, clusterGroup: c}]}",
+			[]string{"spec", "sequences do not branch"}},
+		{"R4.1 unknown upstream", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a}, {name: b, upstream: zz, clusterGroup: b}]}",
+			[]string{"spec", "every upstream must name another group"}},
+		{"R4.2 soak above 30 days", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a, soak: 800h}]}",
+			[]string{"spec.groups[0].soak", "between 0 and 30 days"}},
+	}
+	ns := newNamespace(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := create(t, ns, tc.doc)
+			if err == nil {
+				t.Fatalf("object was accepted:\n%s", tc.doc)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func groups(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("{name: g%d, labelSelector: {}}", i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TestRunStateTransitions checks R3.7: Initialize→Run, Run→Stop and Stop→Run are allowed,
+// anything else is rejected, and a finished run cannot be restarted.
+func TestRunStateTransitions(t *testing.T) {
+	ns := newNamespace(t)
+	run, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: StagedUpdateRun\nmetadata: {name: r}\nspec: {bundle: b, strategy: s}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(run.Object, "spec", "state"); got != "Initialize" {
+		t.Fatalf("R3.7 default state = %q, want Initialize", got)
+	}
+	runs := resourceFor(run).Namespace(ns)
+	setState := func(state string) error {
+		cur, err := runs.Get(t.Context(), "r", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(cur.Object, state, "spec", "state")
+		_, err = runs.Update(t.Context(), cur, metav1.UpdateOptions{})
+		return err
+	}
+	steps := []struct {
+		to      string
+		allowed bool
+	}{
+		{"Stop", false}, // Initialize→Stop
+		{"Run", true},
+		{"Initialize", false},
+		{"Stop", true},
+		{"Run", true},
+	}
+	for _, s := range steps {
+		err := setState(s.to)
+		if s.allowed && err != nil {
+			t.Fatalf("R3.7 change to %s rejected: %v", s.to, err)
+		}
+		if !s.allowed && (err == nil || !strings.Contains(err.Error(), "state may only change")) {
+			t.Fatalf("R3.7 change to %s: want rejection naming the rule, got %v", s.to, err)
+		}
+	}
+	cur, err := runs.Get(t.Context(), "r", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(cur.Object, "Completed", "status", "state")
+	if _, err := runs.UpdateStatus(t.Context(), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("failed to mark the run Completed: %v", err)
+	}
+	if err := setState("Stop"); err == nil || !strings.Contains(err.Error(), "a finished run cannot be restarted") {
+		t.Fatalf("R3.7 finished run changed state: %v", err)
+	}
+	// Immutable fields.
+	cur, err = runs.Get(t.Context(), "r", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(cur.Object, "other", "spec", "bundle")
+	if _, err := runs.Update(t.Context(), cur, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.bundle") {
+		t.Fatalf("bundle of a run changed: %v", err)
+	}
+}
+
+// TestApprovalCannotBeWithdrawn checks that R3.9's record of who approved is permanent.
+func TestApprovalCannotBeWithdrawn(t *testing.T) {
+	ns := newNamespace(t)
+	ar, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: ApprovalRequest\nmetadata: {name: r-before-s}\nspec: {run: r, stage: s, gate: Before}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ars := resourceFor(ar).Namespace(ns)
+	_ = unstructured.SetNestedMap(ar.Object, map[string]any{"by": "alice", "at": "2026-11-29T10:00:00Z"}, "status", "approval")
+	ar, err = ars.UpdateStatus(t.Context(), ar, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("R3.9 approval rejected: %v", err)
+	}
+	unstructured.RemoveNestedField(ar.Object, "status", "approval")
+	if _, err := ars.UpdateStatus(t.Context(), ar, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "cannot be changed or withdrawn") {
+		t.Fatalf("R3.9 approval withdrawn: %v", err)
+	}
+}
+
+func TestLatestRevisionNeverDecreases(t *testing.T) {
+	ns := newNamespace(t)
+	b, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: Bundle\nmetadata: {name: b}\nspec: {latestRevision: 5}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(b.Object, int64(4), "spec", "latestRevision")
+	if _, err := resourceFor(b).Namespace(ns).Update(t.Context(), b, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "latestRevision must not decrease") {
+		t.Fatalf("latestRevision decreased: %v", err)
+	}
+}
+
+// TestPrinterColumns reads the server's table output, as kubectl get does, for every sample.
+func TestPrinterColumns(t *testing.T) {
+	samples, err := manifests.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespace(t)
+	want := map[string][]string{
+		"GitRepo":                  {"Name", "Repo", "Commit", "Bundles", "Ready", "Status", "Age"},
+		"Bundle":                   {"Name", "Revision", "Ready", "Status", "Age"},
+		"BundleDeployment":         {"Name", "Bundle", "Staged", "Released", "Applied", "State", "Age"},
+		"Cluster":                  {"Name", "Bundles-Ready", "Last-Seen", "Status", "Age"},
+		"ClusterGroup":             {"Name", "Clusters", "Clusters-Not-Ready", "Bundles-Ready", "Age"},
+		"ClusterRegistrationToken": {"Name", "Secret", "Expires", "Age"},
+		"ClusterRegistration":      {"Name", "Cluster", "Granted", "Age"},
+		"StagedUpdateStrategy":     {"Name", "Age"},
+		"StagedUpdateRun":          {"Name", "Bundle", "Strategy", "Revision", "Requested", "State", "Failures", "Age"},
+		"ApprovalRequest":          {"Name", "Run", "Stage", "Gate", "Approved-By", "Age"},
+		"RolloutSequence":          {"Name", "Age"},
+	}
+	cs := kubernetes.NewForConfigOrDie(hub.Config())
+	for file, doc := range samples {
+		obj, err := create(t, ns, string(doc))
+		if err != nil {
+			t.Fatalf("sample %s: %v", file, err)
+		}
+		kind := obj.GetKind()
+		raw, err := cs.RESTClient().Get().AbsPath("/apis/flotilla.dev/v1alpha1/namespaces", ns, plural(kind)).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("%s table: %v", kind, err)
+		}
+		var table metav1.Table
+		if err := json.Unmarshal(raw, &table); err != nil {
+			t.Fatalf("%s table: %v", kind, err)
+		}
+		var got []string
+		for _, c := range table.ColumnDefinitions {
+			if c.Priority == 0 {
+				got = append(got, c.Name)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want[kind], ",") {
+			t.Errorf("%s columns = %v, want %v", kind, got, want[kind])
+		}
+		if len(table.Rows) != 1 {
+			t.Errorf("%s table has %d rows, want 1", kind, len(table.Rows))
+		}
+	}
+	// A column shows the object's value: the GitRepo's repo URL.
+	raw, err := cs.RESTClient().Get().AbsPath("/apis/flotilla.dev/v1alpha1/namespaces", ns, "gitrepos").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "https://git.example.com/platform/apps.git") {
+		t.Errorf("gitrepo table does not show the repo URL: %s", raw)
+	}
+}
