@@ -1,0 +1,48 @@
+// Package rollout decides which clusters receive a bundle revision, and when. It is pure: no
+// Kubernetes client, no I/O, no goroutines; time is an input. The hub gathers cluster state
+// into an Input, calls Plan, and writes what the Decision says; the CLI and the tests run the
+// same code through Simulate.
+//
+//	d := rollout.Plan(&rollout.Input{Revision: 7, Strategy: s, Targets: targets, Now: now})
+//	// d.Release: clusters to release revision 7 to now
+//	// d.Remove:  clusters that must lose the workload (placements, §2)
+//	// d.Clusters[i].Wait: why a cluster waits; d.Paused: why the rollout waits
+//
+// # What it implements (shared/spec/ROLLOUT.md)
+//
+// §0, the per-cluster state: ClusterState is the one function every status view uses.
+//
+// §1, fleet.yaml's rolloutStrategy. Targets are split into partitions (manual, in fleet.yaml
+// order, first match wins; or automatic chunks by name). A pass walks the partitions in order:
+//
+//	 p1 released, Ready ──▶ p2 batch (≤ maxNew) ──▶ p3 … waits until p2 is fully released
+//	 gates before a batch:  NotReady partitions before it ≤ maxUnavailablePartitions  (R1.7)
+//	                        unavailable in the partition ≤ its maxUnavailable         (R1.6)
+//	                        unavailable overall          ≤ maxUnavailable             (R1.9)
+//
+// A batch may overshoot a threshold (R1.8: 100 clusters at 10% release 50, then wait); the next
+// batch waits until the partition is back within it. Progress comes from readiness events only
+// (R1.10): a §1 decision never asks for a timed wake-up.
+//
+// §2, a RollingUpdate placement: PickAll, PickN or PickFixed, keeping at least
+// N − maxUnavailable clusters available and at most N + maxSurge carrying the workload. A
+// cluster counts as available unavailablePeriodSeconds after its apply (R2.5); the decision's
+// RequeueAfter says when to look again. Decision: N is capped at the clusters actually available
+// to pick, so a shortfall warns instead of blocking every update.
+//
+// Validate checks a strategy and a placement and names the fleet.yaml field of each problem.
+//
+// # Determinism and cost
+//
+// Plan sorts targets by name, so equal inputs give equal decisions whatever their order. One
+// pass is O(N·P) for P partitions with a constant number of allocations per partition.
+// Measured with BenchmarkPlan10000Clusters5Partitions on the 2-core development machine
+// (AMD EPYC, go1.26):
+//
+//	10,000 clusters, 5 manual partitions:  2.9 ms/op, 1.5 MB/op, 180 allocs/op
+//	 1,000 clusters:                        0.17 ms/op, 0.15 MB/op, 131 allocs/op
+//	100,000 clusters:                       32 ms/op, 15.8 MB/op, 244 allocs/op
+//
+// Bytes grow linearly with N; the allocation count grows only with the number of partitions and
+// the output lists' growth steps.
+package rollout

@@ -1,0 +1,214 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Plan decides one planning pass: which clusters get Revision now, which lose the workload, and
+// why every other cluster waits. It is pure and deterministic: equal inputs give equal plans.
+// A bundle with a Placement rolls out by §2 (RollingUpdate), every other by §1 (partitions).
+func Plan(in *Input) *Decision {
+	sorted := make([]*Target, len(in.Targets))
+	for i := range in.Targets {
+		sorted[i] = &in.Targets[i]
+	}
+	byName := func(a, b *Target) int { return strings.Compare(a.Cluster, b.Cluster) }
+	if !slices.IsSortedFunc(sorted, byName) {
+		slices.SortFunc(sorted, byName)
+	}
+	if in.Placement != nil {
+		return planRollingUpdate(in, sorted)
+	}
+	return planPartitions(in, sorted)
+}
+
+// planPartitions is §1. Partitions are visited in order; a partition with clusters still to
+// release is entered only if the gates allow (R1.7, R1.6, R1.9), then gets one batch of at most
+// maxNew releases (R1.8). The pass stops at the first partition that is not fully released:
+// the rollout "moves on" only from a fully released partition.
+//
+//	partition:   [ p1: released, Ready ] → [ p2: batch ≤ maxNew ] ┆ p3 … wait
+//	gates:        NotReady(p1..pk-1) ≤ maxUnavailablePartitions
+//	              unavailable(pk) ≤ its maxUnavailable
+//	              unavailable(all) ≤ global maxUnavailable
+func planPartitions(in *Input, sorted []*Target) *Decision {
+	s := &in.Strategy
+	rev := in.Revision
+	n := len(sorted)
+	parts, unpartitioned := partitionTargets(sorted, s, in.Groups)
+	globalMax := s.MaxUnavailable.Or(DefaultMaxUnavailable).ScaleDown(n)
+	maxParts := s.MaxUnavailablePartitions.Or(DefaultMaxUnavailablePartitions).ScaleDown(len(parts))
+	maxNew := DefaultMaxNew
+	if s.MaxNew != nil {
+		maxNew = *s.MaxNew
+	}
+
+	plan := &Decision{MaxUnavailable: globalMax, MaxUnavailablePartitions: maxParts, Clusters: make([]ClusterStatus, n)}
+	unavail := make([]bool, n)
+	release := make([]bool, n)
+	globalUnavailable := 0
+	for i, t := range sorted {
+		plan.Clusters[i].Name = t.Cluster
+		if unavailable(t, rev) {
+			unavail[i] = true
+			globalUnavailable++
+		}
+	}
+
+	stop := ""                  // why partitions from here on wait; set once
+	var notReady []string       // names of NotReady partitions visited so far
+	allImmediatelyReady := true // R1.14: every threshold equals its partition's size
+	for _, p := range parts {
+		pu := 0
+		var pending []int
+		for _, ti := range p.members {
+			plan.Clusters[ti].Partition = p.name
+			if unavail[ti] {
+				pu++
+			}
+			if d := sorted[ti].Deployment; d == nil || d.Released != rev {
+				pending = append(pending, ti)
+			}
+		}
+		if p.threshold < len(p.members) {
+			allImmediatelyReady = false
+		}
+		if len(pending) > 0 && stop == "" {
+			stop = gateReason(in.Paused, notReady, maxParts, p, pu, globalUnavailable, globalMax, s)
+			if stop == "" {
+				batch := 0
+				var over string
+				for _, ti := range pending {
+					switch {
+					case sorted[ti].Paused:
+						plan.Clusters[ti].Wait = "cluster is paused"
+					case batch == maxNew:
+						if over == "" {
+							over = fmt.Sprintf("maxNew: %d clusters of partition %s released in this pass; the rest follow once it is within maxUnavailable %d", maxNew, p.name, p.threshold)
+						}
+						plan.Clusters[ti].Wait = over
+					default:
+						release[ti] = true
+						batch++
+						if !unavail[ti] {
+							unavail[ti] = true
+							pu++
+							globalUnavailable++
+						}
+					}
+				}
+				if over != "" {
+					stop = "waiting for partition " + p.name + " to be fully released"
+					plan.More = true
+				}
+			} else {
+				plan.Paused = stop
+			}
+		}
+		for _, ti := range pending {
+			if !release[ti] && plan.Clusters[ti].Wait == "" {
+				plan.Clusters[ti].Wait = stop
+			}
+		}
+		ready := pu <= p.threshold
+		if !ready {
+			notReady = append(notReady, p.name)
+		}
+		plan.Partitions = append(plan.Partitions, p.status(sorted, rev, release, pu, ready))
+	}
+	for _, ti := range unpartitioned {
+		plan.Unpartitioned = append(plan.Unpartitioned, sorted[ti].Cluster)
+		plan.Clusters[ti].Wait = "matches no partition: not rolled out (R1.3)"
+	}
+	if len(unpartitioned) > 0 {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d targeted clusters match no partition and will not be rolled out: %s", len(unpartitioned), abbreviate(plan.Unpartitioned, 5)))
+	}
+	if allImmediatelyReady && len(parts) > 0 {
+		plan.Warnings = append(plan.Warnings, "maxUnavailable is 100%: every partition counts as Ready at once and the rollout passes through all of them without waiting (R1.14)")
+	}
+	plan.finish(sorted, rev, release, unavail, parts)
+	return plan
+}
+
+// gateReason returns why partition p may not be entered now, or "".
+func gateReason(paused bool, notReady []string, maxParts int, p partition, pu, globalUnavailable, globalMax int, s *Strategy) string {
+	switch {
+	case paused:
+		return "bundle is paused (R1.13)"
+	case len(notReady) > maxParts:
+		return fmt.Sprintf("%d partitions NotReady (%s), more than maxUnavailablePartitions %d (R1.7)", len(notReady), abbreviate(notReady, 3), maxParts)
+	case pu > p.threshold:
+		return fmt.Sprintf("partition %s: %d clusters unavailable, more than its maxUnavailable %d (%s) (R1.6)", p.name, pu, p.threshold, p.spec)
+	case globalUnavailable > globalMax:
+		return fmt.Sprintf("%d clusters unavailable, more than maxUnavailable %d (%s) (R1.9)", globalUnavailable, globalMax, s.MaxUnavailable.Or(DefaultMaxUnavailable))
+	}
+	return ""
+}
+
+// status reports a partition after this pass's releases.
+func (p partition) status(sorted []*Target, rev int64, release []bool, unavailableCount int, ready bool) PartitionStatus {
+	st := PartitionStatus{Name: p.name, Clusters: make([]string, len(p.members)), MaxUnavailable: p.threshold, Unavailable: unavailableCount, Ready: ready, Counts: Counts{}}
+	for i, ti := range p.members {
+		st.Clusters[i] = sorted[ti].Cluster
+		st.Counts.add(stateAfter(sorted[ti], rev, release[ti]))
+	}
+	return st
+}
+
+// stateAfter is the cluster's state once this pass's release (if any) is written.
+func stateAfter(t *Target, rev int64, released bool) State {
+	if !released {
+		return ClusterState(t.Deployment, rev)
+	}
+	d := Deployment{Released: rev}
+	if t.Deployment != nil {
+		d = *t.Deployment
+		d.Released = rev
+		d.ApplyFailed = false
+	}
+	return ClusterState(&d, rev)
+}
+
+// finish fills the release list, per-cluster states and completion.
+func (plan *Decision) finish(sorted []*Target, rev int64, release, unavail []bool, parts []partition) {
+	complete := true
+	for i, t := range sorted {
+		c := &plan.Clusters[i]
+		c.State = stateAfter(t, rev, release[i])
+		c.Unavailable = unavail[i]
+		if release[i] {
+			plan.Release = append(plan.Release, t.Cluster)
+		}
+	}
+	for _, p := range parts {
+		for _, ti := range p.members {
+			if !plan.Clusters[ti].State.Available() || sorted[ti].Offline {
+				complete = false
+			}
+		}
+	}
+	plan.Complete = complete
+}
+
+// abbreviate lists up to n names, then "and K more".
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+}
+
+// requeueAt keeps the earliest future time.
+func requeueAt(cur time.Duration, now, at time.Time) time.Duration {
+	d := at.Sub(now)
+	if d <= 0 {
+		return cur
+	}
+	if cur == 0 || d < cur {
+		return d
+	}
+	return cur
+}

@@ -1,0 +1,158 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// settled marks targets ready on rev, applied long enough ago to count as available (R2.5).
+func settled(ts []Target, rev int64, names ...string) {
+	releaseTo(ts, rev, true, names...)
+}
+
+func TestR2_1_Placement(t *testing.T) {
+	t.Run("PickAll takes every candidate", func(t *testing.T) {
+		d := Plan(&Input{Revision: 1, Placement: &Placement{Type: PickAll}, Targets: fleet(5, true), Now: t0})
+		if len(d.Release) != 5 {
+			t.Errorf("released %v", d.Release)
+		}
+	})
+	t.Run("PickN prefers clusters that carry the workload, then name order", func(t *testing.T) {
+		ts := fleet(6, true)
+		settled(ts, 1, "c-004")
+		d := Plan(&Input{Revision: 1, Placement: &Placement{Type: PickN, NumberOfClusters: ptr(3)}, Targets: ts, Now: t0})
+		if diff := cmp.Diff([]string{"c-000", "c-001"}, d.Release); diff != "" {
+			t.Errorf("releases (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(d.Clusters[5].Wait, "not picked by placement PickN") {
+			t.Errorf("unpicked wait = %q", d.Clusters[5].Wait)
+		}
+	})
+	t.Run("PickFixed takes the named clusters and warns about missing ones", func(t *testing.T) {
+		d := Plan(&Input{Revision: 1, Placement: &Placement{Type: PickFixed, ClusterNames: []string{"c-002", "c-009"}}, Targets: fleet(5, true), Now: t0})
+		if diff := cmp.Diff([]string{"c-002"}, d.Release); diff != "" {
+			t.Errorf("releases (-want +got):\n%s", diff)
+		}
+		if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "c-009") {
+			t.Errorf("warnings = %v", d.Warnings)
+		}
+	})
+}
+
+func TestR2_2_And_R2_3_ThresholdsRoundUpWithDefaults(t *testing.T) {
+	ts := fleet(10, false)
+	d := Plan(&Input{Revision: 2, Placement: &Placement{}, Targets: ts, Now: t0})
+	// Defaults 25% of 10, rounded up: 3 and 3.
+	if d.MaxUnavailable != 3 || d.MaxSurge != 3 {
+		t.Errorf("maxUnavailable %d, maxSurge %d; want 3, 3", d.MaxUnavailable, d.MaxSurge)
+	}
+	if len(d.Release) != 3 {
+		t.Errorf("in-place update released %d, want 3", len(d.Release))
+	}
+}
+
+func TestR2_3_ZeroIsRejected(t *testing.T) {
+	err := Validate(nil, &Placement{RollingUpdate: &RollingUpdate{MaxSurge: Int(0), MaxUnavailable: Percent(0)}})
+	for _, field := range []string{"placement.rollingUpdate.maxSurge: must not be 0", "placement.rollingUpdate.maxUnavailable: must not be 0"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("error %v does not contain %q", err, field)
+		}
+	}
+}
+
+func TestR2_4_AvailabilityAndSurgeBounds(t *testing.T) {
+	// 8 clusters carry revision 1; the selection moves 4 of them to 4 new clusters.
+	ts := fleet(12, true)
+	settled(ts, 1, names(ts, 0, 8)...)
+	for i := 0; i < 4; i++ {
+		ts[i].Excluded = true
+	}
+	ru := &RollingUpdate{MaxUnavailable: Int(1), MaxSurge: Int(2)}
+	in := &Input{Revision: 1, Placement: &Placement{RollingUpdate: ru}, Targets: ts, Now: t0}
+	d := Plan(in)
+	// N = 8 candidates. Surge: carrying 8, at most 10 → 2 new clusters first.
+	if diff := cmp.Diff([]string{"c-008", "c-009"}, d.Release); diff != "" {
+		t.Errorf("new clusters (-want +got):\n%s", diff)
+	}
+	// Availability: 8 available, at least 7 → one deselected cluster may go.
+	if diff := cmp.Diff([]string{"c-000"}, d.Remove); diff != "" {
+		t.Errorf("removals (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(d.Clusters[10].Wait, "maxSurge: 10 clusters carry the workload, at most N+maxSurge = 10") {
+		t.Errorf("surge wait = %q", d.Clusters[10].Wait)
+	}
+}
+
+func TestR2_5_ReadyDelay(t *testing.T) {
+	ts := fleet(4, false)
+	releaseTo(ts, 2, true, "c-000")
+	ts[0].Deployment.AppliedAt = t0.Add(-20 * time.Second)
+	in := &Input{Revision: 2, Placement: &Placement{RollingUpdate: &RollingUpdate{MaxUnavailable: Int(1), UnavailablePeriodSeconds: ptr(60)}}, Targets: ts, Now: t0}
+	d := Plan(in)
+	if len(d.Release) != 0 || d.RequeueAfter != 40*time.Second {
+		t.Fatalf("20s after apply: released %v, requeue %s; want nothing, 40s", d.Release, d.RequeueAfter)
+	}
+	in.Now = t0.Add(40 * time.Second)
+	if d = Plan(in); len(d.Release) != 1 {
+		t.Fatalf("60s after apply: released %v, want one more", d.Release)
+	}
+}
+
+func TestR2_6_Scenarios(t *testing.T) {
+	t.Run("new workload to all selected clusters", func(t *testing.T) {
+		d := Plan(&Input{Revision: 1, Placement: &Placement{}, Targets: fleet(20, true), Now: t0})
+		if len(d.Release) != 20 {
+			t.Errorf("first deployment released %d, want 20", len(d.Release))
+		}
+	})
+	t.Run("in-place update completes in waves", func(t *testing.T) {
+		tl := Simulate(Simulation{Clusters: simFleet(10), Placement: &Placement{RollingUpdate: &RollingUpdate{UnavailablePeriodSeconds: ptr(10)}}})
+		if !tl.Completed {
+			t.Fatalf("stuck: %s", tl.Stuck)
+		}
+		if got := len(tl.Steps[0].Released); got != 3 {
+			t.Errorf("first wave %d, want 3", got)
+		}
+	})
+	t.Run("a cluster no longer selected loses the workload", func(t *testing.T) {
+		ts := fleet(4, true)
+		settled(ts, 1, names(ts, 0, 4)...)
+		ts[2].Excluded = true
+		d := Plan(&Input{Revision: 1, Placement: &Placement{}, Targets: ts, Now: t0})
+		if diff := cmp.Diff([]string{"c-002"}, d.Remove); diff != "" {
+			t.Errorf("removals (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a newly matching cluster gets the workload", func(t *testing.T) {
+		ts := fleet(5, true)
+		settled(ts, 1, names(ts, 0, 4)...)
+		d := Plan(&Input{Revision: 1, Placement: &Placement{}, Targets: ts, Now: t0})
+		if diff := cmp.Diff([]string{"c-004"}, d.Release); diff != "" {
+			t.Errorf("releases (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a failed cluster does not hold the budget", func(t *testing.T) {
+		ts := fleet(4, false)
+		releaseTo(ts, 2, false, "c-000") // failed on revision 2: not ready
+		in := &Input{Revision: 3, Placement: &Placement{RollingUpdate: &RollingUpdate{MaxUnavailable: Int(1)}}, Targets: ts, Now: t0}
+		d := Plan(in)
+		// c-000 is unavailable anyway: it is updated for free. It already spends the budget
+		// (3 of 4 available, at least 3), so the others wait.
+		if diff := cmp.Diff([]string{"c-000"}, d.Release); diff != "" {
+			t.Errorf("releases (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(d.Clusters[1].Wait, "3 of 4 clusters available, at least N−maxUnavailable = 3") {
+			t.Errorf("wait = %q", d.Clusters[1].Wait)
+		}
+	})
+}
+
+func TestR2_PausedBundleReleasesNothing(t *testing.T) {
+	d := Plan(&Input{Revision: 1, Placement: &Placement{}, Targets: fleet(3, true), Paused: true, Now: t0})
+	if len(d.Release) != 0 || !strings.Contains(d.Paused, "paused") {
+		t.Errorf("released %v, paused %q", d.Release, d.Paused)
+	}
+}

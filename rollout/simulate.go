@@ -1,0 +1,214 @@
+package rollout
+
+import (
+	"slices"
+	"time"
+)
+
+// SimCluster is one cluster of a simulated fleet.
+type SimCluster struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Groups []string          `json:"groups,omitempty"`
+	// ReadyAfter is how long the cluster takes from release to Ready; 0 uses the simulation's.
+	ReadyAfter time.Duration `json:"-"`
+	// Fail: the cluster applies the revision but never becomes Ready.
+	Fail bool `json:"-"`
+	// Offline: the agent is gone from OfflineAt on; it applies nothing and counts as unavailable.
+	Offline   bool          `json:"-"`
+	OfflineAt time.Duration `json:"-"`
+	// Excluded: the cluster leaves the bundle's targets at ExcludedAt (a placement removes it).
+	Excluded   bool          `json:"-"`
+	ExcludedAt time.Duration `json:"-"`
+}
+
+// Simulation is a fleet, a strategy and how clusters behave.
+type Simulation struct {
+	Clusters  []SimCluster
+	Groups    []ClusterGroup
+	Strategy  Strategy
+	Placement *Placement
+	// FirstDeployment: no cluster runs an earlier revision. Otherwise every cluster starts Ready
+	// on revision 1 and revision 2 rolls out.
+	FirstDeployment bool
+	// ReadyAfter is the default time from release to Ready. Default 30s.
+	ReadyAfter time.Duration
+	// Horizon stops the simulation; default 90 days of simulated time.
+	Horizon time.Duration
+	// Observe, if set, sees every pass's input and decision (tests check invariants with it).
+	Observe func(in *Input, d *Decision)
+}
+
+// Step is one moment of the timeline at which the rollout did something or changed its reason
+// to wait.
+type Step struct {
+	At       time.Duration `json:"at"`
+	Released []string      `json:"released,omitempty"`
+	Removed  []string      `json:"removed,omitempty"`
+	Paused   string        `json:"paused"`
+	// Ready is the number of clusters Ready on the revision after this step.
+	Ready int `json:"ready"`
+}
+
+// Timeline is a simulation's result.
+type Timeline struct {
+	// First is the decision of the first pass: partitions, thresholds and warnings.
+	First     *Decision
+	Steps     []Step
+	Completed bool
+	// Duration is the simulated time until completion, or until the rollout got stuck.
+	Duration time.Duration
+	// Stuck says why an incomplete rollout cannot move on.
+	Stuck string
+	// Passes is the number of planning passes.
+	Passes int
+}
+
+// simStart is the simulated clock's origin. Any fixed instant would do.
+var simStart = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+// Simulate runs the planner as the hub would: a pass at start, right after every pass that
+// wrote something, whenever a cluster becomes ready, goes offline or leaves the targets, and
+// when a decision asks to be woken (R2.5). Clusters apply a release at once and become Ready ReadyAfter later.
+func Simulate(sim Simulation) Timeline {
+	readyAfter := sim.ReadyAfter
+	if readyAfter == 0 {
+		readyAfter = 30 * time.Second
+	}
+	horizon := sim.Horizon
+	if horizon == 0 {
+		horizon = 90 * 24 * time.Hour
+	}
+	rev := int64(2)
+	if sim.FirstDeployment {
+		rev = 1
+	}
+	targets := make([]Target, len(sim.Clusters))
+	readyAt := make([]time.Duration, len(sim.Clusters)) // -1: no pending readiness
+	for i, c := range sim.Clusters {
+		targets[i] = Target{Cluster: c.Name, Labels: c.Labels, Groups: c.Groups}
+		readyAt[i] = -1
+		if !sim.FirstDeployment {
+			targets[i].Deployment = &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, AppliedAt: simStart.Add(-24 * time.Hour)}
+		}
+	}
+	var tl Timeline
+	var now time.Duration
+	lastPaused := ""
+	for now <= horizon {
+		for i, c := range sim.Clusters {
+			targets[i].Offline = c.Offline && c.OfflineAt <= now
+			targets[i].Excluded = c.Excluded && c.ExcludedAt <= now
+			if readyAt[i] >= 0 && readyAt[i] <= now && !targets[i].Offline {
+				targets[i].Deployment.Ready = true
+				readyAt[i] = -1
+			}
+		}
+		in := &Input{Revision: rev, Strategy: sim.Strategy, Placement: sim.Placement, Targets: targets, Groups: sim.Groups, Now: simStart.Add(now)}
+		d := Plan(in)
+		tl.Passes++
+		if tl.First == nil {
+			tl.First = d
+		}
+		if sim.Observe != nil {
+			sim.Observe(in, d)
+		}
+		byName := make(map[string]int, len(targets))
+		for i := range targets {
+			byName[targets[i].Cluster] = i
+		}
+		for _, name := range d.Release {
+			i := byName[name]
+			t := &targets[i]
+			t.Deployment = &Deployment{Staged: rev, Released: rev}
+			if t.Offline {
+				continue
+			}
+			t.Deployment.Applied = rev
+			t.Deployment.AppliedAt = simStart.Add(now)
+			readyAt[i] = -1
+			if !sim.Clusters[i].Fail {
+				wait := sim.Clusters[i].ReadyAfter
+				if wait == 0 {
+					wait = readyAfter
+				}
+				readyAt[i] = now + wait
+			}
+		}
+		for _, name := range d.Remove {
+			i := byName[name]
+			targets[i].Deployment = nil
+			readyAt[i] = -1
+		}
+		changed := len(d.Release) > 0 || len(d.Remove) > 0
+		if changed || d.Paused != lastPaused {
+			tl.record(Step{At: now, Released: d.Release, Removed: d.Remove, Paused: d.Paused, Ready: countReady(targets, rev)})
+			lastPaused = d.Paused
+		}
+		tl.Duration = now
+		if d.Complete {
+			tl.Completed = true
+			return tl
+		}
+		if changed {
+			// The writes of this pass are events: the hub plans again at once.
+			continue
+		}
+		next, ok := nextEvent(sim.Clusters, readyAt, now, d.RequeueAfter)
+		if !ok {
+			tl.Stuck = d.Paused
+			if tl.Stuck == "" {
+				tl.Stuck = firstWait(d.Clusters)
+			}
+			return tl
+		}
+		now = next
+	}
+	tl.Stuck = "simulation horizon reached"
+	return tl
+}
+
+// record appends a step, merging it into the previous one when both happen at the same moment.
+func (tl *Timeline) record(s Step) {
+	if n := len(tl.Steps); n > 0 && tl.Steps[n-1].At == s.At {
+		last := &tl.Steps[n-1]
+		last.Released = append(last.Released, s.Released...)
+		last.Removed = append(last.Removed, s.Removed...)
+		last.Paused, last.Ready = s.Paused, s.Ready
+		return
+	}
+	tl.Steps = append(tl.Steps, s)
+}
+
+// nextEvent is the earliest future moment at which something changes.
+func nextEvent(clusters []SimCluster, readyAt []time.Duration, now, requeue time.Duration) (time.Duration, bool) {
+	var times []time.Duration
+	for i, c := range clusters {
+		if readyAt[i] > now {
+			times = append(times, readyAt[i])
+		}
+		if c.Offline && c.OfflineAt > now {
+			times = append(times, c.OfflineAt)
+		}
+		if c.Excluded && c.ExcludedAt > now {
+			times = append(times, c.ExcludedAt)
+		}
+	}
+	if requeue > 0 {
+		times = append(times, now+requeue)
+	}
+	if len(times) == 0 {
+		return 0, false
+	}
+	return slices.Min(times), true
+}
+
+func countReady(targets []Target, rev int64) int {
+	n := 0
+	for i := range targets {
+		if !targets[i].Offline && ClusterState(targets[i].Deployment, rev).Available() {
+			n++
+		}
+	}
+	return n
+}

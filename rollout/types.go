@@ -1,0 +1,176 @@
+package rollout
+
+import "time"
+
+// Target is one targeted cluster and what it holds of the bundle.
+type Target struct {
+	// Cluster is the cluster's name, unique in the input.
+	Cluster string
+	// Labels are the cluster's labels.
+	Labels map[string]string
+	// Groups are the names of the cluster groups the cluster belongs to.
+	Groups []string
+	// Deployment is the cluster's BundleDeployment; nil when it has none yet.
+	Deployment *Deployment
+	// Offline: the agent missed its heartbeat deadline (R1.11).
+	Offline bool
+	// Paused: the cluster takes no new releases (R1.13).
+	Paused bool
+	// Excluded: the cluster no longer matches the bundle's targets and is listed only because
+	// it still carries the workload; a placement (§2) removes it. Ignored by §1.
+	Excluded bool
+}
+
+// Deployment is the state of a BundleDeployment, by revision index (0 = none).
+type Deployment struct {
+	// Staged is the revision the cluster should eventually run.
+	Staged int64
+	// Released is the revision the agent may apply.
+	Released int64
+	// Applied is the revision the agent last applied successfully.
+	Applied int64
+	// ApplyFailed: the agent failed to apply Released.
+	ApplyFailed bool
+	// Ready: every resource of Applied is ready.
+	Ready bool
+	// Modified: live objects drifted from Applied.
+	Modified bool
+	// AppliedAt is when Applied was applied (R2.5 counts from it).
+	AppliedAt time.Time
+}
+
+// ClusterGroup is a named set of clusters, with labels that clusterGroupSelector matches.
+type ClusterGroup struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Match selects clusters; every field that is set must match. An empty Match matches nothing.
+type Match struct {
+	ClusterName          string    `json:"clusterName,omitempty"`
+	ClusterSelector      *Selector `json:"clusterSelector,omitempty"`
+	ClusterGroup         string    `json:"clusterGroup,omitempty"`
+	ClusterGroupSelector *Selector `json:"clusterGroupSelector,omitempty"`
+}
+
+// Strategy is fleet.yaml's rolloutStrategy (ROLLOUT.md §1). Unset fields take R1.1's defaults.
+type Strategy struct {
+	MaxUnavailable           IntOrPercent `json:"maxUnavailable,omitempty"`
+	MaxUnavailablePartitions IntOrPercent `json:"maxUnavailablePartitions,omitempty"`
+	AutoPartitionSize        IntOrPercent `json:"autoPartitionSize,omitempty"`
+	AutoPartitionThreshold   *int         `json:"autoPartitionThreshold,omitempty"`
+	MaxNew                   *int         `json:"maxNew,omitempty"`
+	Partitions               []Partition  `json:"partitions,omitempty"`
+}
+
+// Partition is a manual partition (R1.3).
+type Partition struct {
+	Name           string       `json:"name"`
+	MaxUnavailable IntOrPercent `json:"maxUnavailable,omitempty"`
+	Match          `json:",inline"`
+}
+
+// Defaults of R1.1 and R2.3.
+var (
+	DefaultMaxUnavailable           = Percent(100)
+	DefaultMaxUnavailablePartitions = Int(0)
+	DefaultAutoPartitionSize        = Percent(25)
+	DefaultAutoPartitionThreshold   = 200
+	DefaultMaxNew                   = 50
+
+	DefaultRollingMaxUnavailable   = Percent(25)
+	DefaultRollingMaxSurge         = Percent(25)
+	DefaultUnavailablePeriodSecond = 60
+)
+
+// PlacementType says how a placement chooses clusters (R2.1).
+type PlacementType string
+
+const (
+	PickAll   PlacementType = "PickAll"
+	PickN     PlacementType = "PickN"
+	PickFixed PlacementType = "PickFixed"
+)
+
+// Placement is a RollingUpdate placement (ROLLOUT.md §2).
+type Placement struct {
+	Type             PlacementType  `json:"type,omitempty"`
+	NumberOfClusters *int           `json:"numberOfClusters,omitempty"`
+	ClusterNames     []string       `json:"clusterNames,omitempty"`
+	RollingUpdate    *RollingUpdate `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdate bounds a placement's rollout (R2.3–R2.5).
+type RollingUpdate struct {
+	MaxUnavailable           IntOrPercent `json:"maxUnavailable,omitempty"`
+	MaxSurge                 IntOrPercent `json:"maxSurge,omitempty"`
+	UnavailablePeriodSeconds *int         `json:"unavailablePeriodSeconds,omitempty"`
+}
+
+// Input is everything Plan decides from. Plan does not modify it.
+type Input struct {
+	// Revision is the index being rolled out.
+	Revision int64
+	// Strategy is used when Placement is nil.
+	Strategy Strategy
+	// Placement, when set, rolls out by §2 instead of §1.
+	Placement *Placement
+	// Targets are the targeted clusters (§1) or the clusters a placement may pick from (§2),
+	// plus, under §2, Excluded clusters that still carry the workload.
+	Targets []Target
+	// Groups are the cluster groups, for clusterGroupSelector.
+	Groups []ClusterGroup
+	// Paused: the bundle releases nothing (R1.13).
+	Paused bool
+	// Now is the current time (R2.5).
+	Now time.Time
+}
+
+// Decision is the outcome of one planning pass.
+type Decision struct {
+	// Release are the clusters to release Revision to now, sorted by name.
+	Release []string
+	// Remove are the clusters that must lose the workload now (§2), sorted by name.
+	Remove []string
+	// Partitions report each partition after this pass's releases (§1).
+	Partitions []PartitionStatus
+	// Unpartitioned are targeted clusters in no manual partition: never released (R1.3).
+	Unpartitioned []string
+	// Clusters are every target's state after this pass, sorted by name.
+	Clusters []ClusterStatus
+	// Paused says why the rollout waits, or is empty while it can move on.
+	Paused string
+	// Warnings are conditions a person should see (unpartitioned clusters, unsafe defaults).
+	Warnings []string
+	// RequeueAfter is when to plan again even without an event (R2.5); 0 means on events only.
+	RequeueAfter time.Duration
+	// More: this pass stopped at maxNew (R1.8); plan again as soon as its releases are written.
+	More bool
+	// Complete: every cluster that should run Revision runs it and is Ready.
+	Complete bool
+	// Thresholds resolved for this pass, for status and the CLI.
+	MaxUnavailable           int
+	MaxUnavailablePartitions int
+	MaxSurge                 int
+}
+
+// PartitionStatus is one partition's state (R1.6, R1.12).
+type PartitionStatus struct {
+	Name           string   `json:"name"`
+	Clusters       []string `json:"clusters"`
+	MaxUnavailable int      `json:"maxUnavailable"`
+	Unavailable    int      `json:"unavailable"`
+	Ready          bool     `json:"ready"`
+	Counts         Counts   `json:"counts"`
+}
+
+// ClusterStatus is one target's state after the pass.
+type ClusterStatus struct {
+	Name      string `json:"name"`
+	Partition string `json:"partition,omitempty"`
+	State     State  `json:"state"`
+	// Unavailable counts against the budgets.
+	Unavailable bool `json:"unavailable"`
+	// Wait is why the cluster has not been released Revision yet, empty otherwise.
+	Wait string `json:"wait,omitempty"`
+}
