@@ -15,10 +15,10 @@
 // §1, fleet.yaml's rolloutStrategy. Targets are split into partitions (manual, in fleet.yaml
 // order, first match wins; or automatic chunks by name). A pass walks the partitions in order:
 //
-//	 p1 released, Ready ──▶ p2 batch (≤ maxNew) ──▶ p3 … waits until p2 is fully released
-//	 gates before a batch:  NotReady partitions before it ≤ maxUnavailablePartitions  (R1.7)
-//	                        unavailable in the partition ≤ its maxUnavailable         (R1.6)
-//	                        unavailable overall          ≤ maxUnavailable             (R1.9)
+//	p1 released, Ready ──▶ p2 batch (≤ maxNew) ──▶ p3 … waits until p2 is fully released
+//	gates before a batch:  NotReady partitions before it ≤ maxUnavailablePartitions  (R1.7)
+//	                       unavailable in the partition ≤ its maxUnavailable         (R1.6)
+//	                       unavailable overall          ≤ maxUnavailable             (R1.9)
 //
 // A batch may overshoot a threshold (R1.8: 100 clusters at 10% release 50, then wait); the next
 // batch waits until the partition is back within it. Progress comes from readiness events only

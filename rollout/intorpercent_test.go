@@ -12,7 +12,7 @@ func TestR1_2_ScaleDownRounding(t *testing.T) {
 		want int
 	}{
 		{Percent(10), 100, 10},
-		{Percent(10), 5, 1},   // floor(0.5) = 0, but at least 1 when p > 0
+		{Percent(10), 5, 1},    // floor(0.5) = 0, but at least 1 when p > 0
 		{Percent(25), 230, 57}, // floor(57.5)
 		{Percent(0), 100, 0},   // Decision: "0%" means 0
 		{Int(0), 100, 0},

@@ -156,10 +156,7 @@ func Simulate(sim Simulation) Timeline {
 		}
 		next, ok := nextEvent(sim.Clusters, readyAt, now, d.RequeueAfter)
 		if !ok {
-			tl.Stuck = d.Paused
-			if tl.Stuck == "" {
-				tl.Stuck = firstWait(d.Clusters)
-			}
+			tl.Stuck = stuckReason(d)
 			return tl
 		}
 		now = next
@@ -211,4 +208,21 @@ func countReady(targets []Target, rev int64) int {
 		}
 	}
 	return n
+}
+
+// stuckReason says why a rollout with nothing left to wait for did not complete.
+func stuckReason(d *Decision) string {
+	if d.Paused != "" {
+		return d.Paused
+	}
+	var notReady []string
+	for _, c := range d.Clusters {
+		if c.Unavailable && c.Wait == "" {
+			notReady = append(notReady, c.Name+" "+string(c.State))
+		}
+	}
+	if len(notReady) > 0 {
+		return "clusters never became ready: " + abbreviate(notReady, 5)
+	}
+	return firstWait(d.Clusters)
 }

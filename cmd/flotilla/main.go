@@ -1,0 +1,48 @@
+// Command flotilla is Flotilla's command-line interface.
+//
+//	flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml   preview a rollout
+//
+// Exit codes: 0 success, 1 failure, 2 bad input (a file or flag that cannot be used).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// inputError marks bad input: the command exits with code 2.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func badInput(format string, args ...any) error {
+	return &inputError{err: fmt.Errorf(format, args...)}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "flotilla",
+		Short:         "GitOps continuous delivery for fleets of Kubernetes clusters",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPlanCommand())
+	return root
+}
+
+func main() {
+	err := newRootCommand().Execute()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "error:", err)
+	var in *inputError
+	if errors.As(err, &in) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+type planOptions struct {
+	clustersFile    string
+	fleetFile       string
+	readyAfter      time.Duration
+	fail            []string
+	offline         []string
+	firstDeployment bool
+	output          string
+}
+
+func newPlanCommand() *cobra.Command {
+	o := &planOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Preview how a rollout would progress through a fleet",
+		Long: `plan splits the clusters into partitions as the hub would and simulates the rollout of a new
+revision: which clusters are released when, and why the rollout waits. Nothing is contacted.
+
+The clusters file is a YAML list of {name, labels, groups}, or an object with "clusters" and
+"clusterGroups" ({name, labels}) lists. The fleet.yaml's rolloutStrategy or placement is used.`,
+		Example: `  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml
+  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml --ready-after 2m --fail prod-eu-3 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.clustersFile, "clusters", "", "YAML file listing the clusters (required)")
+	f.StringVar(&o.fleetFile, "fleet-yaml", "", "fleet.yaml whose rolloutStrategy or placement to simulate (default: all defaults)")
+	f.DurationVar(&o.readyAfter, "ready-after", 30*time.Second, "simulated time from release to Ready")
+	f.StringSliceVar(&o.fail, "fail", nil, "clusters that apply the revision but never become Ready")
+	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline")
+	f.BoolVar(&o.firstDeployment, "first-deployment", false, "simulate a first deployment instead of an update")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	_ = cmd.MarkFlagRequired("clusters")
+	return cmd
+}
+
+func (o *planOptions) run(out io.Writer) error {
+	if o.output != "table" && o.output != "json" {
+		return badInput("--output %q: use table or json", o.output)
+	}
+	clusters, groups, err := loadClusters(o.clustersFile)
+	if err != nil {
+		return err
+	}
+	var fleet fleetRollout
+	if o.fleetFile != "" {
+		if fleet, err = loadFleetRollout(o.fleetFile); err != nil {
+			return err
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range clusters {
+		known[c.Name] = true
+	}
+	for flag, list := range map[string][]string{"--fail": o.fail, "--offline": o.offline} {
+		for _, n := range list {
+			if !known[n] {
+				return badInput("%s: cluster %q is not in %s", flag, n, o.clustersFile)
+			}
+		}
+	}
+	for i := range clusters {
+		clusters[i].Fail = contains(o.fail, clusters[i].Name)
+		clusters[i].Offline = contains(o.offline, clusters[i].Name)
+	}
+	tl := rollout.Simulate(rollout.Simulation{
+		Clusters: clusters, Groups: groups, Strategy: fleet.Strategy, Placement: fleet.Placement,
+		FirstDeployment: o.firstDeployment, ReadyAfter: o.readyAfter,
+	})
+	report := newPlanReport(tl, len(clusters))
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return report.writeTable(out, fleet)
+}
+
+// fleetRollout is the part of fleet.yaml that plan reads.
+type fleetRollout struct {
+	Strategy  rollout.Strategy
+	Placement *rollout.Placement
+}
+
+func loadClusters(path string) ([]rollout.SimCluster, []rollout.ClusterGroup, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, badInput("%s: %v", path, err)
+	}
+	var file struct {
+		Clusters      []rollout.SimCluster   `json:"clusters"`
+		ClusterGroups []rollout.ClusterGroup `json:"clusterGroups"`
+	}
+	if trimmed := bytes.TrimSpace(data); bytes.HasPrefix(trimmed, []byte("-")) || bytes.HasPrefix(trimmed, []byte("[")) {
+		err = decodeStrict(data, &file.Clusters)
+	} else {
+		err = decodeStrict(data, &file)
+	}
+	if err != nil {
+		return nil, nil, badInput("%s: %v", path, err)
+	}
+	if len(file.Clusters) == 0 {
+		return nil, nil, badInput("%s: clusters: no clusters listed", path)
+	}
+	seen := map[string]int{}
+	for i, c := range file.Clusters {
+		if c.Name == "" {
+			return nil, nil, badInput("%s: clusters[%d].name: is required", path, i)
+		}
+		if prev, dup := seen[c.Name]; dup {
+			return nil, nil, badInput("%s: clusters[%d].name: %q is already clusters[%d]", path, i, c.Name, prev)
+		}
+		seen[c.Name] = i
+	}
+	return file.Clusters, file.ClusterGroups, nil
+}
+
+func loadFleetRollout(path string) (fleetRollout, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fleetRollout{}, badInput("%s: %v", path, err)
+	}
+	// Other fleet.yaml sections are the renderer's business; this command reads these two.
+	var doc struct {
+		RolloutStrategy json.RawMessage `json:"rolloutStrategy"`
+		Placement       json.RawMessage `json:"placement"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fleetRollout{}, badInput("%s: %v", path, cleanDecodeError(err))
+	}
+	var fr fleetRollout
+	if len(doc.RolloutStrategy) > 0 && string(doc.RolloutStrategy) != "null" {
+		if err := decodeStrict(doc.RolloutStrategy, &fr.Strategy); err != nil {
+			return fleetRollout{}, badInput("%s: rolloutStrategy: %v", path, err)
+		}
+	}
+	if len(doc.Placement) > 0 && string(doc.Placement) != "null" {
+		fr.Placement = &rollout.Placement{}
+		if err := decodeStrict(doc.Placement, fr.Placement); err != nil {
+			return fleetRollout{}, badInput("%s: placement: %v", path, err)
+		}
+	}
+	if err := rollout.Validate(&fr.Strategy, fr.Placement); err != nil {
+		return fleetRollout{}, badInput("%s: %v", path, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return fr, nil
+}
+
+// decodeStrict decodes YAML or JSON, rejecting unknown fields.
+func decodeStrict(data []byte, out any) error {
+	if err := yaml.UnmarshalStrict(data, out); err != nil {
+		return cleanDecodeError(err)
+	}
+	return nil
+}
+
+var decodeNoise = regexp.MustCompile(`^(error unmarshaling JSON: )?(while decoding JSON: )?(json: )?`)
+
+// cleanDecodeError strips the decoder's layers so the message starts with the field.
+func cleanDecodeError(err error) error {
+	msg := decodeNoise.ReplaceAllString(err.Error(), "")
+	msg = strings.Replace(msg, "cannot unmarshal", "wrong type:", 1)
+	return fmt.Errorf("%s", msg)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// planReport is plan's output; its JSON form is stable for scripts.
+type planReport struct {
+	Partitions     []reportPartition `json:"partitions"`
+	Unpartitioned  []string          `json:"unpartitioned"`
+	Steps          []reportStep      `json:"steps"`
+	Completed      bool              `json:"completed"`
+	Duration       string            `json:"duration"`
+	Stuck          string            `json:"stuck,omitempty"`
+	Warnings       []string          `json:"warnings,omitempty"`
+	Clusters       int               `json:"clusters"`
+	MaxUnavailable int               `json:"maxUnavailable"`
+	MaxSurge       int               `json:"maxSurge,omitempty"`
+	Passes         int               `json:"passes"`
+}
+
+type reportPartition struct {
+	Name           string   `json:"name"`
+	Clusters       []string `json:"clusters"`
+	MaxUnavailable int      `json:"maxUnavailable"`
+}
+
+type reportStep struct {
+	At       string   `json:"at"`
+	Released []string `json:"released"`
+	Removed  []string `json:"removed,omitempty"`
+	Paused   string   `json:"paused"`
+	Ready    int      `json:"ready"`
+}
+
+func newPlanReport(tl rollout.Timeline, clusters int) planReport {
+	r := planReport{Completed: tl.Completed, Duration: tl.Duration.String(), Stuck: tl.Stuck, Clusters: clusters, Passes: tl.Passes,
+		Unpartitioned: []string{}, Partitions: []reportPartition{}, Steps: []reportStep{}}
+	if d := tl.First; d != nil {
+		for _, p := range d.Partitions {
+			r.Partitions = append(r.Partitions, reportPartition{Name: p.Name, Clusters: p.Clusters, MaxUnavailable: p.MaxUnavailable})
+		}
+		if d.Unpartitioned != nil {
+			r.Unpartitioned = d.Unpartitioned
+		}
+		r.Warnings, r.MaxUnavailable, r.MaxSurge = d.Warnings, d.MaxUnavailable, d.MaxSurge
+	}
+	for _, s := range tl.Steps {
+		released := s.Released
+		if released == nil {
+			released = []string{}
+		}
+		r.Steps = append(r.Steps, reportStep{At: s.At.String(), Released: released, Removed: s.Removed, Paused: s.Paused, Ready: s.Ready})
+	}
+	return r
+}
+
+func (r planReport) writeTable(out io.Writer, fleet fleetRollout) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if fleet.Placement != nil {
+		fmt.Fprintf(w, "Rolling update of %d clusters: keep at least %d available, at most %d carrying the workload\n", r.Clusters, r.Clusters-r.MaxUnavailable, r.Clusters+r.MaxSurge)
+	} else {
+		fmt.Fprintf(w, "Rollout of %d clusters in %d partitions: at most %d unavailable overall\n", r.Clusters, len(r.Partitions), r.MaxUnavailable)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if len(r.Partitions) > 0 {
+		fmt.Fprintln(w, "\nPARTITION\tCLUSTERS\tMAX-UNAVAILABLE\tMEMBERS")
+		for _, p := range r.Partitions {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", p.Name, len(p.Clusters), p.MaxUnavailable, shortList(p.Clusters, 4))
+		}
+	}
+	if len(r.Unpartitioned) > 0 {
+		fmt.Fprintf(w, "(unpartitioned)\t%d\t-\t%s — never released\n", len(r.Unpartitioned), shortList(r.Unpartitioned, 4))
+	}
+	fmt.Fprintln(w, "\nAT\tRELEASED\tREADY\tWAITING")
+	for _, s := range r.Steps {
+		what := fmt.Sprintf("%d", len(s.Released))
+		if len(s.Released) > 0 {
+			what += ": " + shortList(s.Released, 3)
+		}
+		if len(s.Removed) > 0 {
+			what += fmt.Sprintf(" (removed %d: %s)", len(s.Removed), shortList(s.Removed, 3))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\n", s.At, what, s.Ready, r.Clusters, s.Paused)
+	}
+	if r.Completed {
+		fmt.Fprintf(w, "\nCompleted after %s (%d planning passes).\n", r.Duration, r.Passes)
+	} else {
+		fmt.Fprintf(w, "\nNot completed: stuck after %s: %s\n", r.Duration, r.Stuck)
+	}
+	return w.Flush()
+}
+
+func shortList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" … (+%d)", len(names)-n)
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runCLI(args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+const clustersYAML = `
+clusters:
+- {name: canary-1, labels: {ring: canary}}
+- {name: canary-2, labels: {ring: canary}}
+- {name: prod-1, labels: {env: prod}}
+- {name: prod-2, labels: {env: prod}}
+- {name: prod-3, labels: {env: prod}}
+- {name: lab-1, labels: {env: lab}}
+`
+
+const fleetYAML = `
+defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 1
+  partitions:
+  - name: canary
+    maxUnavailable: 0
+    clusterSelector: {matchLabels: {ring: canary}}
+  - name: prod
+    clusterSelector: {matchLabels: {env: prod}}
+`
+
+func TestPlanJSON(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)
+	fleet := writeFile(t, dir, "fleet.yaml", fleetYAML)
+	out, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", fleet, "--ready-after", "1m", "-o", "json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var got struct {
+		Partitions []struct {
+			Name           string   `json:"name"`
+			Clusters       []string `json:"clusters"`
+			MaxUnavailable int      `json:"maxUnavailable"`
+		} `json:"partitions"`
+		Unpartitioned []string `json:"unpartitioned"`
+		Steps         []struct {
+			At       string   `json:"at"`
+			Released []string `json:"released"`
+			Paused   string   `json:"paused"`
+		} `json:"steps"`
+		Completed bool `json:"completed"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if !got.Completed {
+		t.Errorf("completed = false")
+	}
+	if diff := cmp.Diff([]string{"lab-1"}, got.Unpartitioned); diff != "" {
+		t.Errorf("unpartitioned (-want +got):\n%s", diff)
+	}
+	if len(got.Partitions) != 2 || got.Partitions[0].MaxUnavailable != 0 || got.Partitions[1].MaxUnavailable != 1 {
+		t.Errorf("partitions = %+v", got.Partitions)
+	}
+	if len(got.Steps) != 2 || got.Steps[0].At != "0s" || got.Steps[1].At != "1m0s" {
+		t.Fatalf("steps = %+v", got.Steps)
+	}
+	if diff := cmp.Diff([]string{"canary-1", "canary-2"}, got.Steps[0].Released); diff != "" {
+		t.Errorf("first release (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(got.Steps[0].Paused, "canary") {
+		t.Errorf("first step pause = %q", got.Steps[0].Paused)
+	}
+	if diff := cmp.Diff([]string{"prod-1", "prod-2", "prod-3"}, got.Steps[1].Released); diff != "" {
+		t.Errorf("second release (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanTableShowsStuckRollout(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)
+	fleet := writeFile(t, dir, "fleet.yaml", fleetYAML)
+	out, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", fleet, "--fail", "canary-2")
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	for _, want := range []string{"PARTITION", "canary", "never released", "Not completed: stuck after 30s: 1 partitions NotReady (canary)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPlanBadInputNamesFileAndField(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)
+	cases := []struct {
+		name  string
+		fleet string
+		args  []string
+		want  []string
+	}{
+		{"mistyped field", "rolloutStrategy:\n  maxUnavalable: 1\n", nil, []string{"fleet.yaml: rolloutStrategy", `unknown field "maxUnavalable"`}},
+		{"percent above 100", "rolloutStrategy:\n  maxUnavailable: 150%\n", nil, []string{"fleet.yaml: rolloutStrategy.maxUnavailable: 150% is above 100%"}},
+		{"partition without selector", "rolloutStrategy:\n  partitions:\n  - name: a\n", nil, []string{"fleet.yaml: rolloutStrategy.partitions[0]: needs clusterName"}},
+		{"maxSurge zero", "placement:\n  rollingUpdate:\n    maxSurge: 0\n", nil, []string{"fleet.yaml: placement.rollingUpdate.maxSurge: must not be 0"}},
+		{"wrong type", "rolloutStrategy:\n  maxNew: many\n", nil, []string{"fleet.yaml: rolloutStrategy", "maxNew"}},
+		{"unknown failing cluster", "", []string{"--fail", "nope"}, []string{`--fail: cluster "nope" is not in`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fleet := writeFile(t, dir, "fleet.yaml", c.fleet)
+			_, err := runCLI(append([]string{"plan", "--clusters", clusters, "--fleet-yaml", fleet}, c.args...)...)
+			var in *inputError
+			if !errors.As(err, &in) {
+				t.Fatalf("want an input error (exit code 2), got %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("cluster without name", func(t *testing.T) {
+		bad := writeFile(t, dir, "bad-clusters.yaml", "- {labels: {a: b}}\n")
+		_, err := runCLI("plan", "--clusters", bad)
+		if err == nil || !strings.Contains(err.Error(), "bad-clusters.yaml: clusters[0].name: is required") {
+			t.Errorf("error = %v", err)
+		}
+	})
+}
