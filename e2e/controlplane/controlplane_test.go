@@ -22,24 +22,10 @@ var workload *controlplane.Cluster
 
 // TestMain starts one environment with a workload cluster for the whole package.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failed to start control plane (build it with: go run ./e2e/prepare):", err)
-		return 1
-	}
-	defer env.Stop()
-	workload, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "workload", Kind: controlplane.Workload})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
+		workload, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "workload", Kind: controlplane.Workload})
+		return err
+	}))
 }
 
 func clientset(t *testing.T) *kubernetes.Clientset {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,32 +26,18 @@ import (
 
 var hub *controlplane.Cluster
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failed to start control plane (build it with: go run ./e2e/prepare):", err)
-		return 1
-	}
-	defer env.Stop()
-	hub, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	crds, err := manifests.CRDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := controlplane.InstallCRDs(ctx, hub.Config(), crds); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+// TestMain starts a bare hub cluster with the CRDs installed for the whole package.
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
+		if hub, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
+			return err
+		}
+		crds, err := manifests.CRDs()
+		if err != nil {
+			return err
+		}
+		return controlplane.InstallCRDs(ctx, hub.Config(), crds)
+	}))
 }
 
 // newNamespace creates a namespace of its own for one test.
