@@ -46,7 +46,7 @@ func planPartitions(in *Input, sorted []*Target) *Decision {
 		maxNew = *s.MaxNew
 	}
 
-	plan := &Decision{MaxUnavailable: globalMax, MaxUnavailablePartitions: maxParts, Clusters: make([]ClusterStatus, n)}
+	plan := &Decision{N: n, MaxUnavailable: globalMax, MaxUnavailablePartitions: maxParts, Clusters: make([]ClusterStatus, n)}
 	unavail := make([]bool, n)
 	release := make([]bool, n)
 	globalUnavailable := 0

@@ -31,7 +31,7 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 	maxUnavailable := ru.MaxUnavailable.Or(DefaultRollingMaxUnavailable).ScaleUp(n)
 	maxSurge := ru.MaxSurge.Or(DefaultRollingMaxSurge).ScaleUp(n)
 
-	plan := &Decision{MaxUnavailable: maxUnavailable, MaxSurge: maxSurge, Warnings: warnings, Clusters: make([]ClusterStatus, len(sorted))}
+	plan := &Decision{N: n, MaxUnavailable: maxUnavailable, MaxSurge: maxSurge, Warnings: warnings, Clusters: make([]ClusterStatus, len(sorted))}
 	carrying := make([]bool, len(sorted))
 	available := make([]bool, len(sorted))
 	release := make([]bool, len(sorted))
@@ -141,7 +141,12 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 		}
 	}
 	if plan.Paused == "" && !complete && len(plan.Release) == 0 && len(plan.Remove) == 0 {
-		plan.Paused = firstWait(plan.Clusters)
+		for i, c := range plan.Clusters {
+			if c.Wait != "" && (selected[i] || carrying[i]) {
+				plan.Paused = c.Wait
+				break
+			}
+		}
 	}
 	plan.Complete = complete
 	return plan

@@ -148,6 +148,9 @@ type Decision struct {
 	More bool
 	// Complete: every cluster that should run Revision runs it and is Ready.
 	Complete bool
+	// N is the cluster count the thresholds are computed against: the targets (§1), or the
+	// clusters the placement picks (§2, R2.2).
+	N int
 	// Thresholds resolved for this pass, for status and the CLI.
 	MaxUnavailable           int
 	MaxUnavailablePartitions int

@@ -202,6 +202,7 @@ type planReport struct {
 	Stuck          string            `json:"stuck,omitempty"`
 	Warnings       []string          `json:"warnings,omitempty"`
 	Clusters       int               `json:"clusters"`
+	N              int               `json:"n"`
 	MaxUnavailable int               `json:"maxUnavailable"`
 	MaxSurge       int               `json:"maxSurge,omitempty"`
 	Passes         int               `json:"passes"`
@@ -231,7 +232,7 @@ func newPlanReport(tl rollout.Timeline, clusters int) planReport {
 		if d.Unpartitioned != nil {
 			r.Unpartitioned = d.Unpartitioned
 		}
-		r.Warnings, r.MaxUnavailable, r.MaxSurge = d.Warnings, d.MaxUnavailable, d.MaxSurge
+		r.Warnings, r.N, r.MaxUnavailable, r.MaxSurge = d.Warnings, d.N, d.MaxUnavailable, d.MaxSurge
 	}
 	for _, s := range tl.Steps {
 		released := s.Released
@@ -246,7 +247,7 @@ func newPlanReport(tl rollout.Timeline, clusters int) planReport {
 func (r planReport) writeTable(out io.Writer, fleet fleetRollout) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if fleet.Placement != nil {
-		fmt.Fprintf(w, "Rolling update of %d clusters: keep at least %d available, at most %d carrying the workload\n", r.Clusters, r.Clusters-r.MaxUnavailable, r.Clusters+r.MaxSurge)
+		fmt.Fprintf(w, "Rolling update to N = %d of %d clusters: keep at least %d available, at most %d carrying the workload\n", r.N, r.Clusters, r.N-r.MaxUnavailable, r.N+r.MaxSurge)
 	} else {
 		fmt.Fprintf(w, "Rollout of %d clusters in %d partitions: at most %d unavailable overall\n", r.Clusters, len(r.Partitions), r.MaxUnavailable)
 	}

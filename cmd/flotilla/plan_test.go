@@ -155,3 +155,21 @@ func TestPlanBadInputNamesFileAndField(t *testing.T) {
 		}
 	})
 }
+
+func TestPlanRollingUpdatePlacement(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)
+	fleet := writeFile(t, dir, "fleet.yaml", "placement:\n  type: PickN\n  numberOfClusters: 4\n  rollingUpdate: {maxUnavailable: 1, maxSurge: 1, unavailablePeriodSeconds: 30}\n")
+	out, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", fleet)
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	for _, want := range []string{"Rolling update to N = 4 of 6 clusters: keep at least 3 available, at most 5 carrying", "removed 2", "Completed after"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "not picked") {
+		t.Errorf("an unpicked cluster is shown as the reason to wait:\n%s", out)
+	}
+}
