@@ -144,7 +144,11 @@ func (s *Selector) String() string {
 			add(r.Key)
 		case OpDoesNotExist:
 			add("!" + r.Key)
-		default:
+		case OpIn, OpNotIn:
+			if len(r.Values) == 1 {
+				add(r.Key + map[Operator]string{OpIn: "=", OpNotIn: "!="}[r.Operator] + r.Values[0])
+				continue
+			}
 			vals := append([]string(nil), r.Values...)
 			sort.Strings(vals)
 			term := r.Key + " " + map[Operator]string{OpIn: "in", OpNotIn: "notin"}[r.Operator] + " ("

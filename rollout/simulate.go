@@ -20,6 +20,8 @@ type SimCluster struct {
 	// Excluded: the cluster leaves the bundle's targets at ExcludedAt (a placement removes it).
 	Excluded   bool          `json:"-"`
 	ExcludedAt time.Duration `json:"-"`
+	// Availability is the cluster's maintenance window and exclusions (staged runs, R3.13).
+	Availability `json:",inline"`
 }
 
 // Simulation is a fleet, a strategy and how clusters behave.
@@ -39,9 +41,9 @@ type Simulation struct {
 	Observe func(in *Input, d *Decision)
 }
 
-// Step is one moment of the timeline at which the rollout did something or changed its reason
+// Moment is one moment of the timeline at which the rollout did something or changed its reason
 // to wait.
-type Step struct {
+type Moment struct {
 	At       time.Duration `json:"at"`
 	Released []string      `json:"released,omitempty"`
 	Removed  []string      `json:"removed,omitempty"`
@@ -54,7 +56,7 @@ type Step struct {
 type Timeline struct {
 	// First is the decision of the first pass: partitions, thresholds and warnings.
 	First     *Decision
-	Steps     []Step
+	Steps     []Moment
 	Completed bool
 	// Duration is the simulated time until completion, or until the rollout got stuck.
 	Duration time.Duration
@@ -142,7 +144,7 @@ func Simulate(sim Simulation) Timeline {
 		}
 		changed := len(d.Release) > 0 || len(d.Remove) > 0
 		if changed || d.Paused != lastPaused {
-			tl.record(Step{At: now, Released: d.Release, Removed: d.Remove, Paused: d.Paused, Ready: countReady(targets, rev)})
+			tl.record(Moment{At: now, Released: d.Release, Removed: d.Remove, Paused: d.Paused, Ready: countReady(targets, rev)})
 			lastPaused = d.Paused
 		}
 		tl.Duration = now
@@ -166,7 +168,7 @@ func Simulate(sim Simulation) Timeline {
 }
 
 // record appends a step, merging it into the previous one when both happen at the same moment.
-func (tl *Timeline) record(s Step) {
+func (tl *Timeline) record(s Moment) {
 	if n := len(tl.Steps); n > 0 && tl.Steps[n-1].At == s.At {
 		last := &tl.Steps[n-1]
 		last.Released = append(last.Released, s.Released...)

@@ -30,8 +30,11 @@ func Validate(s *Strategy, p *Placement) error {
 			add("placement.rollingUpdate", "cannot be combined with rolloutStrategy: choose one way to roll out")
 		}
 	}
-	return errors.Join(errs...)
+	return joinErrors(errs)
 }
+
+// joinErrors is errors.Join, kept in one place so every validator reports alike.
+func joinErrors(errs []error) error { return errors.Join(errs...) }
 
 func (s *Strategy) isEmpty() bool {
 	return !s.MaxUnavailable.IsSet() && !s.MaxUnavailablePartitions.IsSet() && !s.AutoPartitionSize.IsSet() &&

@@ -1,0 +1,343 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+)
+
+// advance runs the current stage of a Running run, and the next ones as far as they can go.
+func (s *stepper) advance() {
+	st := &s.st
+	for si := range st.Stages {
+		stage := &st.Stages[si]
+		if stage.State.terminal() {
+			continue
+		}
+		spec := &st.Strategy.Stages[si]
+		if !s.gate(stage.BeforeTasks, spec.BeforeStageTasks, stage.Name, "", "Before", time.Time{}) {
+			stage.State = RunPending
+			stage.Message = s.waitingMessage(stage.BeforeTasks)
+			st.Message = "stage " + stage.Name + ": " + stage.Message
+			return
+		}
+		if stage.State != RunRunning {
+			stage.State, stage.StartedAt, stage.Message = RunRunning, s.now, ""
+		}
+		failed := s.runGroups(si)
+		if failed != "" {
+			stage.State, stage.Message = RunFailed, failed
+			if s.inFlight() == 0 {
+				stage.FinishedAt = s.now
+				st.State, st.Message = RunFailed, "stopped: "+failed
+			} else {
+				st.Message = "stopping after a failure: " + failed + "; clusters in flight finish"
+			}
+			return
+		}
+		if !groupsDone(stage.Groups) {
+			st.Message = "stage " + stage.Name + ": " + s.stageProgress(stage)
+			return
+		}
+		if !s.gate(stage.AfterTasks, spec.AfterStageTasks, stage.Name, "", "After", lastFinish(stage.Groups)) {
+			stage.Message = s.waitingMessage(stage.AfterTasks)
+			st.Message = "stage " + stage.Name + ": " + stage.Message
+			return
+		}
+		stage.State, stage.FinishedAt, stage.Message = RunCompleted, s.now, ""
+		if allSkipped(stage.Groups) {
+			stage.State = RunSkipped
+		}
+	}
+	st.State = RunCompleted
+	done, failed, skipped := s.clusterCounts()
+	st.Message = fmt.Sprintf("completed: %d clusters updated, %d failed, %d skipped", done, failed, skipped)
+}
+
+// runGroups advances the groups of stage si in parallel and returns why the stage failed, or "".
+func (s *stepper) runGroups(si int) string {
+	stage := &s.st.Stages[si]
+	spec := &s.st.Strategy.Stages[si]
+	size := 0
+	inFlight := 0
+	for _, g := range stage.Groups {
+		size += len(g.Clusters)
+		inFlight += countState(g.Clusters, RunRunning)
+	}
+	stageCap := size // R3.5 Decision: with groups, an unset stage value adds no cap
+	if len(spec.Groups) == 0 || spec.MaxConcurrency.IsSet() {
+		stageCap = spec.MaxConcurrency.Or(Int(1)).ScaleDown(size)
+	}
+	stageBudget := spec.MaxAllowedFailures.ScaleUp(size)
+	var failure string
+	if stage.FailureCount > stageBudget && (len(spec.Groups) == 0 || spec.MaxAllowedFailures.IsSet()) {
+		failure = fmt.Sprintf("stage %s: %d failures, more than maxAllowedFailures %d (%s)", stage.Name, stage.FailureCount, stageBudget, spec.MaxAllowedFailures.Or(Int(0)))
+	}
+	for gi := range stage.Groups {
+		g := &stage.Groups[gi]
+		gspec := StageGroup{MaxConcurrency: spec.MaxConcurrency, MaxAllowedFailures: spec.MaxAllowedFailures}
+		if len(spec.Groups) > 0 {
+			gspec = spec.Groups[gi]
+		}
+		budget := gspec.MaxAllowedFailures.ScaleUp(len(g.Clusters))
+		if len(spec.Groups) > 0 && spec.MaxAllowedFailures.IsSet() {
+			budget = min(budget, stageBudget) // the stage budget caps the groups' (R3.10)
+		}
+		if g.FailureCount > budget && failure == "" {
+			failure = fmt.Sprintf("group %s of stage %s: %d failures, more than maxAllowedFailures %d (%s)", g.Name, stage.Name, g.FailureCount, budget, gspec.MaxAllowedFailures.Or(Int(0)))
+			g.State, g.Message = RunFailed, failure
+		}
+	}
+	if failure != "" {
+		return failure
+	}
+	for gi := range stage.Groups {
+		g := &stage.Groups[gi]
+		if g.State.terminal() {
+			continue
+		}
+		var before, after []Task
+		groupCap := len(g.Clusters)
+		if len(spec.Groups) > 0 {
+			gspec := spec.Groups[gi]
+			before, after = gspec.BeforeGroupTasks, gspec.AfterGroupTasks
+			groupCap = gspec.MaxConcurrency.Or(Int(1)).ScaleDown(len(g.Clusters))
+		}
+		if !s.gate(g.BeforeTasks, before, stage.Name, g.Name, "Before", time.Time{}) {
+			g.State, g.Message = RunPending, s.waitingMessage(g.BeforeTasks)
+			continue
+		}
+		g.State, g.Message = RunRunning, ""
+		inFlight += s.startClusters(g, min(groupCap, len(g.Clusters)), stageCap-inFlight)
+		if !clustersDone(g.Clusters) {
+			continue
+		}
+		if !s.gate(g.AfterTasks, after, stage.Name, g.Name, "After", lastFinish([]GroupStatus{*g})) {
+			g.Message = s.waitingMessage(g.AfterTasks)
+			continue
+		}
+		g.State = RunCompleted
+		if countState(g.Clusters, RunSkipped) == len(g.Clusters) {
+			g.State = RunSkipped
+		}
+	}
+	return ""
+}
+
+// startClusters starts the group's next clusters, at most groupCap in flight in the group and
+// room more in the stage; it returns how many it started. Clusters whose maintenance window is
+// closed wait as Pending; among the others, open windows go first (R3.13).
+func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
+	inGroup := countState(g.Clusters, RunRunning)
+	var candidates []int
+	for ci := range g.Clusters {
+		c := &g.Clusters[ci]
+		if c.State != RunNotStarted && c.State != RunPending {
+			continue
+		}
+		fc := s.fleet[c.Name]
+		if d := fc.Deployment; d != nil && d.Released == s.st.RevisionIndex && d.Applied == s.st.RevisionIndex && d.Ready {
+			c.State, c.Message = RunSkipped, fmt.Sprintf("already on revision %d", s.st.RevisionIndex)
+			continue
+		}
+		if !fc.Availability.OpenAt(s.now) {
+			c.State, c.Message = RunPending, fc.Availability.closedMessage(s.now)
+			if next, ok := fc.Availability.NextOpening(s.now); ok {
+				s.wakeAt(next)
+			}
+			continue
+		}
+		candidates = append(candidates, ci)
+	}
+	sortByWindow(candidates, func(ci int) int { return s.fleet[g.Clusters[ci].Name].Availability.windowRank(s.now) })
+	started := 0
+	for _, ci := range candidates {
+		c := &g.Clusters[ci]
+		if inGroup >= groupCap || started >= room {
+			if c.State != RunPending {
+				c.State, c.Message = RunPending, fmt.Sprintf("waiting for a slot: %d in flight, maxConcurrency %d", inGroup, groupCap)
+			}
+			continue
+		}
+		c.State, c.Message, c.StartedAt = RunRunning, "", s.now
+		s.release = append(s.release, c.Name)
+		s.wakeAt(s.now.Add(s.st.Strategy.clusterTimeout()))
+		inGroup++
+		started++
+	}
+	return started
+}
+
+// gate runs a set of tasks (before or after a stage or group) and reports whether all are done.
+// after is when the work they follow finished (TimedWait counts from it, R3.4).
+func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when string, after time.Time) bool {
+	done := true
+	for i := range tasks {
+		t := &tasks[i]
+		if t.State.terminal() {
+			continue
+		}
+		spec := specs[i]
+		t.State = RunRunning
+		switch spec.Type {
+		case TaskApproval:
+			t.ApprovalRequest = ApprovalName(s.run.Name, when, stage, group)
+			if s.approved[t.ApprovalRequest] {
+				t.State = RunCompleted
+				continue
+			}
+			s.approvals = append(s.approvals, ApprovalGate{Name: t.ApprovalRequest, Stage: stage, Group: group, Gate: when})
+		case TaskTimedWait:
+			if t.WaitUntil.IsZero() {
+				t.WaitUntil = after.Add(time.Duration(*spec.WaitTime))
+			}
+		case TaskScheduledStart:
+			if t.WaitUntil.IsZero() {
+				t.WaitUntil, _ = spec.ScheduledStart.opensAt(s.now)
+			}
+		}
+		if spec.Type != TaskApproval {
+			if !s.now.Before(t.WaitUntil) {
+				t.State = RunCompleted
+				continue
+			}
+			s.wakeAt(t.WaitUntil)
+		}
+		done = false
+	}
+	return done
+}
+
+// ApprovalName is the name of the ApprovalRequest of a gate (R3.9): <run>-before-<stage>,
+// <run>-after-<stage>, with -<group> for group gates.
+func ApprovalName(run, when, stage, group string) string {
+	name := fmt.Sprintf("%s-%s-%s", run, map[string]string{"Before": "before", "After": "after"}[when], stage)
+	if group != "" {
+		name += "-" + group
+	}
+	return name
+}
+
+func (s *stepper) waitingMessage(tasks []TaskStatus) string {
+	for _, t := range tasks {
+		if t.State != RunRunning {
+			continue
+		}
+		switch t.Type {
+		case TaskApproval:
+			return "waiting for approval " + t.ApprovalRequest
+		case TaskTimedWait:
+			return "timed wait until " + t.WaitUntil.UTC().Format(time.RFC3339)
+		case TaskScheduledStart:
+			return "scheduled to start at " + t.WaitUntil.UTC().Format(time.RFC3339)
+		}
+	}
+	return ""
+}
+
+func (s *stepper) stageProgress(stage *StageStatus) string {
+	var done, running, pending, total int
+	for _, g := range stage.Groups {
+		total += len(g.Clusters)
+		done += countState(g.Clusters, RunCompleted) + countState(g.Clusters, RunSkipped) + countState(g.Clusters, RunFailed)
+		running += countState(g.Clusters, RunRunning)
+		pending += countState(g.Clusters, RunPending)
+	}
+	msg := fmt.Sprintf("%d/%d clusters done, %d updating", done, total, running)
+	if pending > 0 {
+		msg += fmt.Sprintf(", %d pending", pending)
+	}
+	return msg
+}
+
+func (s *stepper) clusterCounts() (done, failed, skipped int) {
+	for _, stage := range s.st.Stages {
+		for _, g := range stage.Groups {
+			done += countState(g.Clusters, RunCompleted)
+			failed += countState(g.Clusters, RunFailed)
+			skipped += countState(g.Clusters, RunSkipped)
+		}
+	}
+	return done, failed, skipped
+}
+
+func countState(cs []ClusterRunStatus, state RunState) int {
+	n := 0
+	for _, c := range cs {
+		if c.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+func clustersDone(cs []ClusterRunStatus) bool {
+	for _, c := range cs {
+		if !c.State.terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+func groupsDone(gs []GroupStatus) bool {
+	for _, g := range gs {
+		if !g.State.terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+func allSkipped(gs []GroupStatus) bool {
+	for _, g := range gs {
+		if g.State != RunSkipped {
+			return false
+		}
+	}
+	return len(gs) > 0
+}
+
+// lastFinish is when the last cluster of the groups finished (R3.4's TimedWait starts then).
+func lastFinish(gs []GroupStatus) time.Time {
+	var last time.Time
+	for _, g := range gs {
+		for _, c := range g.Clusters {
+			if c.FinishedAt.After(last) {
+				last = c.FinishedAt
+			}
+		}
+	}
+	return last
+}
+
+// clone deep-copies a run status so Step never modifies its input.
+func (st RunStatus) clone() RunStatus {
+	out := st
+	if st.Strategy != nil {
+		s := st.Strategy.clone()
+		out.Strategy = &s
+	}
+	out.Unstaged = append([]string(nil), st.Unstaged...)
+	out.Stages = make([]StageStatus, len(st.Stages))
+	for i, stage := range st.Stages {
+		stage.BeforeTasks = append([]TaskStatus(nil), stage.BeforeTasks...)
+		stage.AfterTasks = append([]TaskStatus(nil), stage.AfterTasks...)
+		groups := make([]GroupStatus, len(stage.Groups))
+		for j, g := range stage.Groups {
+			g.BeforeTasks = append([]TaskStatus(nil), g.BeforeTasks...)
+			g.AfterTasks = append([]TaskStatus(nil), g.AfterTasks...)
+			g.Clusters = append([]ClusterRunStatus(nil), g.Clusters...)
+			groups[j] = g
+		}
+		stage.Groups = groups
+		out.Stages[i] = stage
+	}
+	return out
+}
+
+// clone copies the strategy's slices; selectors and tasks are never modified, so they are shared.
+func (s StagedStrategy) clone() StagedStrategy {
+	out := s
+	out.Stages = append([]Stage(nil), s.Stages...)
+	return out
+}

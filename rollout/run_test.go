@@ -1,0 +1,449 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func sel(s string) *Selector {
+	parsed, err := ParseSelector(s)
+	if err != nil {
+		panic(err)
+	}
+	return parsed
+}
+
+func dur(d time.Duration) *Duration { v := Duration(d); return &v }
+
+// runFleet builds RunClusters on revision 1 from "name:k=v,k=v" specs.
+func runFleet(specs ...string) []RunCluster {
+	var out []RunCluster
+	for _, spec := range specs {
+		name, labels, _ := strings.Cut(spec, ":")
+		c := RunCluster{Name: name, Labels: map[string]string{}, Deployment: &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true}}
+		if labels != "" {
+			for _, kv := range strings.Split(labels, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				c.Labels[k] = v
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func clusterStates(st RunStatus) map[string]RunState {
+	out := map[string]RunState{}
+	for _, s := range st.Stages {
+		for _, g := range s.Groups {
+			for _, c := range g.Clusters {
+				out[c.Name] = c.State
+			}
+		}
+	}
+	return out
+}
+
+func orderOf(st RunStatus, stage int) []string {
+	var out []string
+	for _, g := range st.Stages[stage].Groups {
+		for _, c := range g.Clusters {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func simClusters(n int, labels func(i int) map[string]string) []SimCluster {
+	cs := make([]SimCluster, n)
+	for i := range cs {
+		cs[i] = SimCluster{Name: fmt.Sprintf("c-%02d", i), Labels: labels(i)}
+	}
+	return cs
+}
+
+func TestR3_2_OrderInAStage(t *testing.T) {
+	fleet := runFleet("b:order=2", "a:order=10", "c:order=2", "z", "y:order=x", "d:order=1")
+	run := &Run{Name: "r", Revision: 2, Action: ActionInitialize, Strategy: StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}, SortingLabelKey: "order"}}}}
+	res := Step(run, fleet, nil, t0)
+	// Integer order (not string order: 10 after 2), ties by name, then clusters without a usable value.
+	if diff := cmp.Diff([]string{"d", "b", "c", "a", "y", "z"}, orderOf(res.Status, 0)); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}
+
+func TestR3_7_InitializeChangesNothing(t *testing.T) {
+	run := &Run{Name: "r", Revision: 2, Action: ActionInitialize, Strategy: StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}}}}}
+	res := Step(run, runFleet("a", "b"), nil, t0)
+	if res.Status.State != RunNotStarted || len(res.Release) != 0 || !strings.Contains(res.Status.Message, "initialized: 2 clusters in 1 stages") {
+		t.Errorf("state %s, release %v, message %q", res.Status.State, res.Release, res.Status.Message)
+	}
+	run.Status, run.Action = res.Status, ActionRun
+	if res = Step(run, runFleet("a", "b"), nil, t0); res.Status.State != RunRunning || len(res.Release) != 1 {
+		t.Errorf("after Run: state %s, release %v", res.Status.State, res.Release)
+	}
+}
+
+func TestR3_7_MembershipErrorsFailInitialization(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: sel("env=prod")}, {Name: "eu", LabelSelector: sel("region=eu")}}}
+	res := Step(&Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}, runFleet("p1:env=prod", "both:env=prod,region=eu", "lab:env=lab"), nil, t0)
+	if res.Status.State != RunFailed {
+		t.Fatalf("state = %s", res.Status.State)
+	}
+	for _, want := range []string{"clusters in no stage: lab", "clusters in more than one stage: both (prod, eu)"} {
+		if !strings.Contains(res.Status.Message, want) {
+			t.Errorf("message %q lacks %q", res.Status.Message, want)
+		}
+	}
+}
+
+func TestR3_7_MembershipChangesMidRun(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}}}}
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, runFleet("a", "b", "c"), nil, t0)
+	run.Status = res.Status
+	// b leaves, n joins: b is skipped, n is reported and never released.
+	res = Step(run, runFleet("a", "c", "n"), nil, t0)
+	if got := clusterStates(res.Status)["b"]; got != RunSkipped {
+		t.Errorf("removed cluster state %s, want Skipped", got)
+	}
+	if diff := cmp.Diff([]string{"n"}, res.Status.Unstaged); diff != "" {
+		t.Errorf("unstaged (-want +got):\n%s", diff)
+	}
+	if _, ok := clusterStates(res.Status)["n"]; ok {
+		t.Errorf("new cluster pulled into the run")
+	}
+}
+
+func TestR3_7_StrategyIsFrozen(t *testing.T) {
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}, MaxConcurrency: Int(1)}}}}
+	fleet := runFleet("a", "b", "c")
+	res := Step(run, fleet, nil, t0)
+	run.Status = res.Status
+	run.Strategy.Stages[0].MaxConcurrency = Int(3) // edited after the start
+	fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2}
+	if res = Step(run, fleet, nil, t0); len(res.Release) != 0 {
+		t.Errorf("edited strategy took effect: released %v", res.Release)
+	}
+}
+
+func TestR3_3_DefaultConcurrencyIsOne(t *testing.T) {
+	var maxInFlight int
+	tl := SimulateRun(RunSimulation{
+		Strategy: StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}}}},
+		Clusters: simClusters(6, func(int) map[string]string { return nil }),
+		Observe: func(_ *Run, _ []RunCluster, res StepResult, _ time.Time) {
+			maxInFlight = max(maxInFlight, countRunning(res.Status))
+		},
+	})
+	if !tl.Completed || maxInFlight != 1 {
+		t.Errorf("completed %v, max in flight %d; want sequential", tl.Completed, maxInFlight)
+	}
+	if tl.Duration != 3*time.Minute {
+		t.Errorf("6 clusters one at a time, 30s each: %s, want 3m", tl.Duration)
+	}
+}
+
+func countRunning(st RunStatus) int {
+	n := 0
+	for _, s := range clusterStates(st) {
+		if s == RunRunning {
+			n++
+		}
+	}
+	return n
+}
+
+func TestR3_5_StageAndGroupConcurrency(t *testing.T) {
+	// 20 clusters: stage 25% → 5; group A (8) at 50% → 4; group B (12) at 25% → 3.
+	strategy := StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: &Selector{}, MaxConcurrency: Percent(25), Groups: []StageGroup{
+		{Name: "a", LabelSelector: sel("group=a"), MaxConcurrency: Percent(50)},
+		{Name: "b", LabelSelector: sel("group=b"), MaxConcurrency: Percent(25)},
+	}}}}
+	clusters := simClusters(20, func(i int) map[string]string {
+		if i < 8 {
+			return map[string]string{"group": "a"}
+		}
+		return map[string]string{"group": "b"}
+	})
+	var maxTotal, maxA, maxB int
+	tl := SimulateRun(RunSimulation{Strategy: strategy, Clusters: clusters, Observe: func(_ *Run, _ []RunCluster, res StepResult, _ time.Time) {
+		g := res.Status.Stages[0].Groups
+		a, b := countState(g[0].Clusters, RunRunning), countState(g[1].Clusters, RunRunning)
+		maxA, maxB, maxTotal = max(maxA, a), max(maxB, b), max(maxTotal, a+b)
+	}})
+	if !tl.Completed {
+		t.Fatalf("stuck: %s", tl.Stuck)
+	}
+	if maxTotal != 5 || maxA > 4 || maxB > 3 {
+		t.Errorf("max in flight: total %d (want 5), a %d (≤4), b %d (≤3)", maxTotal, maxA, maxB)
+	}
+	if first := tl.Steps[0].Started; len(first) != 5 {
+		t.Errorf("first wave %v, want 5 clusters (4 of a would exceed the stage cap with 3 of b)", first)
+	}
+}
+
+func TestR3_4_TimedWaitAndApprovalAfterAStage(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{
+		{Name: "staging", LabelSelector: sel("env=staging"), AfterStageTasks: []Task{{Type: TaskTimedWait, WaitTime: dur(time.Hour)}, {Type: TaskApproval}}},
+		{Name: "prod", LabelSelector: sel("env=prod")},
+	}}
+	fleet := runFleet("s1:env=staging", "p1:env=prod")
+	run := &Run{Name: "web-7", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, fleet, nil, t0)
+	run.Status = res.Status
+	fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+	done := t0.Add(5 * time.Minute)
+	res = Step(run, fleet, nil, done)
+	run.Status = res.Status
+	if len(res.Approvals) != 1 || res.Approvals[0].Name != "web-7-after-staging" || !res.WakeAt.Equal(done.Add(time.Hour)) {
+		t.Fatalf("approvals %v, wake %s; want web-7-after-staging and the wait's end", res.Approvals, res.WakeAt)
+	}
+	// Approved early: the timed wait still holds the stage.
+	approved := map[string]bool{"web-7-after-staging": true}
+	res = Step(run, fleet, approved, done.Add(30*time.Minute))
+	run.Status = res.Status
+	if len(res.Release) != 0 || !strings.Contains(res.Status.Message, "timed wait until") {
+		t.Fatalf("released %v during the wait; message %q", res.Release, res.Status.Message)
+	}
+	res = Step(run, fleet, approved, done.Add(time.Hour))
+	if diff := cmp.Diff([]string{"p1"}, res.Release); diff != "" {
+		t.Fatalf("after wait and approval (-want +got):\n%s", diff)
+	}
+}
+
+func TestR3_9_ApprovalNames(t *testing.T) {
+	for _, c := range []struct{ when, stage, group, want string }{
+		{"Before", "canary", "", "web-7-before-canary"},
+		{"After", "prod", "", "web-7-after-prod"},
+		{"Before", "prod", "eu", "web-7-before-prod-eu"},
+	} {
+		if got := ApprovalName("web-7", c.when, c.stage, c.group); got != c.want {
+			t.Errorf("ApprovalName = %s, want %s", got, c.want)
+		}
+	}
+}
+
+func TestR3_10_FailureBudgets(t *testing.T) {
+	all := func(n int) []SimCluster { return simClusters(n, func(int) map[string]string { return nil }) }
+	failing := func(cs []SimCluster, idx ...int) []SimCluster {
+		for _, i := range idx {
+			cs[i].Fail = true
+		}
+		return cs
+	}
+	stage := func(conc, budget IntOrPercent) StagedStrategy {
+		return StagedStrategy{ClusterTimeout: dur(5 * time.Minute), Stages: []Stage{{Name: "s", LabelSelector: &Selector{}, MaxConcurrency: conc, MaxAllowedFailures: budget}}}
+	}
+	t.Run(`"25%" of 5 is 2: two failures complete`, func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Strategy: stage(Int(1), Percent(25)), Clusters: failing(all(5), 0, 1)})
+		if tl.Final.State != RunCompleted || tl.Final.FailureCount != 2 {
+			t.Errorf("state %s, failures %d", tl.Final.State, tl.Final.FailureCount)
+		}
+	})
+	t.Run(`"25%" of 5 is 2: a third failure fails the run`, func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Strategy: stage(Int(1), Percent(25)), Clusters: failing(all(5), 0, 1, 2)})
+		if tl.Final.State != RunFailed || !strings.Contains(tl.Final.Message, "3 failures, more than maxAllowedFailures 2 (25%)") {
+			t.Errorf("state %s, message %q", tl.Final.State, tl.Final.Message)
+		}
+		if got := clusterStates(tl.Final)["c-03"]; got == RunRunning || got == RunCompleted {
+			t.Errorf("a cluster started after the budget was exceeded: %s", got)
+		}
+	})
+	t.Run(`a group of 4 with "4" whose members all fail is Completed`, func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Strategy: stage(Int(4), Int(4)), Clusters: failing(all(4), 0, 1, 2, 3)})
+		if tl.Final.State != RunCompleted || tl.Final.FailureCount != 4 {
+			t.Errorf("state %s, failures %d", tl.Final.State, tl.Final.FailureCount)
+		}
+	})
+	t.Run("0 fails fast", func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Strategy: stage(Int(1), IntOrPercent{}), Clusters: failing(all(5), 0)})
+		if next := clusterStates(tl.Final)["c-01"]; tl.Final.State != RunFailed || tl.Final.FailureCount != 1 || next != RunNotStarted && next != RunPending {
+			t.Errorf("state %s, failures %d, next cluster %s", tl.Final.State, tl.Final.FailureCount, clusterStates(tl.Final)["c-01"])
+		}
+	})
+	t.Run("failureCount may exceed the budget when clusters run concurrently", func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Strategy: stage(Int(3), Int(1)), Clusters: failing(all(6), 0, 1, 2)})
+		if tl.Final.State != RunFailed || tl.Final.FailureCount != 3 {
+			t.Errorf("state %s, failures %d; want Failed with 3", tl.Final.State, tl.Final.FailureCount)
+		}
+	})
+}
+
+func TestR3_11_SkipsAndClustersAlreadyOnRevision(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{
+		{Name: "a", LabelSelector: sel("s=a"), BeforeStageTasks: []Task{{Type: TaskApproval}}},
+		{Name: "b", LabelSelector: sel("s=b"), MaxConcurrency: Int(5)},
+	}}
+	fleet := runFleet("a1:s=a", "b1:s=b", "b2:s=b", "b3:s=b")
+	fleet[3].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy, Skips: []Skip{{Stage: "a"}, {Stage: "b", Cluster: "b2"}}}
+	res := Step(run, fleet, nil, t0)
+	states := clusterStates(res.Status)
+	want := map[string]RunState{"a1": RunSkipped, "b1": RunRunning, "b2": RunSkipped, "b3": RunSkipped}
+	if diff := cmp.Diff(want, states); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if res.Status.Stages[0].State != RunSkipped || len(res.Approvals) != 0 {
+		t.Errorf("skipped stage: state %s, approvals %v", res.Status.Stages[0].State, res.Approvals)
+	}
+}
+
+func TestR3_12_ScheduledStart(t *testing.T) {
+	// Tuesday 09:00 at UTC−05:00, reached on Wednesday 2026-03-04 10:00 UTC → Tuesday 2026-03-10 14:00 UTC.
+	s := &ScheduledStart{Weekday: "Tuesday", TimeOfDay: "09:00", UTCOffset: "-05:00"}
+	reached := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	got, err := s.opensAt(reached)
+	if err != nil || !got.Equal(time.Date(2026, 3, 10, 14, 0, 0, 0, time.UTC)) {
+		t.Fatalf("opensAt = %s, %v", got.UTC(), err)
+	}
+	strategy := StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: &Selector{}, BeforeStageTasks: []Task{{Type: TaskScheduledStart, ScheduledStart: s}}}}}
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, runFleet("a"), nil, reached)
+	if len(res.Release) != 0 || !res.WakeAt.Equal(got) || !strings.Contains(res.Status.Message, "scheduled to start at 2026-03-10T14:00:00Z") {
+		t.Fatalf("release %v, wake %s, message %q", res.Release, res.WakeAt, res.Status.Message)
+	}
+	run.Status = res.Status
+	if res = Step(run, runFleet("a"), nil, got); len(res.Release) != 1 {
+		t.Errorf("at the scheduled time: release %v", res.Release)
+	}
+	// Completed early by hand: a skip of the gate.
+	run2 := &Run{Name: "r2", Revision: 2, Action: ActionRun, Strategy: strategy, Skips: []Skip{{Stage: "prod", Gate: "Before"}}}
+	if res = Step(run2, runFleet("a"), nil, reached); len(res.Release) != 1 {
+		t.Errorf("skipped gate: release %v", res.Release)
+	}
+}
+
+func TestR3_13_ClosedWindowKeepsClusterPending(t *testing.T) {
+	a := &Availability{Window: &Window{Schedule: "0 2 * * *", Duration: Duration(2 * time.Hour)}}
+	if err := a.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	fleet := runFleet("w", "x")
+	fleet[0].Availability = a
+	strategy := StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}, MaxConcurrency: Int(2)}}}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	res := Step(&Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}, fleet, nil, now)
+	if diff := cmp.Diff([]string{"x"}, res.Release); diff != "" {
+		t.Fatalf("release (-want +got):\n%s", diff)
+	}
+	c := res.Status.Stages[0].Groups[0].Clusters[0]
+	if c.State != RunPending || !strings.Contains(c.Message, "next opening 2026-03-02T02:00:00Z") {
+		t.Errorf("closed-window cluster: %s %q", c.State, c.Message)
+	}
+	if !res.WakeAt.Equal(time.Date(2026, 3, 2, 2, 0, 0, 0, time.UTC)) && !res.WakeAt.Before(time.Date(2026, 3, 2, 2, 0, 0, 0, time.UTC)) {
+		t.Errorf("wake %s does not cover the window opening", res.WakeAt)
+	}
+}
+
+func TestR3_7_StopAndResume(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}}}}
+	fleet := runFleet("a", "b")
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, fleet, nil, t0)
+	run.Status, run.Action = res.Status, ActionStop
+	res = Step(run, fleet, nil, t0)
+	if res.Status.State != RunStopping {
+		t.Fatalf("with a cluster in flight: %s, want Stopping", res.Status.State)
+	}
+	fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+	run.Status = res.Status
+	res = Step(run, fleet, nil, t0)
+	if res.Status.State != RunStopped || len(res.Release) != 0 {
+		t.Fatalf("in-flight done: %s, release %v; want Stopped, nothing new", res.Status.State, res.Release)
+	}
+	run.Status, run.Action = res.Status, ActionRun
+	if res = Step(run, fleet, nil, t0); res.Status.State != RunRunning || len(res.Release) != 1 || res.Release[0] != "b" {
+		t.Errorf("resumed: %s, release %v", res.Status.State, res.Release)
+	}
+}
+
+func TestR3_14_SupersededRunStops(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}}}}
+	run := &Run{Name: "r7", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, runFleet("a", "b"), nil, t0)
+	run.Status, run.SupersededBy = res.Status, "r8"
+	fleet := runFleet("a", "b")
+	fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+	res = Step(run, fleet, nil, t0)
+	if res.Status.State != RunStopped || res.Status.SupersededBy != "r8" || res.Status.Message != "superseded by run r8" {
+		t.Errorf("state %s, supersededBy %q, message %q", res.Status.State, res.Status.SupersededBy, res.Status.Message)
+	}
+}
+
+func TestRollbackToAnOlderRevision(t *testing.T) {
+	fleet := runFleet("a", "b")
+	for i := range fleet {
+		fleet[i].Deployment = &Deployment{Staged: 3, Released: 3, Applied: 3, Ready: true}
+	}
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}, MaxConcurrency: Int(2)}}}}
+	res := Step(run, fleet, nil, t0)
+	if diff := cmp.Diff([]string{"a", "b"}, res.Release); diff != "" {
+		t.Errorf("rollback releases (-want +got):\n%s", diff)
+	}
+}
+
+// The staging / canary / production example of the seeds: staging, a one-hour wait, canary
+// behind an approval, then production in two groups.
+func TestScenario_StagingCanaryProduction(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{
+		{Name: "staging", LabelSelector: sel("env=staging"), MaxConcurrency: Int(2), AfterStageTasks: []Task{{Type: TaskTimedWait, WaitTime: dur(time.Hour)}}},
+		{Name: "canary", LabelSelector: sel("env=prod,ring=canary"), BeforeStageTasks: []Task{{Type: TaskApproval}}},
+		{Name: "production", LabelSelector: sel("env=prod,ring!=canary"), MaxConcurrency: Percent(50), AfterStageTasks: []Task{{Type: TaskApproval}}},
+	}}
+	clusters := []SimCluster{
+		{Name: "stg-1", Labels: map[string]string{"env": "staging"}}, {Name: "stg-2", Labels: map[string]string{"env": "staging"}},
+		{Name: "can-1", Labels: map[string]string{"env": "prod", "ring": "canary"}},
+		{Name: "prd-1", Labels: map[string]string{"env": "prod"}}, {Name: "prd-2", Labels: map[string]string{"env": "prod"}},
+	}
+	t.Run("without approvals the run stops at the canary gate", func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Name: "web-7", Strategy: strategy, Clusters: clusters, ApproveAfter: -1})
+		if tl.Completed || !strings.Contains(tl.Stuck, "web-7-before-canary") || tl.Duration != time.Hour+30*time.Second {
+			t.Errorf("completed %v after %s, stuck %q", tl.Completed, tl.Duration, tl.Stuck)
+		}
+	})
+	t.Run("with a person approving after 10 minutes", func(t *testing.T) {
+		tl := SimulateRun(RunSimulation{Name: "web-7", Strategy: strategy, Clusters: clusters, ApproveAfter: 10 * time.Minute})
+		if !tl.Completed {
+			t.Fatalf("stuck: %s", tl.Stuck)
+		}
+		// 30s staging (2 at once), 1h wait, 10m approval, 30s canary, 2 × 30s production (50% of 2
+		// is 1 at a time), 10m approval.
+		if want := 30*time.Second + time.Hour + 10*time.Minute + 30*time.Second + time.Minute + 10*time.Minute; tl.Duration != want {
+			t.Errorf("duration %s, want %s", tl.Duration, want)
+		}
+		var order []string
+		for _, s := range tl.Steps {
+			order = append(order, s.Started...)
+		}
+		if diff := cmp.Diff([]string{"stg-1", "stg-2", "can-1", "prd-1", "prd-2"}, order); diff != "" {
+			t.Errorf("R3.8 start order (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestValidateStaged(t *testing.T) {
+	cases := []struct {
+		s    StagedStrategy
+		want string
+	}{
+		{StagedStrategy{}, "stages: at least one stage"},
+		{StagedStrategy{Stages: []Stage{{Name: "a"}}}, "stages[0].labelSelector: is required"},
+		{StagedStrategy{Stages: []Stage{{Name: "a", LabelSelector: &Selector{}}, {Name: "a", LabelSelector: &Selector{}}}}, `stages[1].name: "a" is used twice`},
+		{StagedStrategy{Stages: []Stage{{Name: "a", LabelSelector: &Selector{}, BeforeStageTasks: []Task{{Type: TaskApproval}, {Type: TaskApproval}}}}}, "stages[0].beforeStageTasks: at most one task"},
+		{StagedStrategy{Stages: []Stage{{Name: "a", LabelSelector: &Selector{}, AfterStageTasks: []Task{{Type: TaskTimedWait}}}}}, "stages[0].afterStageTasks[0].waitTime: is required for TimedWait"},
+		{StagedStrategy{Stages: []Stage{{Name: "a", LabelSelector: &Selector{}, AfterStageTasks: []Task{{Type: TaskApproval}, {Type: TaskApproval}}}}}, "stages[0].afterStageTasks[1].type: a second Approval task"},
+		{StagedStrategy{Stages: []Stage{{Name: "a", LabelSelector: &Selector{}, MaxConcurrency: Int(0)}}}, "stages[0].maxConcurrency: must be at least 1"},
+		{StagedStrategy{Stages: []Stage{{Name: "a", LabelSelector: &Selector{}, BeforeStageTasks: []Task{{Type: TaskScheduledStart, ScheduledStart: &ScheduledStart{TimeOfDay: "25:00"}}}}}}, "scheduledStart: invalid time of day"},
+	}
+	for _, c := range cases {
+		err := ValidateStaged(&c.s)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want %q", err, c.want)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package rollout
+
+import "time"
+
+// RunAction is what a person asks of a run (R3.7).
+type RunAction string
+
+const (
+	ActionInitialize RunAction = "Initialize"
+	ActionRun        RunAction = "Run"
+	ActionStop       RunAction = "Stop"
+)
+
+// RunState is the state of a run, stage, group, cluster or gate (R3.11).
+type RunState string
+
+const (
+	RunNotStarted RunState = "NotStarted"
+	RunPending    RunState = "Pending"
+	RunRunning    RunState = "Running"
+	RunStopping   RunState = "Stopping"
+	RunStopped    RunState = "Stopped"
+	RunSkipped    RunState = "Skipped"
+	RunFailed     RunState = "Failed"
+	RunCompleted  RunState = "Completed"
+)
+
+// terminal reports whether nothing more happens in this state.
+func (s RunState) terminal() bool { return s == RunCompleted || s == RunFailed || s == RunSkipped }
+
+// Skip is what a person chose to skip (R3.11): a stage; with Group, a group; with Cluster, a
+// cluster; with Gate ("Before" or "After"), that gate of the stage (or of the group).
+type Skip struct {
+	Stage   string `json:"stage"`
+	Group   string `json:"group,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	Gate    string `json:"gate,omitempty"`
+}
+
+// Run is a staged update run as the controller sees it: what was asked, and the status it
+// last wrote (the state machine's memory).
+type Run struct {
+	Name string
+	// Strategy is the strategy object's current spec; it is frozen into the status at start.
+	Strategy StagedStrategy
+	// Revision is the resolved revision index: the spec's, or the bundle's latest.
+	Revision int64
+	Action   RunAction
+	Skips    []Skip
+	// SupersededBy names a newer run that replaces this one (R3.14): it stops like Stop.
+	SupersededBy string
+	Status       RunStatus
+}
+
+// RunCluster is a targeted cluster as a run sees it.
+type RunCluster struct {
+	Name         string
+	Labels       map[string]string
+	Deployment   *Deployment
+	Offline      bool
+	Availability *Availability
+}
+
+// RunStatus is a run's progress. Its JSON form is the StagedUpdateRun status's.
+type RunStatus struct {
+	State         RunState        `json:"state,omitempty"`
+	Message       string          `json:"message,omitempty"`
+	RevisionIndex int64           `json:"revisionIndex,omitempty"`
+	FailureCount  int             `json:"failureCount,omitempty"`
+	Strategy      *StagedStrategy `json:"strategy,omitempty"`
+	Stages        []StageStatus   `json:"stages,omitempty"`
+	Unstaged      []string        `json:"unstagedClusters,omitempty"`
+	SupersededBy  string          `json:"supersededBy,omitempty"`
+}
+
+// StageStatus is one stage's progress.
+type StageStatus struct {
+	Name         string        `json:"name"`
+	State        RunState      `json:"state"`
+	Message      string        `json:"message,omitempty"`
+	FailureCount int           `json:"failureCount,omitempty"`
+	StartedAt    time.Time     `json:"startedAt,omitzero"`
+	FinishedAt   time.Time     `json:"finishedAt,omitzero"`
+	BeforeTasks  []TaskStatus  `json:"beforeTasks,omitempty"`
+	AfterTasks   []TaskStatus  `json:"afterTasks,omitempty"`
+	Groups       []GroupStatus `json:"groups,omitempty"`
+}
+
+// GroupStatus is one group's progress; a stage without groups has one implicit group named
+// after the stage.
+type GroupStatus struct {
+	Name         string             `json:"name"`
+	State        RunState           `json:"state"`
+	Message      string             `json:"message,omitempty"`
+	FailureCount int                `json:"failureCount,omitempty"`
+	BeforeTasks  []TaskStatus       `json:"beforeTasks,omitempty"`
+	AfterTasks   []TaskStatus       `json:"afterTasks,omitempty"`
+	Clusters     []ClusterRunStatus `json:"clusters,omitempty"`
+}
+
+// ClusterRunStatus is one cluster's progress, in update order.
+type ClusterRunStatus struct {
+	Name       string    `json:"name"`
+	State      RunState  `json:"state"`
+	Message    string    `json:"message,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// TaskStatus is one gate's progress.
+type TaskStatus struct {
+	Type            TaskType  `json:"type"`
+	State           RunState  `json:"state"`
+	ApprovalRequest string    `json:"approvalRequest,omitempty"`
+	WaitUntil       time.Time `json:"waitUntil,omitzero"`
+}
+
+// ApprovalGate is an ApprovalRequest the controller must make sure exists (R3.9).
+type ApprovalGate struct {
+	Name  string
+	Stage string
+	Group string
+	Gate  string // Before or After
+}
+
+// StepResult is the outcome of one Step.
+type StepResult struct {
+	Status RunStatus
+	// Release are clusters that must have the run's revision released now (idempotent: every
+	// running cluster not yet released is listed again).
+	Release []string
+	// Approvals are the gates currently waiting for a person.
+	Approvals []ApprovalGate
+	// WakeAt is when to step again without an event (a timed wait, a scheduled start, a
+	// window opening, a cluster timeout); zero when only events matter.
+	WakeAt time.Time
+}

@@ -1,0 +1,222 @@
+package rollout
+
+import (
+	"slices"
+	"time"
+)
+
+// RunSimulation is a staged run over a simulated fleet, for previews and tests.
+type RunSimulation struct {
+	// Name of the run; approval requests are named after it. Default "run".
+	Name     string
+	Strategy StagedStrategy
+	// Clusters start Ready on revision 1; the run rolls out revision 2. Their Availability must
+	// be compiled.
+	Clusters   []SimCluster
+	ReadyAfter time.Duration
+	// ApproveAfter is how long a person takes to approve a gate; negative: nobody approves, the
+	// simulation stops at the first approval gate.
+	ApproveAfter time.Duration
+	Skips        []Skip
+	// Horizon stops the simulation; default 400 days.
+	Horizon time.Duration
+	// Observe, if set, sees every Step's inputs and result.
+	Observe func(run *Run, fleet []RunCluster, res StepResult, now time.Time)
+}
+
+// RunMoment is a moment at which the run started or finished clusters, or reached a gate.
+type RunMoment struct {
+	At        time.Duration `json:"at"`
+	Started   []string      `json:"started,omitempty"`
+	Completed []string      `json:"completed,omitempty"`
+	Failed    []string      `json:"failed,omitempty"`
+	Gate      string        `json:"gate"`
+}
+
+// RunTimeline is a run simulation's result.
+type RunTimeline struct {
+	// Plan is the initialized run: stages, groups and their ordered clusters.
+	Plan      RunStatus
+	Steps     []RunMoment
+	Final     RunStatus
+	Completed bool
+	// Duration is the simulated time until the run finished, or until it got stuck.
+	Duration time.Duration
+	// Stuck says why an unfinished run cannot move on (for example an approval nobody gives).
+	Stuck string
+}
+
+// SimulateRun steps a run the way the controller would: on every change it causes, when a
+// cluster becomes ready, when a person approves, and at each WakeAt.
+func SimulateRun(sim RunSimulation) RunTimeline {
+	name := sim.Name
+	if name == "" {
+		name = "run"
+	}
+	readyAfter := sim.ReadyAfter
+	if readyAfter == 0 {
+		readyAfter = 30 * time.Second
+	}
+	horizon := sim.Horizon
+	if horizon == 0 {
+		horizon = 400 * 24 * time.Hour
+	}
+	fleet := make([]RunCluster, len(sim.Clusters))
+	index := map[string]int{}
+	readyAt := make([]time.Duration, len(sim.Clusters))
+	for i, c := range sim.Clusters {
+		fleet[i] = RunCluster{Name: c.Name, Labels: c.Labels, Availability: &sim.Clusters[i].Availability,
+			Deployment: &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, AppliedAt: simStart.Add(-24 * time.Hour)}}
+		index[c.Name] = i
+		readyAt[i] = -1
+	}
+	run := &Run{Name: name, Strategy: sim.Strategy, Revision: 2, Action: ActionRun, Skips: sim.Skips}
+	approvedAt := map[string]time.Duration{}
+	var tl RunTimeline
+	var now time.Duration
+	for steps := 0; now <= horizon && steps < 100000; steps++ {
+		for i := range fleet {
+			if readyAt[i] >= 0 && readyAt[i] <= now {
+				fleet[i].Deployment.Ready = true
+				readyAt[i] = -1
+			}
+		}
+		approved := map[string]bool{}
+		for n, at := range approvedAt {
+			approved[n] = at <= now
+		}
+		prev := run.Status
+		res := Step(run, fleet, approved, simStart.Add(now))
+		if sim.Observe != nil {
+			sim.Observe(run, fleet, res, simStart.Add(now))
+		}
+		run.Status = res.Status
+		if tl.Plan.State == "" && res.Status.State != "" {
+			tl.Plan = res.Status.clone()
+		}
+		for _, n := range res.Release {
+			i := index[n]
+			if fleet[i].Deployment.Released == 2 {
+				continue
+			}
+			fleet[i].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, AppliedAt: simStart.Add(now)}
+			if !sim.Clusters[i].Fail {
+				readyAt[i] = now + readyAfter
+				if sim.Clusters[i].ReadyAfter > 0 {
+					readyAt[i] = now + sim.Clusters[i].ReadyAfter
+				}
+			}
+		}
+		gate := ""
+		approvedNow := false
+		for _, a := range res.Approvals {
+			if _, seen := approvedAt[a.Name]; !seen && sim.ApproveAfter >= 0 {
+				approvedAt[a.Name] = now + sim.ApproveAfter
+				approvedNow = approvedNow || sim.ApproveAfter == 0
+			}
+			if gate == "" {
+				gate = "approval " + a.Name
+			}
+		}
+		if gate == "" && res.Status.State == RunRunning {
+			gate = res.Status.Message
+		}
+		tl.record(now, prev, res.Status, gate)
+		tl.Final, tl.Duration = res.Status, now
+		switch res.Status.State {
+		case RunCompleted, RunFailed, RunStopped:
+			tl.Completed = res.Status.State == RunCompleted
+			if !tl.Completed {
+				tl.Stuck = res.Status.Message
+			}
+			return tl
+		}
+		if approvedNow || len(res.Release) > 0 && changed(prev, res.Status) {
+			continue
+		}
+		var next []time.Duration
+		for _, at := range readyAt {
+			if at > now {
+				next = append(next, at)
+			}
+		}
+		for _, at := range approvedAt {
+			if at > now {
+				next = append(next, at)
+			}
+		}
+		if !res.WakeAt.IsZero() {
+			next = append(next, res.WakeAt.Sub(simStart))
+		}
+		if len(next) == 0 {
+			tl.Stuck = res.Status.Message
+			if len(res.Approvals) > 0 {
+				tl.Stuck = "waiting for approval " + res.Approvals[0].Name + " (simulate a person with an approval delay)"
+			}
+			return tl
+		}
+		now = slices.Min(next)
+	}
+	tl.Stuck = "simulation horizon reached"
+	return tl
+}
+
+// record notes the clusters that started, completed or failed between two statuses, and the
+// gate the run waits at.
+func (tl *RunTimeline) record(at time.Duration, prev, cur RunStatus, gate string) {
+	before := map[string]RunState{}
+	for _, s := range prev.Stages {
+		for _, g := range s.Groups {
+			for _, c := range g.Clusters {
+				before[c.Name] = c.State
+			}
+		}
+	}
+	m := RunMoment{At: at, Gate: gate}
+	for _, s := range cur.Stages {
+		for _, g := range s.Groups {
+			for _, c := range g.Clusters {
+				if before[c.Name] == c.State {
+					continue
+				}
+				switch c.State {
+				case RunRunning:
+					m.Started = append(m.Started, c.Name)
+				case RunCompleted:
+					m.Completed = append(m.Completed, c.Name)
+				case RunFailed:
+					m.Failed = append(m.Failed, c.Name)
+				}
+			}
+		}
+	}
+	if len(m.Started)+len(m.Completed)+len(m.Failed) == 0 && (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate == gate) {
+		return
+	}
+	if n := len(tl.Steps); n > 0 && tl.Steps[n-1].At == at {
+		last := &tl.Steps[n-1]
+		last.Started = append(last.Started, m.Started...)
+		last.Completed = append(last.Completed, m.Completed...)
+		last.Failed = append(last.Failed, m.Failed...)
+		last.Gate = gate
+		return
+	}
+	tl.Steps = append(tl.Steps, m)
+}
+
+// changed reports whether any cluster changed state.
+func changed(a, b RunStatus) bool {
+	if len(a.Stages) != len(b.Stages) {
+		return true
+	}
+	for i := range a.Stages {
+		for j := range a.Stages[i].Groups {
+			for k := range a.Stages[i].Groups[j].Clusters {
+				if a.Stages[i].Groups[j].Clusters[k].State != b.Stages[i].Groups[j].Clusters[k].State {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
