@@ -1,0 +1,198 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// SequenceSimulation is a sequence over a simulated fleet: every cluster starts Ready on
+// revision 1, and the listed revisions appear at their times.
+type SequenceSimulation struct {
+	Sequence   Sequence
+	Clusters   []SimCluster
+	Revisions  []SimRevision
+	ReadyAfter time.Duration
+	Horizon    time.Duration
+	// Observe, if set, sees every step's inputs and result.
+	Observe func(prev SequenceStatus, fleet []SequenceCluster, res SequenceResult, now time.Time)
+}
+
+// SimRevision is a revision that appears at At.
+type SimRevision struct {
+	Index int64
+	At    time.Duration
+}
+
+// SequenceMoment is a moment at which revisions were released, or a group changed state.
+type SequenceMoment struct {
+	At       time.Duration `json:"at"`
+	Started  []string      `json:"started,omitempty"`
+	Complete []string      `json:"completed,omitempty"`
+	Gate     string        `json:"gate"`
+}
+
+// SequenceTimeline is a sequence simulation's result.
+type SequenceTimeline struct {
+	Order     []string
+	Steps     []SequenceMoment
+	Final     SequenceStatus
+	Completed bool
+	Duration  time.Duration
+	Stuck     string
+	Err       error
+}
+
+// SimulateSequence steps the sequence as the controller would until the newest revision is
+// complete in the last group, or nothing more can happen.
+func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
+	var tl SequenceTimeline
+	order, err := sim.Sequence.ChainOrder()
+	if err != nil {
+		tl.Err = err
+		return tl
+	}
+	for _, i := range order {
+		tl.Order = append(tl.Order, sim.Sequence.Groups[i].Name)
+	}
+	readyAfter := sim.ReadyAfter
+	if readyAfter == 0 {
+		readyAfter = 30 * time.Second
+	}
+	horizon := sim.Horizon
+	if horizon == 0 {
+		horizon = 2 * 365 * 24 * time.Hour
+	}
+	fleet := make([]SequenceCluster, len(sim.Clusters))
+	readyAt := make([]time.Duration, len(fleet))
+	index := map[string]int{}
+	for i, c := range sim.Clusters {
+		fleet[i] = SequenceCluster{Name: c.Name, Labels: c.Labels, Groups: c.Groups, Availability: &sim.Clusters[i].Availability,
+			Deployment: &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true}}
+		readyAt[i] = -1
+		index[c.Name] = i
+	}
+	var last int64
+	for _, r := range sim.Revisions {
+		last = max(last, r.Index)
+	}
+	var status SequenceStatus
+	var now time.Duration
+	for steps := 0; now <= horizon && steps < 100000; steps++ {
+		for i := range fleet {
+			if readyAt[i] >= 0 && readyAt[i] <= now {
+				fleet[i].Deployment.Ready = true
+				readyAt[i] = -1
+			}
+		}
+		var revs []int64
+		for _, r := range sim.Revisions {
+			if r.At <= now {
+				revs = append(revs, r.Index)
+			}
+		}
+		res, err := StepSequence(&sim.Sequence, status, revs, fleet, simStart.Add(now))
+		if err != nil {
+			tl.Err = err
+			return tl
+		}
+		if sim.Observe != nil {
+			sim.Observe(status, fleet, res, simStart.Add(now))
+		}
+		m := SequenceMoment{At: now}
+		for _, name := range sortedKeys(res.Release) {
+			i, r := index[name], res.Release[name]
+			fleet[i].Deployment = &Deployment{Staged: r, Released: r, Applied: r, AppliedAt: simStart.Add(now)}
+			readyAt[i] = -1
+			if !sim.Clusters[i].Fail {
+				readyAt[i] = now + max(readyAfter, sim.Clusters[i].ReadyAfter)
+			}
+			m.Started = append(m.Started, fmt.Sprintf("%s@%d", name, r))
+		}
+		m.Complete, m.Gate = sequenceChanges(status, res.Status)
+		status = res.Status
+		if len(m.Started)+len(m.Complete) > 0 || (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate != m.Gate) || len(tl.Steps) == 0 {
+			tl.Steps = append(tl.Steps, m)
+		}
+		tl.Final, tl.Duration = status, now
+		if lastGroup := status.Groups[len(status.Groups)-1]; last > 0 && revisionState(lastGroup, last) == SeqComplete {
+			tl.Completed = true
+			return tl
+		}
+		if len(res.Release) > 0 || len(m.Complete) > 0 {
+			continue
+		}
+		var next []time.Duration
+		for _, at := range readyAt {
+			if at > now {
+				next = append(next, at)
+			}
+		}
+		for _, r := range sim.Revisions {
+			if r.At > now {
+				next = append(next, r.At)
+			}
+		}
+		if !res.WakeAt.IsZero() {
+			next = append(next, res.WakeAt.Sub(simStart))
+		}
+		if len(next) == 0 {
+			tl.Stuck = m.Gate
+			if tl.Stuck == "" {
+				tl.Stuck = "nothing left to wait for"
+			}
+			return tl
+		}
+		now = slices.Min(next)
+	}
+	tl.Stuck = "simulation horizon reached"
+	return tl
+}
+
+func revisionState(g SequenceGroupStatus, r int64) SequenceState {
+	for _, rs := range g.Revisions {
+		if rs.Index == r {
+			return rs.State
+		}
+	}
+	return ""
+}
+
+// sequenceChanges lists the group revisions that became COMPLETE, and describes what the
+// sequence waits for now.
+func sequenceChanges(prev, cur SequenceStatus) (complete []string, gate string) {
+	before := map[string]SequenceState{}
+	for _, g := range prev.Groups {
+		for _, r := range g.Revisions {
+			before[fmt.Sprintf("%s@%d", g.Name, r.Index)] = r.State
+		}
+	}
+	for _, g := range cur.Groups {
+		for _, r := range g.Revisions {
+			key := fmt.Sprintf("%s@%d", g.Name, r.Index)
+			if r.State == SeqComplete && before[key] != SeqComplete {
+				complete = append(complete, key)
+			}
+			if gate == "" {
+				switch r.State {
+				case SeqSoaking, SeqForcedSoaking:
+					gate = fmt.Sprintf("%s soaks revision %d until %s", g.Name, r.Index, r.SoakUntil.UTC().Format(time.RFC3339))
+				case SeqInProgress, SeqPending:
+					if r.Message != "" {
+						gate = fmt.Sprintf("%s, revision %d: %s", g.Name, r.Index, r.Message)
+					}
+				}
+			}
+		}
+	}
+	return complete, gate
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,298 @@
+package rollout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const day = 24 * time.Hour
+
+func seqGroup(name, upstream string, soak time.Duration) SequenceGroup {
+	return SequenceGroup{Name: name, Upstream: upstream, ClusterSelector: sel("tier=" + name), Soak: dur(soak)}
+}
+
+func tierClusters(spec map[string]int) []SimCluster {
+	var out []SimCluster
+	for _, tier := range []string{"dev", "staging", "prod", "edge", "lab", "extra"} {
+		for i := range spec[tier] {
+			out = append(out, SimCluster{Name: fmt.Sprintf("%s-%d", tier, i), Labels: map[string]string{"tier": tier}})
+		}
+	}
+	return out
+}
+
+func TestR4_1_ChainValidation(t *testing.T) {
+	cases := []struct {
+		name   string
+		groups []SequenceGroup
+		want   string
+	}{
+		{"two first groups", []SequenceGroup{seqGroup("a", "", 0), seqGroup("b", "", 0)}, "both have no upstream"},
+		{"branch", []SequenceGroup{seqGroup("a", "", 0), seqGroup("b", "a", 0), seqGroup("c", "a", 0)}, "sequences do not branch"},
+		{"cycle outside the chain", []SequenceGroup{seqGroup("a", "", 0), seqGroup("b", "c", 0), seqGroup("c", "b", 0)}, "cycle outside the chain: b, c"},
+		{"unknown upstream", []SequenceGroup{seqGroup("a", "", 0), seqGroup("b", "zz", 0)}, `groups[1].upstream: no group named "zz"`},
+		{"self upstream", []SequenceGroup{seqGroup("a", "", 0), seqGroup("b", "b", 0)}, "its own upstream"},
+		{"soak above 30 days", []SequenceGroup{seqGroup("a", "", 31*day)}, "groups[0].soak: must be between 0 and 30 days"},
+	}
+	for _, c := range cases {
+		s := Sequence{Groups: c.groups}
+		if _, err := s.ChainOrder(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+	// Five groups written out of order: the chain follows the upstream links.
+	s := Sequence{Groups: []SequenceGroup{seqGroup("prod", "staging", 0), seqGroup("lab", "", 0), seqGroup("edge", "prod", 0), seqGroup("dev", "lab", 0), seqGroup("staging", "dev", 0)}}
+	order, err := s.ChainOrder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range order {
+		names = append(names, s.Groups[i].Name)
+	}
+	if diff := cmp.Diff([]string{"lab", "dev", "staging", "prod", "edge"}, names); diff != "" {
+		t.Errorf("chain (-want +got):\n%s", diff)
+	}
+}
+
+func TestR4_2_SoakTimes(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 14*day), seqGroup("staging", "dev", 7*day), seqGroup("prod", "staging", 0)}}
+	clusters := tierClusters(map[string]int{"dev": 2, "staging": 2, "prod": 3})
+	tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: clusters, Revisions: []SimRevision{{Index: 2}}})
+	if !tl.Completed {
+		t.Fatalf("stuck: %s", tl.Stuck)
+	}
+	// dev 30s + 14d soak, staging 30s + 7d soak, prod 30s + no soak.
+	if want := 21*day + 90*time.Second; tl.Duration != want {
+		t.Errorf("duration %s, want %s", tl.Duration, want)
+	}
+	t.Run("default soak is 7 days", func(t *testing.T) {
+		seq := Sequence{Groups: []SequenceGroup{{Name: "dev", ClusterSelector: sel("tier=dev")}, seqGroup("prod", "dev", 0)}}
+		tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: tierClusters(map[string]int{"dev": 1, "prod": 1}), Revisions: []SimRevision{{Index: 2}}})
+		if want := 7*day + time.Minute; tl.Duration != want {
+			t.Errorf("duration %s, want %s", tl.Duration, want)
+		}
+	})
+	for _, c := range []struct {
+		override time.Duration
+		want     time.Duration
+	}{{0, 7*day + 90*time.Second}, {30 * day, 7*day + 30*day + 90*time.Second}} {
+		t.Run(fmt.Sprintf("dev soak overridden to %s for this revision", c.override), func(t *testing.T) {
+			seq := seq
+			seq.Revisions = []RevisionControl{{Index: 2, SoakOverrides: []SoakOverride{{Group: "dev", Soak: Duration(c.override)}}}}
+			tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: clusters, Revisions: []SimRevision{{Index: 2}}})
+			if !tl.Completed || tl.Duration != c.want {
+				t.Errorf("completed %v after %s, want %s", tl.Completed, tl.Duration, c.want)
+			}
+		})
+	}
+}
+
+func TestR4_3_R4_4_QualificationAndNewestQualifiedRevision(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", time.Hour), seqGroup("staging", "dev", time.Hour)}}
+	clusters := tierClusters(map[string]int{"dev": 1, "staging": 1})
+	// Staging is frozen for the first 10 hours, so dev qualifies revisions 2 and 3 meanwhile.
+	clusters[1].Exclusions = []TimeRange{{Start: simStart, End: simStart.Add(10 * time.Hour)}}
+	if err := clusters[1].Availability.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	var released []string
+	tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: clusters, Revisions: []SimRevision{{Index: 2}, {Index: 3, At: 2 * time.Hour}},
+		Observe: func(_ SequenceStatus, _ []SequenceCluster, res SequenceResult, now time.Time) {
+			for c, r := range res.Release {
+				released = append(released, fmt.Sprintf("%s@%d@%s", c, r, now.Sub(simStart)))
+			}
+		}})
+	if !tl.Completed {
+		t.Fatalf("stuck: %s", tl.Stuck)
+	}
+	want := []string{"dev-0@2@0s", "dev-0@3@2h0m0s", "staging-0@3@10h0m0s"}
+	if diff := cmp.Diff(want, released); diff != "" {
+		t.Errorf("releases (-want +got):\n%s", diff)
+	}
+}
+
+func TestR4_5_R4_9_ExclusionHoldsGroupUntilForcedSoak(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", day), seqGroup("prod", "dev", 0)}}
+	clusters := tierClusters(map[string]int{"dev": 2, "prod": 1})
+	clusters[1].Exclusions = []TimeRange{{Start: simStart, End: simStart.Add(60 * day)}}
+	if err := clusters[1].Availability.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	var states []SequenceState
+	tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: clusters, Revisions: []SimRevision{{Index: 2}},
+		Observe: func(_ SequenceStatus, _ []SequenceCluster, res SequenceResult, _ time.Time) {
+			if s := res.Status.Groups[0].Revisions[0].State; len(states) == 0 || states[len(states)-1] != s {
+				states = append(states, s)
+			}
+		}})
+	if !tl.Completed {
+		t.Fatalf("stuck: %s", tl.Stuck)
+	}
+	if diff := cmp.Diff([]SequenceState{SeqInProgress, SeqForcedSoaking, SeqComplete}, states); diff != "" {
+		t.Errorf("dev states (-want +got):\n%s", diff)
+	}
+	// 30 days, then the 1-day soak, then prod's 30s.
+	if want := 31*day + 30*time.Second; tl.Duration != want {
+		t.Errorf("duration %s, want %s", tl.Duration, want)
+	}
+}
+
+func TestR4_6_StatusCounts(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", day), seqGroup("prod", "dev", day)}}
+	fleet := []SequenceCluster{
+		{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 2, Applied: 2, Ready: true}},
+		{Name: "d2", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+		{Name: "p1", Labels: map[string]string{"tier": "prod"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+	}
+	res, err := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := res.Status.Groups[0].Revisions[0]
+	if dev.State != SeqInProgress || dev.Counts[Ready] != 1 || dev.Counts[OutOfSync] != 1 {
+		t.Errorf("dev: %s %v", dev.State, dev.Counts)
+	}
+	if prod := res.Status.Groups[1].Revisions[0]; prod.State != SeqIneligible || !strings.Contains(prod.Message, "waiting for group dev") {
+		t.Errorf("prod: %s %q", prod.State, prod.Message)
+	}
+	if diff := cmp.Diff(map[string]int64{"d2": 2}, res.Release); diff != "" {
+		t.Errorf("release (-want +got):\n%s", diff)
+	}
+}
+
+func TestR4_7_ClustersAheadAreIgnored(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0)}}
+	fleet := []SequenceCluster{
+		{Name: "ahead", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 3, Applied: 3}},
+		{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 2, Applied: 2, Ready: true}},
+	}
+	res, _ := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet, t0)
+	if got := res.Status.Groups[0].Revisions[0].State; got != SeqComplete || len(res.Release) != 0 {
+		t.Errorf("state %s, release %v: the cluster ahead must neither block nor be rolled back", got, res.Release)
+	}
+}
+
+func TestR4_8_EmptyGroups(t *testing.T) {
+	t.Run("an empty first group qualifies nothing", func(t *testing.T) {
+		seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("prod", "dev", 0)}}
+		tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: tierClusters(map[string]int{"prod": 2}), Revisions: []SimRevision{{Index: 2}}})
+		if tl.Completed || tl.Final.Groups[1].Revisions[0].State != SeqIneligible {
+			t.Errorf("completed %v, prod %s", tl.Completed, tl.Final.Groups[1].Revisions[0].State)
+		}
+		if !strings.Contains(tl.Final.Groups[0].Revisions[0].Message, "first group has no clusters") {
+			t.Errorf("dev message %q", tl.Final.Groups[0].Revisions[0].Message)
+		}
+	})
+	t.Run("an empty group with an upstream passes revisions through", func(t *testing.T) {
+		seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("staging", "dev", 5*day), seqGroup("prod", "staging", 0)}}
+		tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: tierClusters(map[string]int{"dev": 1, "prod": 1}), Revisions: []SimRevision{{Index: 2}}})
+		if !tl.Completed || tl.Duration != time.Minute {
+			t.Errorf("completed %v after %s, want 1m (no soak in the empty group)", tl.Completed, tl.Duration)
+		}
+	})
+}
+
+func TestR4_10_PauseResumeCancel(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("prod", "dev", 0)}}
+	fleet := func() []SequenceCluster {
+		return []SequenceCluster{
+			{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+			{Name: "p1", Labels: map[string]string{"tier": "prod"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+		}
+	}
+	seq.Revisions = []RevisionControl{{Index: 2, Paused: true}}
+	res, _ := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet(), t0)
+	if len(res.Release) != 0 || !strings.Contains(res.Status.Groups[0].Revisions[0].Message, "paused") {
+		t.Errorf("paused: release %v, message %q", res.Release, res.Status.Groups[0].Revisions[0].Message)
+	}
+	seq.Revisions = nil // resumed
+	if res, _ = StepSequence(&seq, res.Status, []int64{2}, fleet(), t0); len(res.Release) != 1 {
+		t.Errorf("resumed: release %v", res.Release)
+	}
+	// Cancelled while d1 is in flight: it finishes, prod never receives revision 2.
+	seq.Revisions = []RevisionControl{{Index: 2, Cancelled: true}}
+	f := fleet()
+	f[0].Deployment = &Deployment{Released: 2, Applied: 2, Ready: true}
+	res, _ = StepSequence(&seq, res.Status, []int64{2}, f, t0.Add(time.Hour))
+	if len(res.Release) != 0 || res.Status.Groups[1].Revisions[0].State != SeqIneligible || res.Status.Groups[0].Revisions[0].Message != "revision cancelled" {
+		t.Errorf("cancelled: release %v, statuses %+v", res.Release, res.Status.Groups)
+	}
+}
+
+// TestRandomizedSequences checks at every step that no group receives a revision its upstream
+// has not completed (R4.3) and that no cluster is released outside its window (R4.9).
+func TestRandomizedSequences(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tiers := []string{"dev", "staging", "prod", "edge", "lab"}
+	for i := range 300 {
+		n := 1 + rng.IntN(5)
+		var groups []SequenceGroup
+		for g := range n {
+			up := ""
+			if g > 0 {
+				up = tiers[g-1]
+			}
+			groups = append(groups, seqGroup(tiers[g], up, time.Duration(rng.IntN(72))*time.Hour))
+		}
+		seq := Sequence{Groups: groups}
+		spec := map[string]int{}
+		for _, tier := range tiers[:n] {
+			spec[tier] = rng.IntN(4)
+		}
+		clusters := tierClusters(spec)
+		for j := range clusters {
+			clusters[j].ReadyAfter = time.Duration(rng.IntN(3600)) * time.Second
+			if rng.IntN(4) == 0 {
+				clusters[j].Availability = Availability{Window: &Window{Schedule: fmt.Sprintf("0 %d * * *", rng.IntN(24)), Duration: Duration(time.Duration(1+rng.IntN(5)) * time.Hour)}}
+			}
+			if rng.IntN(8) == 0 {
+				clusters[j].Exclusions = []TimeRange{{Start: simStart, End: simStart.Add(time.Duration(rng.IntN(50*24)) * time.Hour)}}
+			}
+			if err := clusters[j].Availability.Compile(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var revs []SimRevision
+		for r := range 1 + rng.IntN(4) {
+			revs = append(revs, SimRevision{Index: int64(2 + r), At: time.Duration(rng.IntN(20*24)) * time.Hour})
+		}
+		order, _ := seq.ChainOrder()
+		avail := map[string]*Availability{}
+		groupOf := map[string]int{}
+		for j := range clusters {
+			avail[clusters[j].Name] = &clusters[j].Availability
+			for k, gi := range order {
+				if seq.Groups[gi].ClusterSelector.Matches(clusters[j].Labels) {
+					groupOf[clusters[j].Name] = k
+				}
+			}
+		}
+		tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: clusters, Revisions: revs,
+			Observe: func(_ SequenceStatus, _ []SequenceCluster, res SequenceResult, now time.Time) {
+				for c, r := range res.Release {
+					if !avail[c].OpenAt(now) {
+						t.Fatalf("R4.9: %s released at %s outside its window", c, now)
+					}
+					k := groupOf[c]
+					if k == 0 {
+						continue
+					}
+					if st := revisionState(res.Status.Groups[k-1], r); st != SeqComplete {
+						t.Fatalf("R4.3: %s (group %d) released revision %d, upstream state %s", c, k, r, st)
+					}
+				}
+			}})
+		if tl.Err != nil {
+			t.Fatal(tl.Err)
+		}
+		if spec[tiers[0]] > 0 && !tl.Completed {
+			t.Fatalf("simulation %d stuck: %s", i, tl.Stuck)
+		}
+	}
+}
