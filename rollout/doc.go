@@ -32,6 +32,22 @@
 //
 // Validate checks a strategy and a placement and names the fleet.yaml field of each problem.
 //
+// §3, staged update runs. Step(run, fleet, approvals, now) advances one run by one decision and
+// returns the new status, the clusters to release, the approval requests that must exist and
+// when to step again. Stages run one at a time; a stage's groups run in parallel under the group
+// and stage maxConcurrency; gates (Approval, TimedWait, ScheduledStart) sit before and after
+// stages and groups; maxAllowedFailures budgets stop the run; clusters start only inside their
+// maintenance window and outside exclusions (Availability, cron evaluated with robfig/cron's
+// Schedule.Next). PlanAutoRuns applies R3.14. Decisions beyond the spec: a cluster counts as
+// failed when it is not Ready clusterTimeout (default 10m) after its release; with groups, an
+// unset stage maxAllowedFailures does not cap the groups' budgets (as R3.5 does for concurrency).
+//
+// §4, rollout sequences. StepSequence moves every known revision through the chain: the first
+// group always targets the newest revision, every later group the newest one its upstream
+// COMPLETED (finished and soaked); a group that cannot finish within 30 days soaks anyway.
+//
+// Selector, ParseSelector: label selectors in structured or string form (R3.6).
+//
 // # Determinism and cost
 //
 // Plan sorts targets by name, so equal inputs give equal decisions whatever their order. One
@@ -39,10 +55,13 @@
 // Measured with BenchmarkPlan10000Clusters5Partitions on the 2-core development machine
 // (AMD EPYC, go1.26):
 //
-//	10,000 clusters, 5 manual partitions:  2.2 ms/op, 1.5 MB/op, 180 allocs/op
+//	10,000 clusters, 5 manual partitions:  2.3 ms/op, 1.5 MB/op, 180 allocs/op
 //	 1,000 clusters:                        0.10 ms/op, 0.15 MB/op, 131 allocs/op
 //	100,000 clusters:                       29 ms/op, 15.8 MB/op, 244 allocs/op
 //
 // Bytes grow linearly with N; the allocation count grows only with the number of partitions and
 // the output lists' growth steps.
+//
+// One Step of a running staged run, 5 stages × 2,000 clusters in two groups each
+// (BenchmarkStep5Stages2000Clusters): 1.5 ms/op, 2.3 MB/op, 162 allocs/op.
 package rollout

@@ -151,7 +151,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		if len(next) == 0 {
 			tl.Stuck = res.Status.Message
 			if len(res.Approvals) > 0 {
-				tl.Stuck = "waiting for approval " + res.Approvals[0].Name + " (simulate a person with an approval delay)"
+				tl.Stuck = "waiting for approval " + res.Approvals[0].Name + ""
 			}
 			return tl
 		}

@@ -156,7 +156,7 @@ func (s *Selector) UnmarshalJSON(data []byte) error {
 		}
 		parsed, err := ParseSelector(str)
 		if err != nil {
-			return err
+			return fmt.Errorf("label selector %q: %w", str, err)
 		}
 		*s = *parsed
 		return nil

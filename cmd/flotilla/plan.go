@@ -20,6 +20,9 @@ import (
 type planOptions struct {
 	clustersFile    string
 	fleetFile       string
+	strategyFile    string
+	sequenceFile    string
+	approveAfter    time.Duration
 	readyAfter      time.Duration
 	fail            []string
 	offline         []string
@@ -35,16 +38,22 @@ func newPlanCommand() *cobra.Command {
 		Long: `plan splits the clusters into partitions as the hub would and simulates the rollout of a new
 revision: which clusters are released when, and why the rollout waits. Nothing is contacted.
 
-The clusters file is a YAML list of {name, labels, groups}, or an object with "clusters" and
-"clusterGroups" ({name, labels}) lists. The fleet.yaml's rolloutStrategy or placement is used.`,
+The clusters file is a YAML list of {name, labels, groups, maintenanceWindow, exclusions}, or an
+object with "clusters" and "clusterGroups" ({name, labels}) lists. The rollout is the fleet.yaml's
+rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSequence (--sequence).`,
 		Example: `  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml
-  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml --ready-after 2m --fail prod-eu-3 -o json`,
+  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml --ready-after 2m --fail prod-eu-3 -o json
+  flotilla plan --clusters clusters.yaml --strategy staged.yaml --approve-after 15m
+  flotilla plan --clusters clusters.yaml --sequence sequence.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.clustersFile, "clusters", "", "YAML file listing the clusters (required)")
 	f.StringVar(&o.fleetFile, "fleet-yaml", "", "fleet.yaml whose rolloutStrategy or placement to simulate (default: all defaults)")
+	f.StringVar(&o.strategyFile, "strategy", "", "StagedUpdateStrategy (or its spec) to simulate as a staged run")
+	f.StringVar(&o.sequenceFile, "sequence", "", "RolloutSequence (or its spec) to simulate")
+	f.DurationVar(&o.approveAfter, "approve-after", -1, "simulated time a person takes to approve a gate; unset: nobody approves and the plan stops at the gate")
 	f.DurationVar(&o.readyAfter, "ready-after", 30*time.Second, "simulated time from release to Ready")
 	f.StringSliceVar(&o.fail, "fail", nil, "clusters that apply the revision but never become Ready")
 	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline")
@@ -61,6 +70,15 @@ func (o *planOptions) run(out io.Writer) error {
 	clusters, groups, err := loadClusters(o.clustersFile)
 	if err != nil {
 		return err
+	}
+	modes := 0
+	for _, f := range []string{o.fleetFile, o.strategyFile, o.sequenceFile} {
+		if f != "" {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return badInput("choose one of --fleet-yaml, --strategy and --sequence")
 	}
 	var fleet fleetRollout
 	if o.fleetFile != "" {
@@ -83,15 +101,19 @@ func (o *planOptions) run(out io.Writer) error {
 		clusters[i].Fail = contains(o.fail, clusters[i].Name)
 		clusters[i].Offline = contains(o.offline, clusters[i].Name)
 	}
+	switch {
+	case o.strategyFile != "":
+		return o.runStaged(out, clusters)
+	case o.sequenceFile != "":
+		return o.runSequence(out, clusters)
+	}
 	tl := rollout.Simulate(rollout.Simulation{
 		Clusters: clusters, Groups: groups, Strategy: fleet.Strategy, Placement: fleet.Placement,
 		FirstDeployment: o.firstDeployment, ReadyAfter: o.readyAfter,
 	})
 	report := newPlanReport(tl, len(clusters))
 	if o.output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		return writeJSON(out, report)
 	}
 	return report.writeTable(out, fleet)
 }
@@ -131,6 +153,9 @@ func loadClusters(path string) ([]rollout.SimCluster, []rollout.ClusterGroup, er
 			return nil, nil, badInput("%s: clusters[%d].name: %q is already clusters[%d]", path, i, c.Name, prev)
 		}
 		seen[c.Name] = i
+		if err := file.Clusters[i].Availability.Compile(); err != nil {
+			return nil, nil, badInput("%s: clusters[%d].%v", path, i, err)
+		}
 	}
 	return file.Clusters, file.ClusterGroups, nil
 }

@@ -12,6 +12,11 @@ type StagedUpdateStrategySpec struct {
 	// +listType=map
 	// +listMapKey=name
 	Stages []StageConfig `json:"stages"`
+	// ClusterTimeout is how long a cluster may take to become Ready after its release before
+	// it counts as a failure (R3.10). Default 10m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="clusterTimeout must be at least 10s"
+	ClusterTimeout *metav1.Duration `json:"clusterTimeout,omitempty"`
 }
 
 // StageConfig is one stage: a label-selected set of clusters updated together.

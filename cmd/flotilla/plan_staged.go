@@ -1,0 +1,219 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// loadSpec reads a Kubernetes object of the given kind (its spec) or a bare spec, strictly.
+func loadSpec(path, kind string, out any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return badInput("%s: %v", path, err)
+	}
+	var head struct {
+		Kind string          `json:"kind"`
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &head); err != nil {
+		return badInput("%s: %v", path, cleanDecodeError(err))
+	}
+	body, field := data, ""
+	if head.Kind != "" {
+		if head.Kind != kind {
+			return badInput("%s: kind: %q, want %s", path, head.Kind, kind)
+		}
+		body, field = head.Spec, "spec: "
+	}
+	if err := decodeStrict(body, out); err != nil {
+		return badInput("%s: %s%v", path, field, err)
+	}
+	return nil
+}
+
+// stagedReport is plan's output for a staged run.
+type stagedReport struct {
+	Stages    []reportStage   `json:"stages"`
+	Steps     []reportRunStep `json:"steps"`
+	Completed bool            `json:"completed"`
+	ETA       string          `json:"eta"`
+	State     string          `json:"state"`
+	Stuck     string          `json:"stuck,omitempty"`
+	Failures  int             `json:"failures"`
+}
+
+type reportStage struct {
+	Name           string        `json:"name"`
+	MaxConcurrency int           `json:"maxConcurrency"`
+	Groups         []reportGroup `json:"groups"`
+}
+
+type reportGroup struct {
+	Name     string   `json:"name"`
+	Clusters []string `json:"clusters"`
+}
+
+type reportRunStep struct {
+	At        string   `json:"at"`
+	Started   []string `json:"started"`
+	Completed []string `json:"completed"`
+	Failed    []string `json:"failed,omitempty"`
+	Gate      string   `json:"gate"`
+}
+
+func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) error {
+	var strategy rollout.StagedStrategy
+	if err := loadSpec(o.strategyFile, "StagedUpdateStrategy", &strategy); err != nil {
+		return err
+	}
+	if err := rollout.ValidateStaged(&strategy); err != nil {
+		return badInput("%s: %s", o.strategyFile, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	tl := rollout.SimulateRun(rollout.RunSimulation{Name: "plan", Strategy: strategy, Clusters: clusters, ReadyAfter: o.readyAfter, ApproveAfter: o.approveAfter})
+	if len(tl.Plan.Stages) == 0 {
+		return badInput("%s: %s", o.clustersFile, tl.Final.Message)
+	}
+	if strings.HasPrefix(tl.Stuck, "waiting for approval") && o.approveAfter < 0 {
+		tl.Stuck += " (nobody approves in this plan: pass --approve-after to simulate a person)"
+	}
+	r := stagedReport{Completed: tl.Completed, State: string(tl.Final.State), Stuck: tl.Stuck, Failures: tl.Final.FailureCount, Stages: []reportStage{}, Steps: []reportRunStep{}}
+	if tl.Completed {
+		r.ETA = tl.Duration.String()
+	}
+	for si, st := range tl.Plan.Stages {
+		spec := strategy.Stages[si]
+		size := 0
+		rs := reportStage{Name: st.Name}
+		for _, g := range st.Groups {
+			rg := reportGroup{Name: g.Name, Clusters: []string{}}
+			for _, c := range g.Clusters {
+				rg.Clusters = append(rg.Clusters, c.Name)
+			}
+			size += len(g.Clusters)
+			rs.Groups = append(rs.Groups, rg)
+		}
+		rs.MaxConcurrency = size
+		if len(spec.Groups) == 0 || spec.MaxConcurrency.IsSet() {
+			rs.MaxConcurrency = spec.MaxConcurrency.Or(rollout.Int(1)).ScaleDown(size)
+		}
+		r.Stages = append(r.Stages, rs)
+	}
+	for _, s := range tl.Steps {
+		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Completed), Failed: s.Failed, Gate: s.Gate})
+	}
+	if o.output == "json" {
+		return writeJSON(out, r)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "Staged run of %d clusters in %d stages\n\nSTAGE\tMAX-CONCURRENCY\tGROUP\tCLUSTERS (in order)\n", len(clusters), len(r.Stages))
+	for _, st := range r.Stages {
+		for _, g := range st.Groups {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", st.Name, st.MaxConcurrency, g.Name, shortList(g.Clusters, 5))
+		}
+	}
+	fmt.Fprintln(w, "\nAT\tSTARTED\tCOMPLETED\tWAITING")
+	for _, s := range r.Steps {
+		done := shortList(s.Completed, 3)
+		if len(s.Failed) > 0 {
+			done += " failed: " + shortList(s.Failed, 3)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3), done, s.Gate)
+	}
+	writeEnd(w, r.Completed, r.ETA, tl.Duration, r.Stuck)
+	return w.Flush()
+}
+
+// sequenceReport is plan's output for a rollout sequence.
+type sequenceReport struct {
+	Groups    []reportSeqGroup `json:"groups"`
+	Steps     []reportRunStep  `json:"steps"`
+	Completed bool             `json:"completed"`
+	ETA       string           `json:"eta"`
+	Stuck     string           `json:"stuck,omitempty"`
+}
+
+type reportSeqGroup struct {
+	Name     string   `json:"name"`
+	Soak     string   `json:"soak"`
+	Clusters []string `json:"clusters"`
+}
+
+func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) error {
+	var seq rollout.Sequence
+	if err := loadSpec(o.sequenceFile, "RolloutSequence", &seq); err != nil {
+		return err
+	}
+	order, err := seq.ChainOrder()
+	if err != nil {
+		return badInput("%s: %v", o.sequenceFile, err)
+	}
+	tl := rollout.SimulateSequence(rollout.SequenceSimulation{Sequence: seq, Clusters: clusters, ReadyAfter: o.readyAfter, Revisions: []rollout.SimRevision{{Index: 2}}})
+	if tl.Err != nil {
+		return badInput("%s: %v", o.sequenceFile, tl.Err)
+	}
+	r := sequenceReport{Completed: tl.Completed, Stuck: tl.Stuck, Groups: []reportSeqGroup{}, Steps: []reportRunStep{}}
+	if tl.Completed {
+		r.ETA = tl.Duration.String()
+	}
+	for _, gi := range order {
+		g := seq.Groups[gi]
+		soak := rollout.DefaultSoak
+		if g.Soak != nil {
+			soak = time.Duration(*g.Soak)
+		}
+		rg := reportSeqGroup{Name: g.Name, Soak: soak.String(), Clusters: []string{}}
+		for _, c := range clusters {
+			if contains(c.Groups, g.ClusterGroup) && g.ClusterGroup != "" || g.ClusterSelector != nil && g.ClusterSelector.Matches(c.Labels) {
+				rg.Clusters = append(rg.Clusters, c.Name)
+			}
+		}
+		r.Groups = append(r.Groups, rg)
+	}
+	for _, s := range tl.Steps {
+		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Complete), Gate: s.Gate})
+	}
+	if o.output == "json" {
+		return writeJSON(out, r)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "Rollout sequence of %d groups\n\nGROUP\tSOAK\tCLUSTERS\n", len(r.Groups))
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", g.Name, g.Soak, shortList(g.Clusters, 5))
+	}
+	fmt.Fprintln(w, "\nAT\tRELEASED\tCOMPLETED\tWAITING")
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3), shortList(s.Completed, 3), s.Gate)
+	}
+	writeEnd(w, r.Completed, r.ETA, tl.Duration, r.Stuck)
+	return w.Flush()
+}
+
+func writeEnd(w io.Writer, completed bool, eta string, d time.Duration, stuck string) {
+	if completed {
+		fmt.Fprintf(w, "\nCompleted after %s.\n", eta)
+		return
+	}
+	fmt.Fprintf(w, "\nNot completed: stopped after %s: %s\n", d, stuck)
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const stagedClusters = `
+- {name: stg-1, labels: {env: staging}}
+- {name: can-1, labels: {env: prod, ring: canary}}
+- {name: prod-2, labels: {env: prod, order: "2"}}
+- {name: prod-1, labels: {env: prod, order: "1"}}
+`
+
+const stagedStrategy = `
+apiVersion: flotilla.dev/v1alpha1
+kind: StagedUpdateStrategy
+metadata: {name: s}
+spec:
+  stages:
+  - {name: staging, labelSelector: {matchLabels: {env: staging}}, afterStageTasks: [{type: TimedWait, waitTime: 1h}]}
+  - {name: canary, labelSelector: "ring=canary", beforeStageTasks: [{type: Approval}]}
+  - {name: production, labelSelector: "env=prod,!ring", sortingLabelKey: order, maxConcurrency: 2}
+`
+
+func TestPlanStagedJSON(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", stagedClusters)
+	strategy := writeFile(t, dir, "strategy.yaml", stagedStrategy)
+	out, err := runCLI("plan", "--clusters", clusters, "--strategy", strategy, "--approve-after", "10m", "-o", "json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var got struct {
+		Stages []struct {
+			Name           string `json:"name"`
+			MaxConcurrency int    `json:"maxConcurrency"`
+			Groups         []struct {
+				Name     string   `json:"name"`
+				Clusters []string `json:"clusters"`
+			} `json:"groups"`
+		} `json:"stages"`
+		Steps []struct {
+			At        string   `json:"at"`
+			Started   []string `json:"started"`
+			Completed []string `json:"completed"`
+			Gate      string   `json:"gate"`
+		} `json:"steps"`
+		Completed bool   `json:"completed"`
+		ETA       string `json:"eta"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if !got.Completed || got.ETA != "1h11m30s" {
+		t.Errorf("completed %v, eta %q; want 30s + 1h wait + 10m approval + 30s + 30s", got.Completed, got.ETA)
+	}
+	if len(got.Stages) != 3 || got.Stages[2].MaxConcurrency != 2 {
+		t.Fatalf("stages %+v", got.Stages)
+	}
+	if diff := cmp.Diff([]string{"prod-1", "prod-2"}, got.Stages[2].Groups[0].Clusters); diff != "" {
+		t.Errorf("R3.2 order in production (-want +got):\n%s", diff)
+	}
+	var gates []string
+	for _, s := range got.Steps {
+		gates = append(gates, s.Gate)
+	}
+	if !strings.Contains(strings.Join(gates, "|"), "approval plan-before-canary") {
+		t.Errorf("no approval gate in the timeline: %v", gates)
+	}
+}
+
+func TestPlanStagedStopsAtGateWithoutApprover(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runCLI("plan", "--clusters", writeFile(t, dir, "c.yaml", stagedClusters), "--strategy", writeFile(t, dir, "s.yaml", stagedStrategy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Not completed") || !strings.Contains(out, "waiting for approval plan-before-canary (nobody approves in this plan: pass --approve-after") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestPlanSequence(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "c.yaml", "- {name: d, labels: {tier: dev}}\n- {name: p, labels: {tier: prod}}\n")
+	seq := writeFile(t, dir, "seq.yaml", "groups:\n- {name: dev, clusterSelector: 'tier=dev', soak: 48h}\n- {name: prod, upstream: dev, clusterSelector: 'tier=prod', soak: 0s}\n")
+	out, err := runCLI("plan", "--clusters", clusters, "--sequence", seq, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Completed bool   `json:"completed"`
+		ETA       string `json:"eta"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || !got.Completed || got.ETA != "48h1m0s" {
+		t.Errorf("completed %v, eta %q, err %v", got.Completed, got.ETA, err)
+	}
+}
+
+func TestPlanStagedAndSequenceBadInput(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", stagedClusters)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"two before-stage tasks", []string{"--strategy", writeFile(t, dir, "s1.yaml", "stages:\n- {name: a, labelSelector: {}, beforeStageTasks: [{type: Approval}, {type: Approval}]}\n")},
+			"s1.yaml: stages[0].beforeStageTasks: at most one task"},
+		{"mistyped strategy field", []string{"--strategy", writeFile(t, dir, "s2.yaml", "kind: StagedUpdateStrategy\nspec:\n  stages:\n  - {name: a, labelSelectr: {}}\n")},
+			`s2.yaml: spec: unknown field "labelSelectr"`},
+		{"bad selector string", []string{"--strategy", writeFile(t, dir, "s3.yaml", "stages:\n- {name: a, labelSelector: 'env in prod'}\n")},
+			`s3.yaml: label selector "env in prod": invalid label key`},
+		{"cluster in no stage", []string{"--strategy", writeFile(t, dir, "s4.yaml", "stages:\n- {name: a, labelSelector: 'env=staging'}\n")},
+			"clusters.yaml: initialization failed: clusters in no stage: can-1, prod-1, prod-2"},
+		{"sequence branch", []string{"--sequence", writeFile(t, dir, "q1.yaml", "groups:\n- {name: a, clusterGroup: x}\n- {name: b, upstream: a, clusterGroup: y}\n- {name: c, upstream: a, clusterGroup: z}\n")},
+			"q1.yaml: groups[2].upstream: a is already the upstream of b: sequences do not branch"},
+		{"wrong kind", []string{"--sequence", writeFile(t, dir, "q2.yaml", "kind: StagedUpdateStrategy\nspec: {}\n")},
+			`q2.yaml: kind: "StagedUpdateStrategy", want RolloutSequence`},
+		{"bad maintenance window", []string{"--strategy", writeFile(t, dir, "s5.yaml", "stages:\n- {name: a, labelSelector: {}}\n"), "--clusters", writeFile(t, dir, "w.yaml", "- {name: a, maintenanceWindow: {schedule: 'at noon', duration: 1h}}\n")},
+			`w.yaml: clusters[0].maintenanceWindow.schedule: invalid cron schedule "at noon"`},
+		{"two modes", []string{"--strategy", "x", "--sequence", "y"}, "choose one of --fleet-yaml, --strategy and --sequence"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"plan", "--clusters", clusters}, c.args...)
+			_, err := runCLI(args...)
+			var in *inputError
+			if !errors.As(err, &in) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want an input error containing %q", err, c.want)
+			}
+		})
+	}
+}
