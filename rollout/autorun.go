@@ -21,7 +21,9 @@ type AutoRunDecision struct {
 }
 
 // AutoRunName is the name of the automatic run of a revision.
-func AutoRunName(bundle string, revision int64) string { return fmt.Sprintf("%s-r%d", bundle, revision) }
+func AutoRunName(bundle string, revision int64) string {
+	return fmt.Sprintf("%s-r%d", bundle, revision)
+}
 
 // PlanAutoRuns applies R3.14 for a bundle whose staged rollout starts runs by itself: one run
 // per new revision, and a newer revision supersedes automatic runs still in flight. Runs a

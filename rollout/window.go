@@ -166,7 +166,9 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes "1h30m0s".
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + time.Duration(d).String() + `"`), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
 
 // sortByWindow orders indexes by window rank, keeping the given order among equals.
 func sortByWindow(idx []int, rank func(int) int) {
