@@ -389,7 +389,7 @@ func TestRollbackToAnOlderRevision(t *testing.T) {
 
 // The staging / canary / production example of the seeds: staging, a one-hour wait, canary
 // behind an approval, then production in two groups.
-func TestScenario_StagingCanaryProduction(t *testing.T) {
+func TestR3_8_Scenario_StagingCanaryProduction(t *testing.T) {
 	strategy := StagedStrategy{Stages: []Stage{
 		{Name: "staging", LabelSelector: sel("env=staging"), MaxConcurrency: Int(2), AfterStageTasks: []Task{{Type: TaskTimedWait, WaitTime: dur(time.Hour)}}},
 		{Name: "canary", LabelSelector: sel("env=prod,ring=canary"), BeforeStageTasks: []Task{{Type: TaskApproval}}},
@@ -426,7 +426,7 @@ func TestScenario_StagingCanaryProduction(t *testing.T) {
 	})
 }
 
-func TestValidateStaged(t *testing.T) {
+func TestR3_1_ValidateStaged(t *testing.T) {
 	cases := []struct {
 		s    StagedStrategy
 		want string
@@ -444,6 +444,29 @@ func TestValidateStaged(t *testing.T) {
 		err := ValidateStaged(&c.s)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %v, want %q", err, c.want)
+		}
+	}
+}
+
+func TestR3_7_StateTransitions(t *testing.T) {
+	cases := []struct {
+		from, to RunAction
+		state    RunState
+		ok       bool
+	}{
+		{ActionInitialize, ActionRun, RunNotStarted, true},
+		{ActionRun, ActionStop, RunRunning, true},
+		{ActionStop, ActionRun, RunStopped, true},
+		{ActionRun, ActionRun, RunRunning, true},
+		{ActionInitialize, ActionStop, RunNotStarted, false},
+		{ActionRun, ActionInitialize, RunRunning, false},
+		{ActionStop, ActionInitialize, RunStopped, false},
+		{ActionRun, ActionStop, RunCompleted, false},
+		{ActionStop, ActionRun, RunFailed, false},
+	}
+	for _, c := range cases {
+		if err := ValidateTransition(c.from, c.to, c.state); (err == nil) != c.ok {
+			t.Errorf("%s→%s in %s: %v, want ok=%v", c.from, c.to, c.state, err, c.ok)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package rollout
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // RunAction is what a person asks of a run (R3.7).
 type RunAction string
@@ -134,4 +137,21 @@ type StepResult struct {
 	// WakeAt is when to step again without an event (a timed wait, a scheduled start, a
 	// window opening, a cluster timeout); zero when only events matter.
 	WakeAt time.Time
+}
+
+// ValidateTransition applies R3.7 to a change of a run's requested state: Initialize→Run,
+// Run→Stop and Stop→Run are allowed, and a finished run (Completed or Failed) cannot change.
+// The CRD enforces the same rules at the API server; this is the planner's own check.
+func ValidateTransition(from, to RunAction, state RunState) error {
+	if from == to {
+		return nil
+	}
+	if state == RunCompleted || state == RunFailed {
+		return fmt.Errorf("the run is %s: a finished run cannot be restarted; create a new run", state)
+	}
+	switch {
+	case from == ActionInitialize && to == ActionRun, from == ActionRun && to == ActionStop, from == ActionStop && to == ActionRun:
+		return nil
+	}
+	return fmt.Errorf("state may only change Initialize→Run, Run→Stop or Stop→Run, not %s→%s", from, to)
 }
