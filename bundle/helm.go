@@ -1,0 +1,243 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"github.com/Masterminds/sprig/v3"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	k8syaml "sigs.k8s.io/yaml"
+)
+
+// ValuesResolver reads Helm values kept in ConfigMaps and Secrets on the hub (valuesFrom).
+type ValuesResolver interface {
+	Values(ctx context.Context, ref ValuesFrom, namespace string) (map[string]any, error)
+}
+
+// DefaultKubeVersion is the Kubernetes version charts see in .Capabilities when the target's
+// is unknown.
+const DefaultKubeVersion = "v1.37.0"
+
+// loadChart finds the chart a bundle's helm options name: a path in the repository (default:
+// the bundle directory), a chart of a Helm repository, or an oci:// reference. Missing
+// dependencies are fetched from their repositories unless disableDependencyUpdate is set.
+func (r *Renderer) loadChart(ctx context.Context, src *Source, h *Helm) (*chart.Chart, error) {
+	var ch *chart.Chart
+	var err error
+	bundleDir := filepath.Join(r.root, filepath.FromSlash(src.Dir))
+	switch {
+	case strings.HasPrefix(h.Chart, "oci://"):
+		ch, err = r.fetcher.FromOCI(ctx, h.Chart, h.Version)
+	case h.Repo != "":
+		ch, err = r.fetcher.FromRepository(ctx, h.Repo, h.Chart, h.Version)
+	default:
+		chartRel := h.Chart
+		if chartRel == "" {
+			chartRel = "."
+		}
+		var dir string
+		if dir, err = safeJoin(r.root, bundleDir, chartRel); err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+		}
+		if err = noEscapingSymlinks(r.root, dir); err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+		}
+		ch, err = loader.Load(dir)
+	}
+	if err != nil {
+		return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+	}
+	if err := r.addMissingDependencies(ctx, ch, h.DisableDependencyUpdate); err != nil {
+		return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+	}
+	return ch, nil
+}
+
+// noEscapingSymlinks fails when a chart directory holds a symlink pointing outside the checkout.
+func noEscapingSymlinks(root, dir string) error {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink == 0 {
+			return err
+		}
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil || !within(realRoot, target) {
+			return fmt.Errorf("%s is a symlink that leaves the repository", relSlash(root, p))
+		}
+		return nil
+	})
+}
+
+func (r *Renderer) addMissingDependencies(ctx context.Context, ch *chart.Chart, disabled bool) error {
+	present := map[string]bool{}
+	for _, d := range ch.Dependencies() {
+		present[d.Name()] = true
+	}
+	for _, dep := range ch.Metadata.Dependencies {
+		if present[dep.Name] {
+			continue
+		}
+		if disabled {
+			return fmt.Errorf("dependency %s is not in charts/ and disableDependencyUpdate is set", dep.Name)
+		}
+		var sub *chart.Chart
+		var err error
+		switch {
+		case strings.HasPrefix(dep.Repository, "oci://"):
+			sub, err = r.fetcher.FromOCI(ctx, strings.TrimSuffix(dep.Repository, "/")+"/"+dep.Name, dep.Version)
+		case strings.HasPrefix(dep.Repository, "http://"), strings.HasPrefix(dep.Repository, "https://"):
+			sub, err = r.fetcher.FromRepository(ctx, dep.Repository, dep.Name, dep.Version)
+		default:
+			return fmt.Errorf("dependency %s: repository %q is not supported: vendor it in charts/ or use an http(s) or oci:// repository", dep.Name, dep.Repository)
+		}
+		if err != nil {
+			return fmt.Errorf("dependency %s: %w", dep.Name, err)
+		}
+		ch.AddDependency(sub)
+	}
+	return nil
+}
+
+// helmValues builds a target's values: values files, then valuesFrom, then inline values, each
+// merged over the previous; `${ }` templates are evaluated with the cluster's data (Fleet's
+// pre-processing) unless disablePreProcess is set; global.fleet.clusterLabels is always set.
+func (r *Renderer) helmValues(ctx context.Context, src *Source, h *Helm, t Target) (map[string]any, error) {
+	vals := map[string]any{}
+	bundleDir := filepath.Join(r.root, filepath.FromSlash(src.Dir))
+	for i, f := range h.ValuesFiles {
+		p, err := safeJoin(r.root, bundleDir, f)
+		if err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Message: err.Error()}
+		}
+		data, err := readLimited(p, maxFileSize)
+		if err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Message: err.Error()}
+		}
+		var m map[string]any
+		if err := k8syaml.Unmarshal(data, &m); err != nil {
+			return nil, &FieldError{File: relSlash(r.root, p), Message: err.Error()}
+		}
+		vals = mergeValues(vals, m)
+	}
+	for i, vf := range h.ValuesFrom {
+		if r.values == nil {
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFrom[%d]", i), Message: "values from ConfigMaps and Secrets are only available on the hub"}
+		}
+		m, err := r.values.Values(ctx, vf, t.Namespace)
+		if err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFrom[%d]", i), Message: err.Error()}
+		}
+		vals = mergeValues(vals, m)
+	}
+	vals = mergeValues(vals, h.Values)
+	if !h.DisablePreProcess {
+		var err error
+		if vals, err = templateValues(vals, t); err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: "helm.values", Message: err.Error()}
+		}
+	}
+	labels := map[string]any{}
+	for k, v := range t.Labels {
+		labels[k] = v
+	}
+	vals = mergeValues(vals, map[string]any{"global": map[string]any{"fleet": map[string]any{"clusterLabels": labels}}})
+	return vals, nil
+}
+
+// templateValues evaluates `${ .ClusterLabels.env }`-style templates in values.
+func templateValues(vals map[string]any, t Target) (map[string]any, error) {
+	data, err := k8syaml.Marshal(vals)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(data, []byte("${")) {
+		return vals, nil
+	}
+	funcs := sprig.TxtFuncMap()
+	for _, unsafe := range []string{"env", "expandenv", "getHostByName"} {
+		delete(funcs, unsafe)
+	}
+	tmpl, err := template.New("values").Delims("${", "}").Funcs(funcs).Option("missingkey=error").Parse(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("invalid template: %w", err)
+	}
+	ctx := map[string]any{
+		"ClusterName": t.ClusterName, "ClusterNamespace": t.Namespace,
+		"ClusterLabels": t.Labels, "ClusterAnnotations": t.Annotations, "ClusterValues": t.TemplateValues,
+	}
+	var out bytes.Buffer
+	if err := tmpl.Execute(&out, ctx); err != nil {
+		return nil, fmt.Errorf("template: %w", err)
+	}
+	var res map[string]any
+	if err := k8syaml.Unmarshal(out.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("templated values are not YAML: %w", err)
+	}
+	return res, nil
+}
+
+// renderHelm renders a chart client-side, as `helm template` does: no cluster is contacted and
+// lookup returns nothing. Hooks are rendered as ordinary resources (the agent applies them with
+// the rest); test hooks are left out.
+func renderHelm(ctx context.Context, ch *chart.Chart, vals map[string]any, releaseName, namespace string, h *Helm, kubeVersion string) ([]Object, error) {
+	cfg := &action.Configuration{
+		Releases:     storage.Init(driver.NewMemory()),
+		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...any) {},
+	}
+	inst := action.NewInstall(cfg)
+	inst.DryRun, inst.DryRunOption, inst.ClientOnly = true, "client", true
+	inst.Replace, inst.IncludeCRDs = true, true
+	inst.ReleaseName, inst.Namespace = releaseName, namespace
+	inst.DisableOpenAPIValidation = true
+	inst.SkipSchemaValidation = h != nil && h.SkipSchemaValidation
+	inst.EnableDNS = false
+	if kubeVersion == "" {
+		kubeVersion = DefaultKubeVersion
+	}
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		return nil, fmt.Errorf("invalid Kubernetes version %q: %w", kubeVersion, err)
+	}
+	inst.KubeVersion = kv
+	rel, err := inst.RunWithContext(ctx, ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("helm template %s: %w", ch.Name(), err)
+	}
+	var stream bytes.Buffer
+	stream.WriteString(rel.Manifest)
+	for _, hook := range rel.Hooks {
+		if isTestHook(hook) {
+			continue
+		}
+		stream.WriteString("\n---\n" + hook.Manifest)
+	}
+	return parseObjects("chart "+ch.Name()+" (rendered)", stream.Bytes())
+}
+
+func isTestHook(h *release.Hook) bool {
+	for _, e := range h.Events {
+		if e == release.HookTest {
+			return true
+		}
+	}
+	return false
+}

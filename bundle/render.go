@@ -1,0 +1,294 @@
+package bundle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// RendererOptions configure a Renderer.
+type RendererOptions struct {
+	// Charts fetches repository and OCI charts; default a fetcher without disk cache.
+	Charts *ChartFetcher
+	// Values resolves helm.valuesFrom; nil makes valuesFrom an error (as in the CLI).
+	Values ValuesResolver
+	// KubeVersion is what charts see as .Capabilities.KubeVersion; default DefaultKubeVersion.
+	KubeVersion string
+}
+
+// Renderer renders the bundles of one checkout (one commit) for many targets. Targets with
+// equal inputs share one render: the result is cached by a hash of everything that goes into
+// it. Safe for concurrent use.
+type Renderer struct {
+	root        string
+	fetcher     *ChartFetcher
+	values      ValuesResolver
+	kubeVersion string
+
+	mu      sync.Mutex
+	results map[string]*renderCall
+	memFS   filesys.FileSystem
+	renders int
+}
+
+type renderCall struct {
+	done chan struct{}
+	res  *Rendered
+	err  error
+}
+
+// NewRenderer prepares rendering of the checkout at root.
+func NewRenderer(root string, opts RendererOptions) (*Renderer, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("failed to resolve %s: %w", root, err)
+	}
+	if info, err := os.Stat(abs); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", root)
+	}
+	fetcher := opts.Charts
+	if fetcher == nil {
+		fetcher = &ChartFetcher{}
+	}
+	return &Renderer{root: abs, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, results: map[string]*renderCall{}}, nil
+}
+
+// Renders counts the renders actually performed (not served from the cache).
+func (r *Renderer) Renders() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renders
+}
+
+// Rendered is a bundle rendered for one target.
+type Rendered struct {
+	Bundle string
+	// Objects are sorted by group, kind, namespace and name.
+	Objects []Object
+	// Manifest is the normalized YAML stream of Objects.
+	Manifest []byte
+	// ContentID is a hash of Manifest; DeploymentID adds the deployment options.
+	ContentID    string
+	DeploymentID string
+	Options      DeploymentOptions
+	// DoNotDeploy: a target customization excludes this cluster.
+	DoNotDeploy bool
+	// Customization names the target customization that applied, if any.
+	Customization string
+}
+
+// DeploymentOptions are the resolved options that change how the agent deploys.
+type DeploymentOptions struct {
+	DefaultNamespace     string              `json:"defaultNamespace,omitempty"`
+	TargetNamespace      string              `json:"namespace,omitempty"`
+	NamespaceLabels      map[string]string   `json:"namespaceLabels,omitempty"`
+	NamespaceAnnotations map[string]string   `json:"namespaceAnnotations,omitempty"`
+	ServiceAccount       string              `json:"serviceAccount,omitempty"`
+	CorrectDrift         bool                `json:"correctDrift,omitempty"`
+	KeepResources        bool                `json:"keepResources,omitempty"`
+	DeleteNamespace      bool                `json:"deleteNamespace,omitempty"`
+	IgnoreConditions     []map[string]string `json:"ignoreConditions,omitempty"`
+	ComparePatches       []ComparePatch      `json:"comparePatches,omitempty"`
+	TakeOwnership        bool                `json:"takeOwnership,omitempty"`
+	Force                bool                `json:"force,omitempty"`
+	TimeoutSeconds       int                 `json:"timeoutSeconds,omitempty"`
+	WaitForJobs          bool                `json:"waitForJobs,omitempty"`
+	ForceSyncGeneration  int64               `json:"forceSyncGeneration,omitempty"`
+}
+
+func deploymentOptions(o Options) DeploymentOptions {
+	d := DeploymentOptions{DefaultNamespace: o.DefaultNamespace, TargetNamespace: o.Namespace, NamespaceLabels: o.NamespaceLabels,
+		NamespaceAnnotations: o.NamespaceAnnotations, ServiceAccount: o.ServiceAccount, KeepResources: o.KeepResources,
+		DeleteNamespace: o.DeleteNamespace, ForceSyncGeneration: o.ForceSyncGeneration}
+	if o.CorrectDrift != nil {
+		d.CorrectDrift = o.CorrectDrift.Enabled
+	}
+	if o.Ignore != nil {
+		d.IgnoreConditions = o.Ignore.Conditions
+	}
+	if o.Diff != nil {
+		d.ComparePatches = o.Diff.ComparePatches
+	}
+	if h := o.Helm; h != nil {
+		d.TakeOwnership, d.Force, d.TimeoutSeconds, d.WaitForJobs = h.TakeOwnership, h.Force, h.TimeoutSeconds, h.WaitForJobs
+	}
+	return d
+}
+
+// Render renders a bundle for a target.
+func (r *Renderer) Render(ctx context.Context, src *Source, t Target) (*Rendered, error) {
+	opts, skip, customization := src.Fleet.customize(t)
+	if skip {
+		return &Rendered{Bundle: src.Name, DoNotDeploy: true, Customization: customization}, nil
+	}
+	mode := r.mode(src, opts)
+	// The cache key holds every input: for Helm the final values (which carry the cluster's
+	// labels), otherwise only the options.
+	keyInput := map[string]any{"dir": src.Dir, "mode": mode, "options": opts}
+	if mode == modeHelm {
+		vals, err := r.helmValues(ctx, src, opts.Helm, t)
+		if err != nil {
+			return nil, err
+		}
+		keyInput["values"] = vals
+	}
+	keyJSON, err := json.Marshal(keyInput)
+	if err != nil {
+		return nil, fmt.Errorf("failed to hash render inputs: %w", err)
+	}
+	key := hashID("", keyJSON)
+
+	r.mu.Lock()
+	call, ok := r.results[key]
+	if !ok {
+		call = &renderCall{done: make(chan struct{})}
+		r.results[key] = call
+		r.renders++
+	}
+	r.mu.Unlock()
+	if !ok {
+		call.res, call.err = r.render(ctx, src, opts, mode, keyInput["values"])
+		close(call.done)
+	}
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if call.err != nil {
+		return nil, call.err
+	}
+	res := *call.res
+	res.Customization = customization
+	return &res, nil
+}
+
+type renderMode string
+
+const (
+	modeHelm      renderMode = "helm"
+	modeKustomize renderMode = "kustomize"
+	modeManifests renderMode = "manifests"
+)
+
+func (r *Renderer) mode(src *Source, opts Options) renderMode {
+	dir := filepath.Join(r.root, filepath.FromSlash(src.Dir))
+	switch {
+	case opts.Helm != nil && (opts.Helm.Chart != "" || opts.Helm.Repo != ""):
+		return modeHelm
+	case opts.Kustomize != nil && opts.Kustomize.Dir != "":
+		return modeKustomize
+	case fileExists(filepath.Join(dir, "Chart.yaml")):
+		return modeHelm
+	case hasKustomization(dir):
+		return modeKustomize
+	}
+	return modeManifests
+}
+
+func fileExists(p string) bool {
+	info, err := os.Lstat(p)
+	return err == nil && info.Mode().IsRegular()
+}
+
+func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode renderMode, values any) (*Rendered, error) {
+	var objs []Object
+	var err error
+	switch mode {
+	case modeHelm:
+		h := opts.Helm
+		if h == nil {
+			h = &Helm{}
+		}
+		ch, err := r.loadChart(ctx, src, h)
+		if err != nil {
+			return nil, err
+		}
+		release := h.ReleaseName
+		if release == "" {
+			release = src.Name
+		}
+		ns := opts.Namespace
+		if ns == "" {
+			ns = opts.DefaultNamespace
+		}
+		if ns == "" {
+			ns = "default"
+		}
+		objs, err = renderHelm(ctx, ch, values.(map[string]any), release, ns, h, r.kubeVersion)
+		if err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: "helm", Message: err.Error()}
+		}
+	case modeKustomize:
+		mem, err := r.checkoutFS()
+		if err != nil {
+			return nil, err
+		}
+		dir := src.Dir
+		if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
+			abs, err := safeJoin(r.root, filepath.Join(r.root, filepath.FromSlash(src.Dir)), opts.Kustomize.Dir)
+			if err != nil {
+				return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: err.Error()}
+			}
+			dir = relSlash(r.root, abs)
+		}
+		if objs, err = renderKustomize(mem, dir); err != nil {
+			return nil, err
+		}
+	default:
+		if objs, err = renderManifests(r.root, src, opts, valuesFileSet(&src.Fleet)); err != nil {
+			return nil, err
+		}
+	}
+	objs, manifest, err := normalize(objs, opts.DefaultNamespace, opts.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s (%s): %w", src.Name, src.Dir, err)
+	}
+	dopts := deploymentOptions(opts)
+	optsJSON, err := json.Marshal(dopts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to hash options: %w", err)
+	}
+	content := hashID("s-", manifest)
+	return &Rendered{Bundle: src.Name, Objects: objs, Manifest: manifest, ContentID: content, DeploymentID: hashID(content+":", optsJSON), Options: dopts}, nil
+}
+
+// checkoutFS builds the in-memory copy of the checkout once, checking for remote bases.
+func (r *Renderer) checkoutFS() (filesys.FileSystem, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.memFS != nil {
+		return r.memFS, nil
+	}
+	mem, err := checkoutFS(r.root)
+	if err != nil {
+		return nil, err
+	}
+	if err := rejectRemoteBases(mem); err != nil {
+		return nil, err
+	}
+	r.memFS = mem
+	return mem, nil
+}
+
+// valuesFileSet lists every file fleet.yaml uses as Helm values: they are not manifests.
+func valuesFileSet(f *FleetYAML) map[string]bool {
+	set := map[string]bool{}
+	add := func(h *Helm) {
+		if h != nil {
+			for _, v := range h.ValuesFiles {
+				set[filepath.ToSlash(filepath.Clean(v))] = true
+			}
+		}
+	}
+	add(f.Helm)
+	for _, tc := range f.TargetCustomizations {
+		add(tc.Helm)
+	}
+	return set
+}

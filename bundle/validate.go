@@ -1,0 +1,78 @@
+package bundle
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// validateFleet checks what the schema cannot: combinations and references. Errors name the
+// file and the field.
+func validateFleet(file string, f *FleetYAML) error {
+	fail := func(field, format string, args ...any) error {
+		return &FieldError{File: file, Field: field, Message: fmt.Sprintf(format, args...)}
+	}
+	ways := 0
+	for _, set := range []bool{f.RolloutStrategy != nil, f.Placement != nil && f.Placement.RollingUpdate != nil, f.StagedUpdate != nil, f.Sequence != nil} {
+		if set {
+			ways++
+		}
+	}
+	if ways > 1 {
+		return fail("", "choose at most one of rolloutStrategy, placement.rollingUpdate, stagedUpdate and sequence")
+	}
+	if err := rollout.Validate(f.RolloutStrategy, f.Placement); err != nil {
+		return fail("", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if f.StagedUpdate != nil && f.StagedUpdate.Strategy == "" {
+		return fail("stagedUpdate.strategy", "is required")
+	}
+	if f.Sequence != nil && f.Sequence.Name == "" {
+		return fail("sequence.name", "is required")
+	}
+	if err := validateOptions(&f.Options, "", fail); err != nil {
+		return err
+	}
+	for i, tc := range f.TargetCustomizations {
+		field := fmt.Sprintf("targetCustomizations[%d]", i)
+		if tc.ClusterName == "" && tc.ClusterSelector == nil && tc.ClusterGroup == "" && tc.ClusterGroupSelector == nil {
+			return fail(field, "needs clusterName, clusterSelector, clusterGroup or clusterGroupSelector")
+		}
+		if err := validateOptions(&tc.Options, field+".", fail); err != nil {
+			return err
+		}
+	}
+	for i, d := range f.DependsOn {
+		if (d.Name == "") == (d.Selector == nil) {
+			return fail(fmt.Sprintf("dependsOn[%d]", i), "set exactly one of name and selector")
+		}
+	}
+	return nil
+}
+
+func validateOptions(o *Options, prefix string, fail func(field, format string, args ...any) error) error {
+	if h := o.Helm; h != nil {
+		if strings.HasPrefix(h.Chart, "oci://") && h.Repo != "" {
+			return fail(prefix+"helm.repo", "must be empty when chart is an oci:// reference")
+		}
+		if h.Repo != "" && !strings.HasPrefix(h.Repo, "http://") && !strings.HasPrefix(h.Repo, "https://") {
+			return fail(prefix+"helm.repo", "%q is not an http(s) URL", h.Repo)
+		}
+		if h.Repo != "" && h.Chart == "" {
+			return fail(prefix+"helm.chart", "is required with helm.repo")
+		}
+		if h.TimeoutSeconds < 0 {
+			return fail(prefix+"helm.timeoutSeconds", "is negative")
+		}
+		for i, vf := range h.ValuesFrom {
+			if (vf.ConfigMapKeyRef == nil) == (vf.SecretKeyRef == nil) {
+				return fail(fmt.Sprintf("%shelm.valuesFrom[%d]", prefix, i), "set exactly one of configMapKeyRef and secretKeyRef")
+			}
+		}
+	}
+	if o.Helm != nil && o.Kustomize != nil && o.Helm.Chart != "" && o.Kustomize.Dir != "" {
+		return fail(prefix+"kustomize.dir", "cannot be combined with helm.chart")
+	}
+	return nil
+}
