@@ -54,8 +54,8 @@ func decodeStrict(file string, data []byte, out any) error {
 	if err := dec.Decode(out); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			node := find(doc, te.Field)
-			return &FieldError{File: file, Line: line(node), Field: te.Field, Message: fmt.Sprintf("wrong type: %s where %s is expected", te.Value, te.Type)}
+			field := jsonPath(te.Field)
+			return &FieldError{File: file, Line: line(find(doc, field)), Field: field, Message: fmt.Sprintf("wrong type: %s where %s is expected", te.Value, te.Type)}
 		}
 		return &FieldError{File: file, Message: err.Error()}
 	}
@@ -184,6 +184,18 @@ func distance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// jsonPath drops the names of inlined Go structs (Options, TargetMatch …) from a path that
+// encoding/json reports, leaving the path as written in the file.
+func jsonPath(field string) string {
+	var parts []string
+	for _, p := range strings.Split(field, ".") {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, ".")
 }
 
 func join(path, key string) string {

@@ -127,6 +127,9 @@ func (r *Renderer) Render(ctx context.Context, src *Source, t Target) (*Rendered
 		return &Rendered{Bundle: src.Name, DoNotDeploy: true, Customization: customization}, nil
 	}
 	mode := r.mode(src, opts)
+	if mode == modeHelm && opts.Helm == nil {
+		opts.Helm = &Helm{} // a chart in the bundle directory, all defaults
+	}
 	// The cache key holds every input: for Helm the final values (which carry the cluster's
 	// labels), otherwise only the options.
 	keyInput := map[string]any{"dir": src.Dir, "mode": mode, "options": opts}
@@ -202,9 +205,6 @@ func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode r
 	switch mode {
 	case modeHelm:
 		h := opts.Helm
-		if h == nil {
-			h = &Helm{}
-		}
 		ch, err := r.loadChart(ctx, src, h)
 		if err != nil {
 			return nil, err

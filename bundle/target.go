@@ -94,7 +94,10 @@ func mergeOptions(base, over Options) Options {
 			h = *base.Helm
 		}
 		o := over.Helm
-		for _, p := range []struct{ dst *string; src string }{{&h.Chart, o.Chart}, {&h.Repo, o.Repo}, {&h.Version, o.Version}, {&h.ReleaseName, o.ReleaseName}} {
+		for _, p := range []struct {
+			dst *string
+			src string
+		}{{&h.Chart, o.Chart}, {&h.Repo, o.Repo}, {&h.Version, o.Version}, {&h.ReleaseName, o.ReleaseName}} {
 			if p.src != "" {
 				*p.dst = p.src
 			}

@@ -1,0 +1,198 @@
+package bundle
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadInputNamesFileAndField: every broken repository gets an error naming the file and,
+// where there is one, the line and field.
+func TestBadInputNamesFileAndField(t *testing.T) {
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"unknown field", map[string]string{"app/fleet.yaml": "defaultNamespace: a\nhelm:\n  chart: x\n  valuesFile: [a.yaml]\n"},
+			[]string{"app/fleet.yaml:4: helm.valuesFile: unknown field", `did you mean "valuesFiles"?`}},
+		{"wrong type", map[string]string{"app/fleet.yaml": "helm:\n  timeoutSeconds: soon\n"},
+			[]string{"app/fleet.yaml:2: helm.timeoutSeconds: wrong type"}},
+		{"not YAML", map[string]string{"app/fleet.yaml": "helm: [\n"},
+			[]string{"app/fleet.yaml", "did not find expected"}},
+		{"rollout strategy", map[string]string{"app/fleet.yaml": "rolloutStrategy:\n  maxUnavailable: 120%\n"},
+			[]string{"app/fleet.yaml: rolloutStrategy.maxUnavailable: 120% is above 100%"}},
+		{"two strategies", map[string]string{"app/fleet.yaml": "rolloutStrategy: {}\nsequence: {name: s}\n"},
+			[]string{"app/fleet.yaml: choose at most one of rolloutStrategy"}},
+		{"target customization without selector", map[string]string{"app/fleet.yaml": "targetCustomizations:\n- name: x\n  namespace: apps\n"},
+			[]string{"app/fleet.yaml: targetCustomizations[0]: needs clusterName"}},
+		{"invalid explicit name", map[string]string{"app/fleet.yaml": "name: Web_App\n"},
+			[]string{"app/fleet.yaml: name: \"Web_App\" is not a valid bundle name"}},
+		{"chart path leaving the repository", map[string]string{"app/fleet.yaml": "helm: {chart: ../../etc}\n"},
+			[]string{"app/fleet.yaml: helm.chart:", "leaves the repository"}},
+		{"absolute chart path", map[string]string{"app/fleet.yaml": "helm: {chart: /etc}\n"},
+			[]string{"app/fleet.yaml: helm.chart:", "is absolute"}},
+		{"missing values file", map[string]string{"app/fleet.yaml": "helm: {chart: ., valuesFiles: [nope.yaml]}\n", "app/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
+			[]string{"app/fleet.yaml: helm.valuesFiles[0]:", "does not exist"}},
+		{"manifest without kind", map[string]string{"app/fleet.yaml": "{}\n", "app/cm.yaml": "apiVersion: v1\nmetadata: {name: x}\n"},
+			[]string{"app/cm.yaml:1: kind: is required"}},
+		{"remote kustomize base", map[string]string{"app/fleet.yaml": "kustomize: {dir: k}\n", "app/k/kustomization.yaml": "resources:\n- https://github.com/example/repo//base?ref=main\n"},
+			[]string{"app/k/kustomization.yaml: resources[0]: remote base"}},
+		{"kustomize dir leaving the repository", map[string]string{"app/fleet.yaml": "kustomize: {dir: ../../..}\n"},
+			[]string{"app/fleet.yaml: kustomize.dir:", "leaves the repository"}},
+		{"broken template", map[string]string{"app/fleet.yaml": "helm: {chart: .}\n", "app/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n", "app/templates/x.yaml": "{{ .Values.missing.deep }}\n"},
+			[]string{"app/fleet.yaml: helm: helm template c:", "nil pointer"}},
+		{"valuesFrom in the CLI", map[string]string{"app/fleet.yaml": "helm:\n  chart: .\n  valuesFrom: [{configMapKeyRef: {name: v}}]\n", "app/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
+			[]string{"app/fleet.yaml: helm.valuesFrom[0]: values from ConfigMaps and Secrets are only available on the hub"}},
+		{"overlay patching a missing file", map[string]string{"app/fleet.yaml": "yaml: {overlays: [o]}\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "app/overlays/o/other_patch.yaml": "data: {a: b}\n"},
+			[]string{"app/overlays/o/other_patch.yaml: patches other.yaml, which the bundle does not have"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := writeRepo(t, c.files)
+			err := discoverAndRenderAll(root)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func discoverAndRenderAll(root string) error {
+	sources, err := Discover(root, "repo", nil)
+	if err != nil {
+		return err
+	}
+	r, err := NewRenderer(root, RendererOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range sources {
+		if _, err := r.Render(context.Background(), &sources[i], Target{ClusterName: "c"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestSymlinksLeavingTheCheckoutAreRejected(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "Chart.yaml"), []byte("apiVersion: v2\nname: stolen\nversion: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := writeRepo(t, map[string]string{"app/fleet.yaml": "helm: {chart: ./chart}\n"})
+	if err := os.Symlink(outside, filepath.Join(root, "app", "chart")); err != nil {
+		t.Fatal(err)
+	}
+	if err := discoverAndRenderAll(root); err == nil || !strings.Contains(err.Error(), "symlink that leaves the repository") {
+		t.Errorf("error = %v", err)
+	}
+	// A symlinked manifest is not followed at all.
+	root2 := writeRepo(t, map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n"})
+	if err := os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: stolen}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(root2, "secret.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := renderOnly(t, root2, RendererOptions{}, Target{})
+	if err != nil || strings.Contains(string(res.Manifest), "stolen") {
+		t.Errorf("err %v, manifest:\n%s", err, res.Manifest)
+	}
+}
+
+// TestEqualInputsShareOneRender: 200 targets with 4 distinct value sets render 4 times.
+func TestEqualInputsShareOneRender(t *testing.T) {
+	root := writeRepo(t, map[string]string{
+		"fleet.yaml":        "helm:\n  chart: .\n  values: {region: \"${ .ClusterLabels.region }\"}\n",
+		"Chart.yaml":        "apiVersion: v2\nname: c\nversion: 1.0.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {region: {{ .Values.region }}}\n",
+	})
+	sources, err := Discover(root, "repo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRenderer(root, RendererOptions{})
+	ids := map[string]bool{}
+	for i := range 200 {
+		labels := map[string]string{"region": fmt.Sprint("r", i%4)}
+		res, err := r.Render(context.Background(), &sources[0], Target{ClusterName: fmt.Sprint("c", i), Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[res.ContentID] = true
+	}
+	if r.Renders() != 4 || len(ids) != 4 {
+		t.Errorf("%d renders, %d content ids; want 4 and 4", r.Renders(), len(ids))
+	}
+}
+
+func TestBundleNames(t *testing.T) {
+	cases := []struct{ repo, dir, want string }{
+		{"platform", ".", "platform"},
+		{"platform", "apps/web", "platform-apps-web"},
+		{"Platform", "apps/Web_API", "platform-apps-web-api"},
+		{"platform", strings.Repeat("very-long-path/", 6), "platform-very-long-path-very-long-path-"},
+	}
+	for _, c := range cases {
+		got := BundleName(c.repo, c.dir)
+		if !strings.HasPrefix(got, c.want) || len(got) > 53 || !validName.MatchString(got) {
+			t.Errorf("BundleName(%q, %q) = %q (len %d), want prefix %q, valid, ≤ 53", c.repo, c.dir, got, len(got), c.want)
+		}
+	}
+	// Derived names that collide after cleaning get distinct suffixes.
+	root := writeRepo(t, map[string]string{"a_b/fleet.yaml": "{}\n", "a-b/fleet.yaml": "{}\n"})
+	sources, err := Discover(root, "repo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sources) != 2 || sources[0].Name == sources[1].Name {
+		t.Errorf("names %q and %q", sources[0].Name, sources[1].Name)
+	}
+}
+
+func FuzzDecodeFleetYAML(f *testing.F) {
+	for _, s := range []string{"defaultNamespace: a\n", "helm: {chart: x, values: {a: [1, 2]}}\n", "rolloutStrategy: {maxUnavailable: 10%}\n", "targetCustomizations: [{clusterSelector: 'a=b'}]\n", "- a\n", "helm: 3\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fy FleetYAML
+		if err := decodeStrict("fleet.yaml", data, &fy); err != nil {
+			if !strings.HasPrefix(err.Error(), "fleet.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		_ = validateFleet("fleet.yaml", &fy)
+	})
+}
+
+func FuzzDiscoverPaths(f *testing.F) {
+	for _, s := range []string{".", "apps/*", "../x", "/abs", "apps/[", "a/../../b", "**"} {
+		f.Add(s)
+	}
+	root := f.TempDir()
+	for _, d := range []string{"apps/web", "apps/db", "infra"} {
+		_ = os.MkdirAll(filepath.Join(root, d), 0o755)
+		_ = os.WriteFile(filepath.Join(root, d, "fleet.yaml"), []byte("{}\n"), 0o644)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		sources, err := Discover(root, "repo", []string{p})
+		if err != nil {
+			return
+		}
+		for _, s := range sources {
+			if strings.HasPrefix(s.Dir, "..") || strings.HasPrefix(s.Dir, "/") {
+				t.Fatalf("path %q discovered %q outside the repository", p, s.Dir)
+			}
+		}
+	})
+}
