@@ -1,6 +1,7 @@
 // Command flotilla is Flotilla's command-line interface.
 //
 //	flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml   preview a rollout
+//	flotilla render ./repo --cluster-label env=prod                 render bundles for a cluster
 //
 // Exit codes: 0 success, 1 failure, 2 bad input (a file or flag that cannot be used).
 package main
@@ -30,7 +31,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCommand())
+	root.AddCommand(newPlanCommand(), newRenderCommand())
 	return root
 }
 

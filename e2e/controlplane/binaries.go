@@ -124,6 +124,43 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (*Binaries, error) 
 	return bins, nil
 }
 
+// Program is a Go main package built into the cache by EnsureProgram.
+type Program struct {
+	// Name is the program's file name.
+	Name string
+	// Module and Version name the module that holds Package.
+	Module, Version string
+	// Package is the main package's import path.
+	Package string
+}
+
+// EnsureProgram builds a Go program into the per-version cache once (a throwaway module, like
+// the control-plane binaries) and returns its path. Benchmarks use it for reference tools such
+// as the helm CLI.
+func EnsureProgram(ctx context.Context, progress io.Writer, p Program) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	c := component{name: p.Name + "-" + p.Version, require: p.Module + " " + p.Version, pkgs: []string{p.Package}, programs: []string{p.Name}}
+	path := filepath.Join(cache, "bin", c.name, p.Name)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("failed to create cache dir: %w", err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(cache, "build.lock"), progress)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	return path, c.ensure(ctx, cache, progress)
+}
+
 func allExist(b *Binaries) bool {
 	for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.Etcd, b.Kwok} {
 		if _, err := os.Stat(p); err != nil {
