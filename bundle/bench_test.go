@@ -17,7 +17,7 @@ func benchChart(b *testing.B) string {
 	b.Helper()
 	root := b.TempDir()
 	files := map[string]string{
-		"fleet.yaml": "defaultNamespace: bench\nhelm:\n  chart: ./chart\n  releaseName: bench\n  values: {region: \"${ .ClusterLabels.region }\"}\n",
+		"fleet.yaml":        "defaultNamespace: bench\nhelm:\n  chart: ./chart\n  releaseName: bench\n  values: {region: \"${ .ClusterLabels.region }\"}\n",
 		"chart/Chart.yaml":  "apiVersion: v2\nname: bench\nversion: 1.0.0\n",
 		"chart/values.yaml": "replicas: 2\nregion: none\nimage: {repository: nginx, tag: \"1.27\"}\n",
 		"chart/templates/_helpers.tpl": `{{- define "bench.labels" -}}
