@@ -1,0 +1,352 @@
+package gitsource
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// Repo is what a GitRepo follows.
+type Repo struct {
+	URL string
+	// At most one of Branch, Revision (tag or commit) and Semver (a tag constraint); none means
+	// the remote's default branch.
+	Branch, Revision, Semver string
+	Auth                     *Auth
+}
+
+// Ref is a resolved reference.
+type Ref struct {
+	// Name is the full reference name (refs/heads/main, refs/tags/v1.2.0), or the commit itself.
+	Name   string
+	Commit string
+}
+
+// Client resolves and checks out repositories. Safe for concurrent use; work on one repository
+// is serialised.
+type Client struct {
+	// CacheDir holds one bare repository per URL and the checkouts of recent commits.
+	CacheDir string
+	// KeepCheckouts is how many checkouts of one repository stay on disk; default 3.
+	KeepCheckouts int
+	// Timeout bounds one remote operation; default 60s.
+	Timeout time.Duration
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+var commitSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Resolve lists the remote's references (no objects are transferred) and returns the commit the
+// repository wants: the branch head, the pinned tag or commit, or the newest tag satisfying the
+// semver constraint.
+func (c *Client) Resolve(ctx context.Context, repo Repo) (Ref, error) {
+	if commitSHA.MatchString(repo.Revision) {
+		return Ref{Name: repo.Revision, Commit: repo.Revision}, nil
+	}
+	refs, err := c.list(ctx, repo)
+	if err != nil {
+		return Ref{}, err
+	}
+	byName := map[string]string{}
+	var head string
+	for _, r := range refs {
+		switch r.Type() {
+		case plumbing.HashReference:
+			byName[r.Name().String()] = r.Hash().String()
+		case plumbing.SymbolicReference:
+			if r.Name() == plumbing.HEAD {
+				head = r.Target().String()
+			}
+		}
+	}
+	// An annotated tag's commit is its peeled entry, "<tag>^{}".
+	commitOf := func(name string) (string, bool) {
+		if peeled, ok := byName[name+"^{}"]; ok {
+			return peeled, true
+		}
+		h, ok := byName[name]
+		return h, ok
+	}
+	switch {
+	case repo.Semver != "":
+		return newestTag(byName, commitOf, repo.Semver)
+	case repo.Revision != "":
+		name := "refs/tags/" + repo.Revision
+		if h, ok := commitOf(name); ok {
+			return Ref{Name: name, Commit: h}, nil
+		}
+		return Ref{}, fmt.Errorf("tag %q: %w", repo.Revision, ErrRefNotFound)
+	}
+	name := head
+	if repo.Branch != "" {
+		name = "refs/heads/" + repo.Branch
+	}
+	if name == "" {
+		return Ref{}, fmt.Errorf("the remote advertises no default branch; set branch: %w", ErrRefNotFound)
+	}
+	h, ok := byName[name]
+	if !ok {
+		return Ref{}, fmt.Errorf("branch %q: %w", strings.TrimPrefix(name, "refs/heads/"), ErrRefNotFound)
+	}
+	return Ref{Name: name, Commit: h}, nil
+}
+
+func newestTag(byName map[string]string, commitOf func(string) (string, bool), constraint string) (Ref, error) {
+	c, err := semver.NewConstraint(constraint)
+	if err != nil {
+		return Ref{}, fmt.Errorf("invalid semver constraint %q: %w", constraint, err)
+	}
+	type tag struct {
+		name string
+		v    *semver.Version
+	}
+	var tags []tag
+	for name := range byName {
+		short, ok := strings.CutPrefix(name, "refs/tags/")
+		if !ok || strings.HasSuffix(short, "^{}") {
+			continue
+		}
+		v, err := semver.NewVersion(short)
+		if err != nil || !c.Check(v) {
+			continue
+		}
+		tags = append(tags, tag{name, v})
+	}
+	if len(tags) == 0 {
+		return Ref{}, fmt.Errorf("no tag satisfies %q: %w", constraint, ErrRefNotFound)
+	}
+	sort.Slice(tags, func(i, j int) bool { return tags[i].v.LessThan(tags[j].v) })
+	best := tags[len(tags)-1]
+	h, _ := commitOf(best.name)
+	return Ref{Name: best.name, Commit: h}, nil
+}
+
+func (c *Client) list(ctx context.Context, repo Repo) ([]*plumbing.Reference, error) {
+	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir())
+	if err != nil {
+		return nil, err
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repo.URL}})
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	opts := &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled}
+	if repo.Auth != nil {
+		opts.CABundle, opts.InsecureSkipTLS = repo.Auth.CABundle, repo.Auth.InsecureSkipTLSVerify
+	}
+	refs, err := remote.ListContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list %s: %w", SanitizeURL(repo.URL), err)
+	}
+	return refs, nil
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return 60 * time.Second
+}
+
+func (c *Client) knownHostsDir() string { return filepath.Join(c.CacheDir, "known_hosts") }
+
+func (c *Client) repoDir(url string) string {
+	sum := sha256.Sum256([]byte(SanitizeURL(url)))
+	return filepath.Join(c.CacheDir, "repos", hex.EncodeToString(sum[:12]))
+}
+
+func (c *Client) lock(key string) func() {
+	c.mu.Lock()
+	if c.locks == nil {
+		c.locks = map[string]*sync.Mutex{}
+	}
+	l, ok := c.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		c.locks[key] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Checkout returns a read-only directory holding the tree of commit, fetching it first when the
+// cache does not have it. Fetches are shallow for branch and tag heads, and incremental: objects
+// already in the cache are not transferred again.
+func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string, error) {
+	dir := c.repoDir(repo.URL)
+	defer c.lock(dir)()
+	out := filepath.Join(dir, "checkouts", commit)
+	if _, err := os.Stat(out); err == nil {
+		now := time.Now()
+		_ = os.Chtimes(out, now, now) // recency for eviction
+		return out, nil
+	}
+	r, err := git.PlainInit(filepath.Join(dir, "repo.git"), true)
+	if errors.Is(err, git.ErrRepositoryAlreadyExists) {
+		r, err = git.PlainOpen(filepath.Join(dir, "repo.git"))
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to open the cache of %s: %w", SanitizeURL(repo.URL), err)
+	}
+	if _, err := r.Remote("origin"); errors.Is(err, git.ErrRemoteNotFound) {
+		// The stored URL carries no credentials; each fetch passes the real one.
+		if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{SanitizeURL(repo.URL)}}); err != nil {
+			return "", fmt.Errorf("failed to prepare the cache of %s: %w", SanitizeURL(repo.URL), err)
+		}
+	}
+	if _, err := r.CommitObject(plumbing.NewHash(commit)); err != nil {
+		if err := c.fetch(ctx, r, repo, commit); err != nil {
+			return "", err
+		}
+	}
+	co, err := r.CommitObject(plumbing.NewHash(commit))
+	if err != nil {
+		return "", fmt.Errorf("commit %s of %s: %w", commit, SanitizeURL(repo.URL), ErrRefNotFound)
+	}
+	if err := writeTree(co, filepath.Join(dir, "checkouts"), commit); err != nil {
+		return "", err
+	}
+	c.evict(filepath.Join(dir, "checkouts"))
+	return out, nil
+}
+
+func (c *Client) fetch(ctx context.Context, r *git.Repository, repo Repo, commit string) error {
+	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	opts := &git.FetchOptions{RemoteURL: repo.URL, Auth: auth, Tags: git.NoTags, Force: true}
+	if repo.Auth != nil {
+		opts.CABundle, opts.InsecureSkipTLS = repo.Auth.CABundle, repo.Auth.InsecureSkipTLSVerify
+	}
+	// Shallow fetch of the wanted ref when we know it; a pinned commit needs the history that
+	// contains it, so all branches and tags are fetched in full.
+	ref, err := c.Resolve(ctx, repo)
+	if err == nil && ref.Commit == commit && ref.Name != commit {
+		opts.RefSpecs = []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}
+		opts.Depth = 1
+	} else {
+		opts.RefSpecs = []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
+	}
+	if err := r.FetchContext(ctx, opts); err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("failed to fetch %s: %w", SanitizeURL(repo.URL), err)
+	}
+	return nil
+}
+
+// writeTree extracts a commit's tree into checkouts/<commit>, read-only: the renderer can read
+// it but nothing can change a commit's files. Submodules are skipped.
+func writeTree(co *object.Commit, checkouts, commit string) error {
+	tree, err := co.Tree()
+	if err != nil {
+		return fmt.Errorf("failed to read tree of %s: %w", commit, err)
+	}
+	if err := os.MkdirAll(checkouts, 0o755); err != nil {
+		return fmt.Errorf("failed to create checkout dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(checkouts, ".tmp-")
+	if err != nil {
+		return fmt.Errorf("failed to create checkout dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	err = tree.Files().ForEach(func(f *object.File) error {
+		p := filepath.Join(tmp, filepath.FromSlash(f.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		switch f.Mode {
+		case filemode.Symlink:
+			target, err := f.Contents()
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, p)
+		case filemode.Submodule:
+			return nil
+		}
+		rd, err := f.Reader()
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		mode := os.FileMode(0o444)
+		if f.Mode == filemode.Executable {
+			mode = 0o555
+		}
+		w, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(w, rd); err != nil {
+			w.Close()
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		return os.Chmod(p, mode)
+	})
+	if err != nil {
+		return fmt.Errorf("failed to check out %s: %w", commit, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(checkouts, commit)); err != nil {
+		return fmt.Errorf("failed to check out %s: %w", commit, err)
+	}
+	return nil
+}
+
+// evict keeps the KeepCheckouts most recently used checkouts.
+func (c *Client) evict(checkouts string) {
+	keep := c.KeepCheckouts
+	if keep <= 0 {
+		keep = 3
+	}
+	entries, err := os.ReadDir(checkouts)
+	if err != nil {
+		return
+	}
+	type co struct {
+		path string
+		used time.Time
+	}
+	var all []co
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		all = append(all, co{filepath.Join(checkouts, e.Name()), info.ModTime()})
+	}
+	if len(all) <= keep {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].used.After(all[j].used) })
+	for _, old := range all[keep:] {
+		_ = os.RemoveAll(old.path)
+	}
+}

@@ -1,0 +1,17 @@
+// Package gitsource follows git repositories for the hub: it resolves the commit a GitRepo
+// wants with a cheap remote listing, fetches only when that commit changed (shallow, into a
+// bounded on-disk cache) and hands the renderer a read-only checkout of exactly that commit.
+// It speaks git through go-git only; no git binary runs.
+//
+//	c := &gitsource.Client{CacheDir: dir}
+//	ref, err := c.Resolve(ctx, repo)             // branch head, pinned tag/commit, or newest semver tag
+//	path, err := c.Checkout(ctx, repo, ref.Commit)
+//
+// Around the client: Auth builds credentials from a Secret (basic or token over HTTPS, an SSH
+// key with strictly checked known_hosts, a CA bundle, TLS verification off only on request);
+// Sanitize strips credentials from anything that reaches a log, event or status; Classify names
+// an error's cause for the GitRepo's conditions; Receiver accepts push and tag webhooks from
+// GitHub, GitLab, Bitbucket (Cloud and Server), Gitea and Gogs; Schedule decides when to poll
+// (interval with jitter, cron, back-off) and SyncWindows when releases may happen; Poller runs the
+// polls on a bounded worker pool with an injected clock.
+package gitsource

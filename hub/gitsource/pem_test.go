@@ -1,0 +1,5 @@
+package gitsource
+
+import "encoding/pem"
+
+func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }
