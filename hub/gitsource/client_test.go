@@ -216,8 +216,8 @@ func TestCheckoutCacheIsBounded(t *testing.T) {
 func TestSanitize(t *testing.T) {
 	for in, want := range map[string]string{
 		"failed to list https://user:pass@git.example.com/r.git: x": "failed to list https://git.example.com/r.git: x",
-		"ssh://git@host/r.git":                                      "ssh://host/r.git",
-		"no credentials here":                                        "no credentials here",
+		"ssh://git@host/r.git": "ssh://host/r.git",
+		"no credentials here":  "no credentials here",
 	} {
 		if got := Sanitize(in); got != want {
 			t.Errorf("Sanitize(%q) = %q, want %q", in, got, want)

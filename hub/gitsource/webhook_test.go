@@ -1,0 +1,176 @@
+package gitsource
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func sign(secret, body string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+type delivery struct {
+	provider string
+	headers  func(secret, body string) map[string]string
+	body     string
+}
+
+var deliveries = []delivery{
+	{"github", func(s, b string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign(s, b)}
+	}, `{"ref":"refs/heads/main","after":"deadbeef","repository":{"clone_url":"https://github.com/acme/fleet.git","ssh_url":"git@github.com:acme/fleet.git","html_url":"https://github.com/acme/fleet"}}`},
+	{"gitlab", func(s, _ string) map[string]string {
+		return map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": s}
+	}, `{"ref":"refs/heads/main","checkout_sha":"deadbeef","project":{"git_http_url":"https://gitlab.com/acme/fleet.git","git_ssh_url":"git@gitlab.com:acme/fleet.git","web_url":"https://gitlab.com/acme/fleet"}}`},
+	{"bitbucket", func(s, b string) map[string]string {
+		return map[string]string{"X-Event-Key": "repo:push", "X-Hub-Signature": "sha256=" + sign(s, b)}
+	}, `{"repository":{"full_name":"acme/fleet","links":{"html":{"href":"https://bitbucket.org/acme/fleet"}}},"push":{"changes":[{"new":{"type":"branch","name":"main","target":{"hash":"deadbeef"}}}]}}`},
+	{"bitbucket-server", func(s, b string) map[string]string {
+		return map[string]string{"X-Event-Key": "repo:refs_changed", "X-Hub-Signature": "sha256=" + sign(s, b)}
+	}, `{"repository":{"links":{"clone":[{"href":"ssh://git@bitbucket.acme.internal:7999/acme/fleet.git","name":"ssh"},{"href":"https://bitbucket.acme.internal/scm/acme/fleet.git","name":"http"}]}},"changes":[{"ref":{"id":"refs/heads/main"},"toHash":"deadbeef","type":"UPDATE"}]}`},
+	{"gitea", func(s, b string) map[string]string {
+		return map[string]string{"X-Gitea-Event": "push", "X-Gitea-Signature": sign(s, b)}
+	}, `{"ref":"refs/heads/main","repository":{"clone_url":"https://gitea.acme.io/acme/fleet.git","ssh_url":"git@gitea.acme.io:acme/fleet.git","html_url":"https://gitea.acme.io/acme/fleet"}}`},
+	{"gogs", func(s, b string) map[string]string {
+		return map[string]string{"X-Gogs-Event": "push", "X-Gogs-Signature": sign(s, b)}
+	}, `{"ref":"refs/heads/main","repository":{"clone_url":"https://gogs.acme.io/acme/fleet.git","ssh_url":"git@gogs.acme.io:acme/fleet.git","html_url":"https://gogs.acme.io/acme/fleet"}}`},
+}
+
+// receiverFor subscribes one GitRepo, by an SSH URL, to every provider's repository.
+func receiverFor(secret string, notified *[]string) *Receiver {
+	subs := map[string]Subscriber{}
+	for _, u := range []string{"git@github.com:acme/fleet.git", "https://gitlab.com/acme/fleet", "git@bitbucket.org:acme/fleet.git",
+		"https://bitbucket.acme.internal/scm/acme/fleet.git", "ssh://git@gitea.acme.io:2222/acme/fleet.git", "https://gogs.acme.io/acme/fleet.git"} {
+		subs[NormalizeURL(u)] = Subscriber{Key: "fleet-default/" + NormalizeURL(u), Repo: Repo{URL: u, Branch: "main"}, Secret: secret}
+	}
+	return &Receiver{
+		Subscribers: func(n string) []Subscriber {
+			if s, ok := subs[n]; ok {
+				return []Subscriber{s}
+			}
+			return nil
+		},
+		Notify: func(s Subscriber, p Push) { *notified = append(*notified, s.Key+"@"+p.Ref) },
+	}
+}
+
+func post(rc *Receiver, headers map[string]string, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	rc.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestWebhookProviders(t *testing.T) {
+	for _, d := range deliveries {
+		t.Run(d.provider, func(t *testing.T) {
+			var notified []string
+			rc := receiverFor("s3cret", &notified)
+			if rec := post(rc, d.headers("s3cret", d.body), d.body); rec.Code != http.StatusAccepted || len(notified) != 1 || !strings.HasSuffix(notified[0], "@refs/heads/main") {
+				t.Fatalf("valid delivery: %d %s, notified %v", rec.Code, rec.Body, notified)
+			}
+			notified = nil
+			if rec := post(rc, d.headers("wrong", d.body), d.body); rec.Code != http.StatusUnauthorized || len(notified) != 0 {
+				t.Errorf("bad signature: %d, notified %v", rec.Code, notified)
+			}
+			// GitLab sends the secret itself, not a signature of the body: only the others can
+			// detect a changed body.
+			tampered := strings.Replace(d.body, "main", "evil", 1)
+			if rec := post(rc, d.headers("s3cret", d.body), tampered); d.provider != "gitlab" && rec.Code != http.StatusUnauthorized {
+				t.Errorf("tampered body: %d", rec.Code)
+			}
+			// Without a configured secret, unsigned deliveries are accepted.
+			var open []string
+			if rec := post(receiverFor("", &open), d.headers("", d.body), d.body); rec.Code != http.StatusAccepted || len(open) != 1 {
+				t.Errorf("no secret: %d, notified %v", rec.Code, open)
+			}
+		})
+	}
+}
+
+func TestWebhookMatchingAndLimits(t *testing.T) {
+	var notified []string
+	semver := Subscriber{Key: "ns/channel", Repo: Repo{URL: "https://github.com/acme/fleet.git", Semver: "~1.2"}}
+	branch := Subscriber{Key: "ns/staging", Repo: Repo{URL: "git@github.com:acme/fleet", Branch: "staging"}}
+	rc := &Receiver{
+		Subscribers: func(n string) []Subscriber {
+			if n == "github.com/acme/fleet" {
+				return []Subscriber{semver, branch}
+			}
+			return nil
+		},
+		Notify:  func(s Subscriber, p Push) { notified = append(notified, s.Key) },
+		MaxBody: 4096,
+	}
+	gh := map[string]string{"X-GitHub-Event": "push"}
+	post(rc, gh, `{"ref":"refs/tags/v1.2.7","repository":{"clone_url":"https://github.com/acme/fleet.git"}}`)
+	post(rc, gh, `{"ref":"refs/heads/main","repository":{"clone_url":"https://github.com/acme/fleet.git"}}`)
+	post(rc, gh, `{"ref":"refs/heads/staging","repository":{"ssh_url":"git@github.com:ACME/fleet.git"}}`)
+	if diff := cmp.Diff([]string{"ns/channel", "ns/staging"}, notified); diff != "" {
+		t.Errorf("tag push reaches the semver channel, main push nobody, staging push its branch (-want +got):\n%s", diff)
+	}
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		body    string
+		code    int
+	}{
+		{"too large", gh, `{"ref":"` + strings.Repeat("x", 5000) + `"}`, http.StatusRequestEntityTooLarge},
+		{"malformed", gh, `{"ref":`, http.StatusBadRequest},
+		{"no ref", gh, `{"repository":{"clone_url":"https://github.com/acme/fleet.git"}}`, http.StatusBadRequest},
+		{"unknown provider", map[string]string{"X-Custom": "1"}, `{}`, http.StatusBadRequest},
+		{"ping", map[string]string{"X-GitHub-Event": "ping"}, `{"zen":"hi"}`, http.StatusOK},
+	} {
+		if rec := post(rc, c.headers, c.body); rec.Code != c.code {
+			t.Errorf("%s: %d %s, want %d", c.name, rec.Code, rec.Body, c.code)
+		}
+	}
+}
+
+func TestNormalizeURL(t *testing.T) {
+	want := "github.com/acme/fleet"
+	for _, u := range []string{"https://github.com/acme/fleet.git", "https://user:tok@GitHub.com/acme/fleet/", "git@github.com:acme/fleet.git",
+		"ssh://git@github.com:22/acme/fleet.git", "http://github.com/acme/fleet"} {
+		if got := NormalizeURL(u); got != want {
+			t.Errorf("NormalizeURL(%q) = %q, want %q", u, got, want)
+		}
+	}
+	if got := NormalizeURL("https://bitbucket.acme.internal/scm/proj/repo.git"); got != "bitbucket.acme.internal/proj/repo" {
+		t.Errorf("bitbucket server: %q", got)
+	}
+}
+
+func FuzzWebhookPayload(f *testing.F) {
+	for _, d := range deliveries {
+		f.Add(d.provider, d.body)
+	}
+	f.Fuzz(func(t *testing.T, provider, body string) {
+		var notified []string
+		rc := receiverFor("", &notified)
+		var headers map[string]string
+		for _, d := range deliveries {
+			if d.provider == provider {
+				headers = d.headers("", body)
+			}
+		}
+		if headers == nil {
+			headers = map[string]string{"X-GitHub-Event": "push"}
+		}
+		rec := post(rc, headers, body)
+		if rec.Code >= 500 {
+			t.Fatalf("server error %d for %q", rec.Code, body)
+		}
+	})
+}
