@@ -25,8 +25,11 @@ type Push struct {
 }
 
 // Branch and Tag return the pushed branch or tag, or "".
-func (p Push) Branch() string { b, _ := strings.CutPrefix(p.Ref, "refs/heads/"); return onlyIf(b, p.Ref) }
-func (p Push) Tag() string    { t, _ := strings.CutPrefix(p.Ref, "refs/tags/"); return onlyIf(t, p.Ref) }
+func (p Push) Branch() string {
+	b, _ := strings.CutPrefix(p.Ref, "refs/heads/")
+	return onlyIf(b, p.Ref)
+}
+func (p Push) Tag() string { t, _ := strings.CutPrefix(p.Ref, "refs/tags/"); return onlyIf(t, p.Ref) }
 
 func onlyIf(short, full string) string {
 	if short == full {

@@ -1,0 +1,178 @@
+package gitsource
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Clock is the poller's time source; tests pass a simulated one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+func (RealClock) Now() time.Time                         { return time.Now() }
+func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Poller syncs many repositories on their schedules with a bounded number of workers. A
+// webhook's Trigger runs a sync as soon as a worker is free; a trigger during a sync runs it
+// again right after, so no push is missed.
+type Poller struct {
+	// Sync does one sync; an error counts as a failure for back-off.
+	Sync func(ctx context.Context, key string) error
+	// Workers bounds concurrent syncs; default 4.
+	Workers int
+	// Clock defaults to the wall clock; Rand (in [0,1)) draws jitter.
+	Clock Clock
+	Rand  func() float64
+
+	mu    sync.Mutex
+	items map[string]*pollItem
+	wake  chan struct{}
+}
+
+type pollItem struct {
+	schedule  Schedule
+	next      time.Time
+	failures  int
+	running   bool
+	triggered bool
+	removed   bool
+}
+
+func (p *Poller) init() {
+	if p.items == nil {
+		p.items = map[string]*pollItem{}
+		p.wake = make(chan struct{}, 1)
+	}
+	if p.Clock == nil {
+		p.Clock = RealClock{}
+	}
+	if p.Rand == nil {
+		p.Rand = rand.Float64
+	}
+}
+
+func (p *Poller) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Set adds a repository, or changes its schedule; a new repository syncs at once.
+func (p *Poller) Set(key string, s Schedule) {
+	p.mu.Lock()
+	p.init()
+	if it, ok := p.items[key]; ok {
+		it.schedule = s
+	} else {
+		p.items[key] = &pollItem{schedule: s, next: p.Clock.Now()}
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// Remove stops syncing a repository.
+func (p *Poller) Remove(key string) {
+	p.mu.Lock()
+	p.init()
+	if it, ok := p.items[key]; ok {
+		it.removed = true
+		delete(p.items, key)
+	}
+	p.mu.Unlock()
+}
+
+// Trigger syncs a repository as soon as possible (a webhook arrived).
+func (p *Poller) Trigger(key string) {
+	p.mu.Lock()
+	p.init()
+	if it, ok := p.items[key]; ok {
+		if it.running {
+			it.triggered = true
+		} else {
+			it.next = p.Clock.Now()
+		}
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// Run dispatches due syncs until ctx ends, then waits for running syncs.
+func (p *Poller) Run(ctx context.Context) {
+	p.mu.Lock()
+	p.init()
+	p.mu.Unlock()
+	workers := p.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	slots := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		p.mu.Lock()
+		now := p.Clock.Now()
+		var wait time.Duration = -1
+		for key, it := range p.items {
+			if it.running {
+				continue
+			}
+			if d := it.next.Sub(now); d > 0 {
+				if wait < 0 || d < wait {
+					wait = d
+				}
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				continue // all workers busy: a finishing one wakes the loop
+			}
+			it.running = true
+			wg.Add(1)
+			go func(key string, it *pollItem) {
+				defer wg.Done()
+				err := p.Sync(ctx, key)
+				<-slots
+				p.finish(it, err)
+			}(key, it)
+		}
+		p.mu.Unlock()
+		var timer <-chan time.Time
+		if wait >= 0 {
+			timer = p.Clock.After(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-timer:
+		}
+	}
+}
+
+func (p *Poller) finish(it *pollItem, err error) {
+	p.mu.Lock()
+	now := p.Clock.Now()
+	it.running = false
+	if err != nil {
+		it.failures++
+	} else {
+		it.failures = 0
+	}
+	switch {
+	case it.triggered:
+		it.triggered, it.next = false, now
+	default:
+		it.next = it.schedule.Next(now, it.failures, p.Rand())
+	}
+	p.mu.Unlock()
+	p.signal()
+}
