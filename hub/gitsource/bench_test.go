@@ -19,7 +19,9 @@ func cpuTime() (self, children time.Duration) {
 	var s, c syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
-	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond }
+	tv := func(t syscall.Timeval) time.Duration {
+		return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
+	}
 	return tv(s.Utime) + tv(s.Stime), tv(c.Utime) + tv(c.Stime)
 }
 
