@@ -3,6 +3,7 @@ package gitsource
 import (
 	"context"
 	"fmt"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,15 +32,14 @@ func cpuTime() (self, children time.Duration) {
 // HTTP server: an upper bound for the hub), the CPU of the git server processes, and the hub's
 // CPU per minute at the default 15 s interval.
 func BenchmarkPoll500UnchangedRepos(b *testing.B) {
-	t := &testing.T{}
-	up := newUpstream(t)
-	up.commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	up := gitserver.New(b)
+	up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
 	for i := range 500 {
-		if err := os.Symlink(up.bare, filepath.Join(filepath.Dir(up.bare), fmt.Sprintf("repo-%03d.git", i))); err != nil {
+		if err := os.Symlink(up.Bare, filepath.Join(filepath.Dir(up.Bare), fmt.Sprintf("repo-%03d.git", i))); err != nil {
 			b.Fatal(err)
 		}
 	}
-	srv := up.serveHTTP("", "")
+	srv := up.ServeHTTP("", "")
 	defer srv.Close()
 	c := &Client{CacheDir: b.TempDir()}
 	keys := make([]string, 500)
@@ -76,10 +76,9 @@ func BenchmarkPoll500UnchangedRepos(b *testing.B) {
 // BenchmarkWebhookToCheckout measures, for each push, the time from the webhook delivery to
 // the checkout of the new commit being ready, through the receiver, the poller and the client.
 func BenchmarkWebhookToCheckout(b *testing.B) {
-	t := &testing.T{}
-	up := newUpstream(t)
-	up.commit("main", map[string]string{"a.yaml": "a: 0\n"})
-	srv := up.serveHTTP("", "")
+	up := gitserver.New(b)
+	up.Commit("main", map[string]string{"a.yaml": "a: 0\n"})
+	srv := up.ServeHTTP("", "")
 	defer srv.Close()
 	c := &Client{CacheDir: b.TempDir()}
 	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main"}
@@ -110,7 +109,7 @@ func BenchmarkWebhookToCheckout(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		i++
-		commit := up.commit("main", map[string]string{"a.yaml": fmt.Sprintf("a: %d\n", i)})
+		commit := up.Commit("main", map[string]string{"a.yaml": fmt.Sprintf("a: %d\n", i)})
 		body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, repo.URL)
 		b.StartTimer()
 		req, _ := http.NewRequest(http.MethodPost, hook.URL, strings.NewReader(body))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +16,9 @@ import (
 func newClient(t *testing.T) *Client { return &Client{CacheDir: t.TempDir()} }
 
 func TestResolveAndCheckoutOverHTTP(t *testing.T) {
-	up := newUpstream(t)
-	first := up.commit("main", map[string]string{"app/fleet.yaml": "defaultNamespace: a\n", "app/cm.yaml": "kind: ConfigMap\n"})
-	srv := up.serveHTTP("", "")
+	up := gitserver.New(t)
+	first := up.Commit("main", map[string]string{"app/fleet.yaml": "defaultNamespace: a\n", "app/cm.yaml": "kind: ConfigMap\n"})
+	srv := up.ServeHTTP("", "")
 	c := newClient(t)
 	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main"}
 	ref, err := c.Resolve(context.Background(), repo)
@@ -40,7 +41,7 @@ func TestResolveAndCheckoutOverHTTP(t *testing.T) {
 		t.Errorf("default branch: %+v, %v", ref, err)
 	}
 	// A new commit is seen and checked out incrementally.
-	second := up.commit("main", map[string]string{"app/cm.yaml": "kind: ConfigMap\ndata: {}\n"})
+	second := up.Commit("main", map[string]string{"app/cm.yaml": "kind: ConfigMap\ndata: {}\n"})
 	if ref, _ = c.Resolve(context.Background(), repo); ref.Commit != second {
 		t.Fatalf("after push: %s, want %s", ref.Commit, second)
 	}
@@ -54,9 +55,9 @@ func TestResolveAndCheckoutOverHTTP(t *testing.T) {
 }
 
 func TestBasicAuthAndErrors(t *testing.T) {
-	up := newUpstream(t)
-	commit := up.commit("main", map[string]string{"a.yaml": "a: 1\n"})
-	srv := up.serveHTTP("fleet", "t0ken")
+	up := gitserver.New(t)
+	commit := up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	srv := up.ServeHTTP("fleet", "t0ken")
 	c := newClient(t)
 	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main", Auth: &Auth{Username: "fleet", Password: "t0ken"}}
 	if ref, err := c.Resolve(context.Background(), repo); err != nil || ref.Commit != commit {
@@ -77,7 +78,7 @@ func TestBasicAuthAndErrors(t *testing.T) {
 		t.Errorf("error leaks the URL's password: %v", err)
 	}
 	// Server down.
-	down := up.serveHTTP("", "")
+	down := up.ServeHTTP("", "")
 	down.Close()
 	_, err = c.Resolve(context.Background(), Repo{URL: down.URL + "/repo.git"})
 	if Classify(err) != CauseUnreachable {
@@ -86,9 +87,9 @@ func TestBasicAuthAndErrors(t *testing.T) {
 }
 
 func TestForcePushAndDeletedBranch(t *testing.T) {
-	up := newUpstream(t)
-	up.commit("main", map[string]string{"a.yaml": "a: 1\n"})
-	srv := up.serveHTTP("", "")
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	srv := up.ServeHTTP("", "")
 	c := newClient(t)
 	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main"}
 	ref, _ := c.Resolve(context.Background(), repo)
@@ -96,10 +97,10 @@ func TestForcePushAndDeletedBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rewrite history: an orphan commit force-pushed over main.
-	up.git(up.work, "checkout", "-q", "--orphan", "rewrite")
-	up.git(up.work, "rm", "-q", "-rf", ".")
-	rewritten := up.commit("rewrite", map[string]string{"b.yaml": "b: 2\n"})
-	up.git(up.work, "push", "-q", "-f", "origin", "rewrite:main")
+	up.Git(up.Work, "checkout", "-q", "--orphan", "rewrite")
+	up.Git(up.Work, "rm", "-q", "-rf", ".")
+	rewritten := up.Commit("rewrite", map[string]string{"b.yaml": "b: 2\n"})
+	up.Git(up.Work, "push", "-q", "-f", "origin", "rewrite:main")
 	ref, err := c.Resolve(context.Background(), repo)
 	if err != nil || ref.Commit != rewritten {
 		t.Fatalf("after force push: %+v, %v", ref, err)
@@ -111,8 +112,8 @@ func TestForcePushAndDeletedBranch(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "a.yaml")); !os.IsNotExist(err) {
 		t.Errorf("force-pushed checkout still has a.yaml")
 	}
-	up.commit("feature", map[string]string{"f.yaml": "f: 1\n"})
-	up.git(up.work, "push", "-q", "origin", "--delete", "feature")
+	up.Commit("feature", map[string]string{"f.yaml": "f: 1\n"})
+	up.Git(up.Work, "push", "-q", "origin", "--delete", "feature")
 	_, err = c.Resolve(context.Background(), Repo{URL: repo.URL, Branch: "feature"})
 	if Classify(err) != CauseRefNotFound || !strings.Contains(err.Error(), `branch "feature"`) {
 		t.Errorf("deleted branch: cause %s, error %v", Classify(err), err)
@@ -120,14 +121,14 @@ func TestForcePushAndDeletedBranch(t *testing.T) {
 }
 
 func TestSemverTagsAndPinnedRevisions(t *testing.T) {
-	up := newUpstream(t)
-	c1 := up.commit("main", map[string]string{"v": "1.0.0"})
-	up.tag("v1.0.0", false)
-	c2 := up.commit("main", map[string]string{"v": "1.2.0"})
-	up.tag("v1.2.0", true) // annotated: resolved through its peeled entry
-	c3 := up.commit("main", map[string]string{"v": "2.0.0"})
-	up.tag("v2.0.0", false)
-	srv := up.serveHTTP("", "")
+	up := gitserver.New(t)
+	c1 := up.Commit("main", map[string]string{"v": "1.0.0"})
+	up.Tag("v1.0.0", false)
+	c2 := up.Commit("main", map[string]string{"v": "1.2.0"})
+	up.Tag("v1.2.0", true) // annotated: resolved through its peeled entry
+	c3 := up.Commit("main", map[string]string{"v": "2.0.0"})
+	up.Tag("v2.0.0", false)
+	srv := up.ServeHTTP("", "")
 	c := newClient(t)
 	url := srv.URL + "/repo.git"
 	ref, err := c.Resolve(context.Background(), Repo{URL: url, Semver: ">=1.0.0 <2.0.0"})
@@ -135,13 +136,13 @@ func TestSemverTagsAndPinnedRevisions(t *testing.T) {
 		t.Fatalf("semver: %+v, %v; want v1.2.0 at %s", ref, err, c2)
 	}
 	// A new matching tag moves the channel; a non-matching one does not.
-	c4 := up.commit("main", map[string]string{"v": "3.0.0"})
-	up.tag("v3.0.0", false)
+	c4 := up.Commit("main", map[string]string{"v": "3.0.0"})
+	up.Tag("v3.0.0", false)
 	if ref, _ = c.Resolve(context.Background(), Repo{URL: url, Semver: "~1.2"}); ref.Commit != c2 {
 		t.Errorf("v3.0.0 must not match ~1.2: %+v", ref)
 	}
-	up.git(up.work, "tag", "v1.2.5", c3)
-	up.git(up.work, "push", "-q", "origin", "v1.2.5")
+	up.Git(up.Work, "tag", "v1.2.5", c3)
+	up.Git(up.Work, "push", "-q", "origin", "v1.2.5")
 	if ref, _ = c.Resolve(context.Background(), Repo{URL: url, Semver: "~1.2"}); ref.Commit != c3 || ref.Name != "refs/tags/v1.2.5" {
 		t.Errorf("v1.2.5 must match ~1.2: %+v", ref)
 	}
@@ -166,15 +167,15 @@ func TestSemverTagsAndPinnedRevisions(t *testing.T) {
 }
 
 func TestSSHWithKnownHosts(t *testing.T) {
-	up := newUpstream(t)
-	commit := up.commit("main", map[string]string{"a.yaml": "a: 1\n"})
-	srv := up.serveSSH()
+	up := gitserver.New(t)
+	commit := up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	srv := up.ServeSSH()
 	c := newClient(t)
-	auth, err := AuthFromSecret(map[string][]byte{SecretSSHKey: srv.clientKey, SecretKnownHosts: srv.knownHosts()})
+	auth, err := AuthFromSecret(map[string][]byte{SecretSSHKey: srv.ClientKey, SecretKnownHosts: srv.KnownHosts()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := Repo{URL: srv.url(), Branch: "main", Auth: auth}
+	repo := Repo{URL: srv.URL(), Branch: "main", Auth: auth}
 	ref, err := c.Resolve(context.Background(), repo)
 	if err != nil || ref.Commit != commit {
 		t.Fatalf("ssh resolve: %+v, %v", ref, err)
@@ -185,24 +186,24 @@ func TestSSHWithKnownHosts(t *testing.T) {
 	// A known_hosts entry for another key: the connection is refused.
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
 	otherSigner, _ := ssh.NewSignerFromKey(other)
-	wrong := strings.Replace(string(srv.knownHosts()), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(srv.hostKey.PublicKey()))), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(otherSigner.PublicKey()))), 1)
-	repo.Auth = &Auth{SSHPrivateKey: srv.clientKey, KnownHosts: []byte(wrong)}
+	wrong := strings.Replace(string(srv.KnownHosts()), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(srv.HostKey.PublicKey()))), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(otherSigner.PublicKey()))), 1)
+	repo.Auth = &Auth{SSHPrivateKey: srv.ClientKey, KnownHosts: []byte(wrong)}
 	_, err = c.Resolve(context.Background(), repo)
 	if Classify(err) != CauseAuthentication || !strings.Contains(err.Error(), "not in known_hosts") {
 		t.Errorf("wrong host key: cause %s, error %v", Classify(err), err)
 	}
-	if _, err := AuthFromSecret(map[string][]byte{SecretSSHKey: srv.clientKey}); err == nil {
+	if _, err := AuthFromSecret(map[string][]byte{SecretSSHKey: srv.ClientKey}); err == nil {
 		t.Errorf("an ssh key without known_hosts was accepted")
 	}
 }
 
 func TestCheckoutCacheIsBounded(t *testing.T) {
-	up := newUpstream(t)
-	srv := up.serveHTTP("", "")
+	up := gitserver.New(t)
+	srv := up.ServeHTTP("", "")
 	c := &Client{CacheDir: t.TempDir(), KeepCheckouts: 2}
 	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main"}
 	for i := range 4 {
-		commit := up.commit("main", map[string]string{"n": string(rune('a' + i))})
+		commit := up.Commit("main", map[string]string{"n": string(rune('a' + i))})
 		if _, err := c.Checkout(context.Background(), repo, commit); err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,13 @@
-package gitsource
+// Package gitserver runs real git servers on loopback for tests: a bare repository with a work
+// tree to commit from (driven by the git CLI, which only tests use), served over smart HTTP
+// (git http-backend through net/http/cgi, with optional basic auth) or SSH (golang.org/x/crypto/ssh
+// running git upload-pack). Every server stops when the test ends.
+package gitserver
 
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -19,25 +24,29 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// upstream is a bare repository with a work tree to commit from, driven by the git CLI (test
+// Upstream is a bare repository with a work tree to commit from, driven by the git CLI (test
 // tooling only: the product speaks git through go-git).
-type upstream struct {
-	t    *testing.T
-	bare string // <root>/repo.git
-	work string
+type Upstream struct {
+	t testing.TB
+	// Bare is the bare repository, <root>/repo.git.
+	Bare string
+	// Work is a clone to commit from.
+	Work string
 }
 
-func newUpstream(t *testing.T) *upstream {
+// New creates an empty repository whose default branch is main.
+func New(t testing.TB) *Upstream {
 	t.Helper()
 	root := t.TempDir()
-	u := &upstream{t: t, bare: filepath.Join(root, "repo.git"), work: filepath.Join(root, "work")}
-	u.git(root, "init", "-q", "--bare", "-b", "main", u.bare)
-	u.git(root, "clone", "-q", u.bare, u.work)
-	u.git(u.work, "checkout", "-q", "-b", "main")
+	u := &Upstream{t: t, Bare: filepath.Join(root, "repo.git"), Work: filepath.Join(root, "work")}
+	u.Git(root, "init", "-q", "--bare", "-b", "main", u.Bare)
+	u.Git(root, "clone", "-q", u.Bare, u.Work)
+	u.Git(u.Work, "checkout", "-q", "-b", "main")
 	return u
 }
 
-func (u *upstream) git(dir string, args ...string) string {
+// Git runs the git CLI in dir and returns its trimmed output.
+func (u *Upstream) Git(dir string, args ...string) string {
 	u.t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -49,16 +58,16 @@ func (u *upstream) git(dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// commit writes files on a branch, commits and pushes; it returns the commit.
-func (u *upstream) commit(branch string, files map[string]string) string {
+// Commit writes files on a branch, commits and pushes; it returns the commit.
+func (u *Upstream) Commit(branch string, files map[string]string) string {
 	u.t.Helper()
-	if out := u.git(u.work, "branch", "--list", branch); out == "" {
-		u.git(u.work, "checkout", "-q", "-b", branch)
+	if out := u.Git(u.Work, "branch", "--list", branch); out == "" {
+		u.Git(u.Work, "checkout", "-q", "-b", branch)
 	} else {
-		u.git(u.work, "checkout", "-q", branch)
+		u.Git(u.Work, "checkout", "-q", branch)
 	}
 	for name, content := range files {
-		p := filepath.Join(u.work, filepath.FromSlash(name))
+		p := filepath.Join(u.Work, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			u.t.Fatal(err)
 		}
@@ -66,30 +75,31 @@ func (u *upstream) commit(branch string, files map[string]string) string {
 			u.t.Fatal(err)
 		}
 	}
-	u.git(u.work, "add", "-A")
-	u.git(u.work, "commit", "-q", "--allow-empty", "-m", "change")
-	u.git(u.work, "push", "-q", "-f", "origin", branch)
-	return u.git(u.work, "rev-parse", "HEAD")
+	u.Git(u.Work, "add", "-A")
+	u.Git(u.Work, "commit", "-q", "--allow-empty", "-m", "change")
+	u.Git(u.Work, "push", "-q", "-f", "origin", branch)
+	return u.Git(u.Work, "rev-parse", "HEAD")
 }
 
-func (u *upstream) tag(name string, annotated bool) {
+// Tag tags HEAD of the work tree and pushes the tag.
+func (u *Upstream) Tag(name string, annotated bool) {
 	u.t.Helper()
 	if annotated {
-		u.git(u.work, "tag", "-a", "-m", name, name)
+		u.Git(u.Work, "tag", "-a", "-m", name, name)
 	} else {
-		u.git(u.work, "tag", name)
+		u.Git(u.Work, "tag", name)
 	}
-	u.git(u.work, "push", "-q", "origin", name)
+	u.Git(u.Work, "push", "-q", "origin", name)
 }
 
-// serveHTTP serves the repository over smart HTTP (git http-backend through net/http/cgi),
+// ServeHTTP serves the repository over smart HTTP (git http-backend through net/http/cgi),
 // with basic auth when user is set.
-func (u *upstream) serveHTTP(user, pass string) *httptest.Server {
+func (u *Upstream) ServeHTTP(user, pass string) *httptest.Server {
 	u.t.Helper()
 	backend := &cgi.Handler{
 		Path: gitHTTPBackend(u.t),
 		Root: "/",
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(u.bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1"},
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(u.Bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if user != "" {
@@ -105,7 +115,7 @@ func (u *upstream) serveHTTP(user, pass string) *httptest.Server {
 	return srv
 }
 
-func gitHTTPBackend(t *testing.T) string {
+func gitHTTPBackend(t testing.TB) string {
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		t.Fatalf("git --exec-path: %v (install git: apt-get install git)", err)
@@ -117,16 +127,18 @@ func gitHTTPBackend(t *testing.T) string {
 	return p
 }
 
-// sshServer serves git-upload-pack over SSH on loopback, for one client key.
-type sshServer struct {
-	addr      string
-	hostKey   ssh.Signer
-	clientKey []byte // PEM
+// SSHServer serves git-upload-pack over SSH on loopback, for one client key.
+type SSHServer struct {
+	Addr    string
+	HostKey ssh.Signer
+	// ClientKey is the PEM private key the server accepts.
+	ClientKey []byte
 	ln        net.Listener
 	wg        sync.WaitGroup
 }
 
-func (u *upstream) serveSSH() *sshServer {
+// ServeSSH serves the repository over SSH to one generated client key.
+func (u *Upstream) ServeSSH() *SSHServer {
 	u.t.Helper()
 	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
 	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
@@ -150,7 +162,7 @@ func (u *upstream) serveSSH() *sshServer {
 	if err != nil {
 		u.t.Fatal(err)
 	}
-	s := &sshServer{addr: ln.Addr().String(), hostKey: hostSigner, clientKey: pemEncode(block), ln: ln}
+	s := &SSHServer{Addr: ln.Addr().String(), HostKey: hostSigner, ClientKey: pem.EncodeToMemory(block), ln: ln}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -160,14 +172,14 @@ func (u *upstream) serveSSH() *sshServer {
 				return
 			}
 			s.wg.Add(1)
-			go func() { defer s.wg.Done(); s.handle(conn, cfg, filepath.Dir(u.bare)) }()
+			go func() { defer s.wg.Done(); s.handle(conn, cfg, filepath.Dir(u.Bare)) }()
 		}
 	}()
 	u.t.Cleanup(func() { ln.Close(); s.wg.Wait() })
 	return s
 }
 
-func (s *sshServer) handle(conn net.Conn, cfg *ssh.ServerConfig, root string) {
+func (s *SSHServer) handle(conn net.Conn, cfg *ssh.ServerConfig, root string) {
 	defer conn.Close()
 	_, chans, reqs, err := ssh.NewServerConn(conn, cfg)
 	if err != nil {
@@ -208,10 +220,11 @@ func (s *sshServer) handle(conn net.Conn, cfg *ssh.ServerConfig, root string) {
 	}
 }
 
-// knownHosts is a known_hosts line for the server.
-func (s *sshServer) knownHosts() []byte {
-	host, port, _ := net.SplitHostPort(s.addr)
-	return []byte(fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(s.hostKey.PublicKey())))
+// KnownHosts is a known_hosts line for the server.
+func (s *SSHServer) KnownHosts() []byte {
+	host, port, _ := net.SplitHostPort(s.Addr)
+	return []byte(fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(s.HostKey.PublicKey())))
 }
 
-func (s *sshServer) url() string { return "ssh://git@" + s.addr + "/repo.git" }
+// URL is the repository's ssh:// URL.
+func (s *SSHServer) URL() string { return "ssh://git@" + s.Addr + "/repo.git" }

@@ -1,5 +1,0 @@
-package gitsource
-
-import "encoding/pem"
-
-func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }

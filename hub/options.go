@@ -1,0 +1,25 @@
+package hub
+
+import (
+	"k8s.io/client-go/rest"
+)
+
+// Options configure the hub. cmd/flotilla-hub fills them from flags; tests fill them directly,
+// so both run exactly the same code.
+type Options struct {
+	// Config reaches the hub cluster's API server.
+	Config *rest.Config
+	// CacheDir holds git checkouts and chart archives.
+	CacheDir string
+	// WebhookAddr is where git webhooks are received (e.g. ":8080"); empty disables them.
+	WebhookAddr string
+	// MetricsAddr serves Prometheus metrics; empty or "0" disables them.
+	MetricsAddr string
+	// HealthAddr serves /healthz and /readyz; empty disables them.
+	HealthAddr string
+	// PollWorkers bounds concurrent git polls; default 4.
+	PollWorkers int
+	// PollRecordInterval is how often an unchanged poll is still written to a GitRepo's
+	// status.lastPollTime; default 5m. Every change of commit or condition is written at once.
+	PollRecordInterval int64 // seconds
+}

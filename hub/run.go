@@ -1,0 +1,94 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
+)
+
+// Scheme holds the kinds the hub reads and writes.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run runs the hub until ctx ends: the GitRepo source controller with its poller, and the
+// webhook receiver.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Config == nil {
+		return errors.New("hub: no API server configuration")
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return fmt.Errorf("failed to build scheme: %w", err)
+	}
+	metricsAddr := opts.MetricsAddr
+	if metricsAddr == "" {
+		metricsAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: opts.HealthAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	recordEvery := 5 * time.Minute
+	if opts.PollRecordInterval > 0 {
+		recordEvery = time.Duration(opts.PollRecordInterval) * time.Second
+	}
+	src := &sourceReconciler{
+		client:      mgr.GetClient(),
+		git:         &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git")},
+		recordEvery: recordEvery,
+		now:         time.Now,
+		schedules:   map[string]gitsource.Schedule{},
+		webhooks:    map[string]time.Time{},
+	}
+	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
+	if err := src.setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the gitrepo controller: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.poller.Run(ctx); return nil })); err != nil {
+		return err
+	}
+	if opts.WebhookAddr != "" {
+		ln, err := net.Listen("tcp", opts.WebhookAddr)
+		if err != nil {
+			return fmt.Errorf("failed to listen for webhooks on %s: %w", opts.WebhookAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: src.notify})
+		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			go func() { <-ctx.Done(); _ = server.Close() }()
+			if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})); err != nil {
+			return err
+		}
+	}
+	return mgr.Start(ctx)
+}

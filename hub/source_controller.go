@@ -1,0 +1,245 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
+)
+
+// CommitHandler receives every new commit of a GitRepo with its read-only checkout; the
+// renderer plugs in here. An error keeps the previous commit deployed and is reported on the
+// GitRepo.
+type CommitHandler func(ctx context.Context, repo *v1alpha1.GitRepo, checkout, commit string) error
+
+// sourceReconciler keeps the poller's list of GitRepos in step with the API server and turns
+// each poll into GitRepo status: the commit, the last poll and webhook times, and the
+// SourceReady condition (its reason names the cause of a failure: authentication, an
+// unreachable host, a missing branch or tag). A failed poll never changes status.commit: the
+// last good commit stays deployed.
+type sourceReconciler struct {
+	client   client.Client
+	git      *gitsource.Client
+	poller   *gitsource.Poller
+	onCommit CommitHandler
+	// recordEvery bounds how often an unchanged poll is written to status.lastPollTime.
+	recordEvery time.Duration
+	now         func() time.Time
+
+	mu        sync.Mutex
+	schedules map[string]gitsource.Schedule
+	webhooks  map[string]time.Time // key → last delivery not yet written
+}
+
+func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.GitRepo{}).Named("gitrepo-source").Complete(r)
+}
+
+// Reconcile registers, updates or removes the GitRepo's poll schedule.
+func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var repo v1alpha1.GitRepo
+	key := req.String()
+	if err := r.client.Get(ctx, req.NamespacedName, &repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.poller.Remove(key)
+			r.mu.Lock()
+			delete(r.schedules, key)
+			r.mu.Unlock()
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("failed to get gitrepo: %w", err)
+	}
+	sched, err := scheduleFor(&repo)
+	if err != nil {
+		return ctrl.Result{}, r.stall(ctx, &repo, v1alpha1.InvalidSpecReason, err.Error())
+	}
+	r.mu.Lock()
+	prev, known := r.schedules[key]
+	r.schedules[key] = sched
+	r.mu.Unlock()
+	if !known || prev.Interval != sched.Interval || prev.Cron != sched.Cron || prev.TimeZone != sched.TimeZone {
+		r.poller.Set(key, sched)
+	} else if repo.Generation != repo.Status.ObservedGeneration {
+		r.poller.Trigger(key) // the spec changed (branch, paths …): look again now
+	}
+	return ctrl.Result{}, nil
+}
+
+func scheduleFor(repo *v1alpha1.GitRepo) (gitsource.Schedule, error) {
+	s := gitsource.Schedule{}
+	if repo.Spec.PollingInterval != nil {
+		s.Interval = repo.Spec.PollingInterval.Duration
+	}
+	if ss := repo.Spec.SyncSchedule; ss != nil {
+		s.Cron, s.TimeZone = ss.Cron, ss.TimeZone
+	}
+	return s, s.Compile()
+}
+
+// sync is the poller's work for one GitRepo.
+func (r *sourceReconciler) sync(ctx context.Context, key string) error {
+	ns, name, _ := splitKey(key)
+	var repo v1alpha1.GitRepo
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &repo); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	logger := log.FromContext(ctx).WithValues("gitrepo", key)
+	src, err := r.repoFor(ctx, &repo)
+	var ref gitsource.Ref
+	if err == nil {
+		ref, err = r.git.Resolve(ctx, src)
+	}
+	if err == nil && ref.Commit != repo.Status.Commit {
+		var dir string
+		if dir, err = r.git.Checkout(ctx, src, ref.Commit); err == nil && r.onCommit != nil {
+			err = r.onCommit(ctx, &repo, dir, ref.Commit)
+		}
+	}
+	if err != nil {
+		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
+	}
+	return errors.Join(err, r.record(ctx, &repo, ref, err))
+}
+
+// repoFor builds the gitsource.Repo of a GitRepo, reading its credentials Secret.
+func (r *sourceReconciler) repoFor(ctx context.Context, repo *v1alpha1.GitRepo) (gitsource.Repo, error) {
+	src := gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver}
+	auth := &gitsource.Auth{CABundle: repo.Spec.CABundle, InsecureSkipTLSVerify: repo.Spec.InsecureSkipTLSVerify}
+	if ref := repo.Spec.SecretRef; ref != nil {
+		var secret corev1.Secret
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: ref.Name}, &secret); err != nil {
+			return src, fmt.Errorf("failed to read secret %s: %w", ref.Name, err)
+		}
+		a, err := gitsource.AuthFromSecret(secret.Data)
+		if err != nil {
+			return src, fmt.Errorf("secret %s: %w", ref.Name, err)
+		}
+		a.CABundle, a.InsecureSkipTLSVerify = append(a.CABundle, auth.CABundle...), auth.InsecureSkipTLSVerify
+		auth = a
+	}
+	src.Auth = auth
+	return src, nil
+}
+
+// record writes the outcome of a poll, but only what changed, plus lastPollTime at most every
+// recordEvery: an unchanged repository costs the API server nothing most of the time.
+func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, ref gitsource.Ref, syncErr error) error {
+	now := r.now()
+	orig := repo.DeepCopy()
+	st := &repo.Status
+	cond := metav1.Condition{Type: v1alpha1.SourceReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
+		Message: fmt.Sprintf("%s at %s", ref.Name, shortCommit(ref.Commit)), ObservedGeneration: repo.Generation}
+	if syncErr != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(gitsource.Classify(syncErr)), gitsource.Sanitize(syncErr.Error())
+	} else {
+		st.Commit = ref.Commit
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
+	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: cond.Status, Reason: cond.Reason, Message: cond.Message, ObservedGeneration: repo.Generation}
+	if syncErr == nil && st.Commit != "" {
+		ready.Message = "source at " + shortCommit(st.Commit)
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	st.ObservedGeneration = repo.Generation
+	r.mu.Lock()
+	if at, ok := r.webhooks[repo.Namespace+"/"+repo.Name]; ok {
+		st.LastWebhookTime = &metav1.Time{Time: at}
+		delete(r.webhooks, repo.Namespace+"/"+repo.Name)
+	}
+	r.mu.Unlock()
+	changed := !equality.Semantic.DeepEqual(orig.Status, repo.Status)
+	if !changed && st.LastPollTime != nil && now.Sub(st.LastPollTime.Time) < r.recordEvery {
+		return nil
+	}
+	st.LastPollTime = &metav1.Time{Time: now.Truncate(time.Second)}
+	if err := r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to update gitrepo status: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+func (r *sourceReconciler) stall(ctx context.Context, repo *v1alpha1.GitRepo, reason, msg string) error {
+	orig := repo.DeepCopy()
+	for _, t := range []string{v1alpha1.StalledCondition, v1alpha1.ReadyCondition} {
+		status := metav1.ConditionTrue
+		if t == v1alpha1.ReadyCondition {
+			status = metav1.ConditionFalse
+		}
+		meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: repo.Generation})
+	}
+	repo.Status.ObservedGeneration = repo.Generation
+	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)))
+}
+
+// subscribers lists the GitRepos following a normalized URL, for the webhook receiver.
+func (r *sourceReconciler) subscribers(ctx context.Context) func(string) []gitsource.Subscriber {
+	return func(normalized string) []gitsource.Subscriber {
+		var list v1alpha1.GitRepoList
+		if err := r.client.List(ctx, &list); err != nil {
+			return nil
+		}
+		var out []gitsource.Subscriber
+		for i := range list.Items {
+			repo := &list.Items[i]
+			if gitsource.NormalizeURL(repo.Spec.Repo) != normalized {
+				continue
+			}
+			s := gitsource.Subscriber{Key: repo.Namespace + "/" + repo.Name, Repo: gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver}}
+			if ref := repo.Spec.WebhookSecretRef; ref != nil {
+				var secret corev1.Secret
+				if err := r.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: ref.Name}, &secret); err != nil || len(secret.Data["token"]) == 0 {
+					// A configured but unreadable secret must not open the endpoint: use a
+					// secret nobody can sign with.
+					s.Secret = "\x00unreadable-webhook-secret"
+				} else {
+					s.Secret = string(secret.Data["token"])
+				}
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+}
+
+// notify is the receiver's callback: remember the delivery time and poll now.
+func (r *sourceReconciler) notify(s gitsource.Subscriber, _ gitsource.Push) {
+	r.mu.Lock()
+	r.webhooks[s.Key] = r.now()
+	r.mu.Unlock()
+	r.poller.Trigger(s.Key)
+}
+
+func splitKey(key string) (ns, name string, ok bool) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", key, false
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
