@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
@@ -46,7 +48,10 @@ type sourceReconciler struct {
 }
 
 func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.GitRepo{}).Named("gitrepo-source").Complete(r)
+	// Only spec changes matter here; the controller's own status writes do not come back.
+	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-source").
+		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
 }
 
 // Reconcile registers, updates or removes the GitRepo's poll schedule.

@@ -65,12 +65,16 @@ func (p *Poller) signal() {
 	}
 }
 
-// Set adds a repository, or changes its schedule; a new repository syncs at once.
+// Set adds a repository or changes its schedule; either way it syncs at once.
 func (p *Poller) Set(key string, s Schedule) {
 	p.mu.Lock()
 	p.init()
 	if it, ok := p.items[key]; ok {
+		// A new schedule takes effect now: sync at once, then follow it.
 		it.schedule = s
+		if !it.running {
+			it.next = p.Clock.Now()
+		}
 	} else {
 		p.items[key] = &pollItem{schedule: s, next: p.Clock.Now()}
 	}

@@ -1,0 +1,215 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/manifests"
+)
+
+var hubCluster *controlplane.Cluster
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
+		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
+			return err
+		}
+		crds, err := manifests.CRDs()
+		if err != nil {
+			return err
+		}
+		return controlplane.InstallCRDs(ctx, hubCluster.Config(), crds)
+	}))
+}
+
+// startHub runs hub.Run until the test ends and returns a client and the webhook URL.
+func startHub(t *testing.T, opts Options) (client.Client, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	opts.Config, opts.CacheDir, opts.WebhookAddr = hubCluster.Config(), t.TempDir(), addr
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := Run(ctx, opts); err != nil {
+			t.Errorf("hub.Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	scheme, _ := Scheme()
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, "http://" + addr
+}
+
+func namespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gitrepo-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// waitFor polls the GitRepo until cond holds (the test reads the API server; the hub itself
+// watches).
+func waitFor(t *testing.T, c client.Client, key types.NamespacedName, what string, cond func(*v1alpha1.GitRepo) bool) *v1alpha1.GitRepo {
+	t.Helper()
+	var repo v1alpha1.GitRepo
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, key, &repo); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cond(&repo), nil
+	})
+	if err != nil {
+		t.Fatalf("gitrepo %s: %s: %v\nstatus: %+v", key, what, err, repo.Status)
+	}
+	return &repo
+}
+
+func sourceReady(r *v1alpha1.GitRepo) *metav1.Condition {
+	return meta.FindStatusCondition(r.Status.Conditions, v1alpha1.SourceReadyCondition)
+}
+
+func TestGitRepoSourceStatus(t *testing.T) {
+	up := gitserver.New(t)
+	first := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
+	srv := up.ServeHTTP("fleet", "t0ken")
+	c, webhook := startHub(t, Options{PollRecordInterval: 3600})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-auth", Namespace: ns}, Data: map[string][]byte{"username": []byte("fleet"), "password": []byte("t0ken")}}
+	hook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-hook", Namespace: ns}, Data: map[string][]byte{"token": []byte("hook-secret")}}
+	for _, s := range []*corev1.Secret{secret, hook} {
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "apps", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", Branch: "main", SecretRef: &v1alpha1.LocalObjectReference{Name: "git-auth"},
+		WebhookSecretRef: &v1alpha1.LocalObjectReference{Name: "git-hook"}, PollingInterval: &metav1.Duration{Duration: time.Hour},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	got := waitFor(t, c, key, "first commit", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == first })
+	if cond := sourceReady(got); cond == nil || cond.Status != metav1.ConditionTrue || got.Status.LastPollTime == nil {
+		t.Fatalf("status after first poll: %+v", got.Status)
+	}
+
+	// A push, announced by a signed GitHub webhook, is picked up without waiting for the hour.
+	second := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"})
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000","repository":{"clone_url":%q}}`, srv.URL+"/repo.git")
+	post := func(signature string) int {
+		req, _ := http.NewRequest(http.MethodPost, webhook, strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-Hub-Signature-256", signature)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("sha256=00"); code != http.StatusUnauthorized {
+		t.Errorf("unsigned webhook: %d, want 401", code)
+	}
+	if code := post("sha256=" + hmacHex("hook-secret", body)); code != http.StatusAccepted {
+		t.Fatalf("signed webhook: %d", code)
+	}
+	got = waitFor(t, c, key, "second commit after the webhook", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
+	if got.Status.LastWebhookTime == nil {
+		t.Errorf("lastWebhookTime not recorded")
+	}
+
+	// Nothing changes: polls do not write (lastPollTime is recorded at most hourly here).
+	if err := c.Patch(ctx, got, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"pollingInterval":"1s"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, c, key, "the new generation observed", func(r *v1alpha1.GitRepo) bool { return r.Status.ObservedGeneration == r.Generation })
+	rv := got.ResourceVersion
+	time.Sleep(3 * time.Second) // three polls of an unchanged repository
+	var after v1alpha1.GitRepo
+	if err := c.Get(ctx, key, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != rv {
+		t.Errorf("unchanged polls wrote the GitRepo: resourceVersion %s → %s, status %+v", rv, after.ResourceVersion, after.Status)
+	}
+
+	// Wrong credentials: the condition says so, the last good commit stays.
+	secret.Data["password"] = []byte("revoked")
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, c, key, "authentication failure", func(r *v1alpha1.GitRepo) bool {
+		cond := sourceReady(r)
+		return cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	cond := sourceReady(got)
+	if cond.Reason != "AuthenticationFailed" || got.Status.Commit != second || strings.Contains(cond.Message, "revoked") {
+		t.Errorf("after revoking: reason %s, commit %s, message %q", cond.Reason, got.Status.Commit, cond.Message)
+	}
+	if ready := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ReadyCondition); ready == nil || ready.Status != metav1.ConditionFalse {
+		t.Errorf("Ready must follow SourceReady: %+v", ready)
+	}
+}
+
+func TestGitRepoMissingBranchAndBadSchedule(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	gone := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git", Branch: "release"}}
+	cron := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "cron", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git", SyncSchedule: &v1alpha1.SyncSchedule{Cron: "every day"}}}
+	for _, r := range []*v1alpha1.GitRepo{gone, cron} {
+		if err := c.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitFor(t, c, client.ObjectKeyFromObject(gone), "RefNotFound", func(r *v1alpha1.GitRepo) bool {
+		cond := sourceReady(r)
+		return cond != nil && cond.Reason == "RefNotFound"
+	})
+	if !strings.Contains(sourceReady(got).Message, `branch "release"`) || got.Status.Commit != "" {
+		t.Errorf("missing branch: %+v", got.Status)
+	}
+	got = waitFor(t, c, client.ObjectKeyFromObject(cron), "Stalled", func(r *v1alpha1.GitRepo) bool {
+		return meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.StalledCondition)
+	})
+	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.StalledCondition); !strings.Contains(cond.Message, "syncSchedule.cron") {
+		t.Errorf("stalled message %q", cond.Message)
+	}
+}
