@@ -21,6 +21,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
+	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 // CommitHandler receives every new commit of a GitRepo with its read-only checkout; the
@@ -108,16 +109,36 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 	if err == nil {
 		ref, err = r.git.Resolve(ctx, src)
 	}
+	held := ""
 	if err == nil && ref.Commit != repo.Status.Commit {
-		var dir string
-		if dir, err = r.git.Checkout(ctx, src, ref.Commit); err == nil && r.onCommit != nil {
-			err = r.onCommit(ctx, &repo, dir, ref.Commit)
+		if allowed, reason := r.releaseAllowed(&repo); !allowed {
+			// A sync window holds the new commit: the deployed one stays, the next poll looks again.
+			held, ref = fmt.Sprintf("new commit %s waits: %s", shortCommit(ref.Commit), reason), gitsource.Ref{Name: ref.Name, Commit: repo.Status.Commit}
+		} else {
+			var dir string
+			if dir, err = r.git.Checkout(ctx, src, ref.Commit); err == nil && r.onCommit != nil {
+				err = r.onCommit(ctx, &repo, dir, ref.Commit)
+			}
 		}
 	}
 	if err != nil {
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
 	}
-	return errors.Join(err, r.record(ctx, &repo, ref, err))
+	return errors.Join(err, r.record(ctx, &repo, ref, err, held))
+}
+
+// releaseAllowed applies the GitRepo's sync windows now. Invalid windows were rejected by the
+// API server's validation; one that still fails to compile holds releases (fail closed).
+func (r *sourceReconciler) releaseAllowed(repo *v1alpha1.GitRepo) (bool, string) {
+	windows := make([]gitsource.SyncWindow, 0, len(repo.Spec.SyncWindows))
+	for i, w := range repo.Spec.SyncWindows {
+		sw := gitsource.SyncWindow{Kind: gitsource.SyncWindowKind(w.Kind), Window: rollout.Window{Schedule: w.Schedule, Duration: rollout.Duration(w.Duration.Duration), TimeZone: w.TimeZone}}
+		if err := sw.Compile(); err != nil {
+			return false, fmt.Sprintf("syncWindows[%d]: %v", i, err)
+		}
+		windows = append(windows, sw)
+	}
+	return gitsource.ReleaseAllowed(windows, r.now())
 }
 
 // repoFor builds the gitsource.Repo of a GitRepo, reading its credentials Secret.
@@ -142,7 +163,7 @@ func (r *sourceReconciler) repoFor(ctx context.Context, repo *v1alpha1.GitRepo) 
 
 // record writes the outcome of a poll, but only what changed, plus lastPollTime at most every
 // recordEvery: an unchanged repository costs the API server nothing most of the time.
-func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, ref gitsource.Ref, syncErr error) error {
+func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, ref gitsource.Ref, syncErr error, held string) error {
 	now := r.now()
 	orig := repo.DeepCopy()
 	st := &repo.Status
@@ -154,6 +175,12 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 		st.Commit = ref.Commit
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
+	if held != "" {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.RolloutPausedCondition, Status: metav1.ConditionTrue,
+			Reason: "SyncWindow", Message: held, ObservedGeneration: repo.Generation})
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RolloutPausedCondition)
+	}
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: cond.Status, Reason: cond.Reason, Message: cond.Message, ObservedGeneration: repo.Generation}

@@ -213,3 +213,39 @@ func TestGitRepoMissingBranchAndBadSchedule(t *testing.T) {
 		t.Errorf("stalled message %q", cond.Message)
 	}
 }
+
+func TestSyncWindowHoldsNewCommits(t *testing.T) {
+	up := gitserver.New(t)
+	first := up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "windowed", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second}}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	got := waitFor(t, c, key, "first commit", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == first })
+	// A deny window open right now (it opens every minute and lasts an hour).
+	got.Spec.SyncWindows = []v1alpha1.SyncWindow{{Kind: v1alpha1.SyncWindowDeny, CronWindow: v1alpha1.CronWindow{Schedule: "* * * * *", Duration: metav1.Duration{Duration: time.Hour}}}}
+	if err := c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	second := up.Commit("main", map[string]string{"a.yaml": "a: 2\n"})
+	got = waitFor(t, c, key, "held by the window", func(r *v1alpha1.GitRepo) bool {
+		return meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.RolloutPausedCondition)
+	})
+	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RolloutPausedCondition); got.Status.Commit != first || !strings.Contains(cond.Message, "new commit "+second[:12]+" waits: deny window") {
+		t.Fatalf("commit %s, condition %+v", got.Status.Commit, cond)
+	}
+	got.Spec.SyncWindows = nil
+	if err := c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, c, key, "released after the window", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
+	if meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RolloutPausedCondition) != nil {
+		t.Errorf("RolloutPaused still present: %+v", got.Status.Conditions)
+	}
+}

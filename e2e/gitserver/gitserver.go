@@ -115,6 +115,17 @@ func (u *Upstream) ServeHTTP(user, pass string) *httptest.Server {
 	return srv
 }
 
+// ServeHTTPS is ServeHTTP over TLS with a certificate for 127.0.0.1; it also returns the CA
+// certificate (PEM) to trust.
+func (u *Upstream) ServeHTTPS() (*httptest.Server, []byte) {
+	u.t.Helper()
+	plain := u.ServeHTTP("", "")
+	plain.Close()
+	srv := httptest.NewTLSServer(plain.Config.Handler)
+	u.t.Cleanup(srv.Close)
+	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
 func gitHTTPBackend(t testing.TB) string {
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {

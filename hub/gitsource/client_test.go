@@ -225,3 +225,24 @@ func TestSanitize(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPSWithCABundle(t *testing.T) {
+	up := gitserver.New(t)
+	commit := up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	srv, ca := up.ServeHTTPS()
+	c := newClient(t)
+	url := srv.URL + "/repo.git"
+	if _, err := c.Resolve(context.Background(), Repo{URL: url}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted certificate accepted: %v", err)
+	}
+	repo := Repo{URL: url, Auth: &Auth{CABundle: ca}}
+	if ref, err := c.Resolve(context.Background(), repo); err != nil || ref.Commit != commit {
+		t.Fatalf("with the CA bundle: %+v, %v", ref, err)
+	}
+	if _, err := c.Checkout(context.Background(), repo, commit); err != nil {
+		t.Fatalf("checkout with the CA bundle: %v", err)
+	}
+	if _, err := c.Resolve(context.Background(), Repo{URL: url, Auth: &Auth{InsecureSkipTLSVerify: true}}); err != nil {
+		t.Errorf("insecureSkipTLSVerify: %v", err)
+	}
+}
