@@ -2,4 +2,17 @@
 // BundleDeployments from the hub, applies them with server-side apply, and reports readiness and
 // drift back. It must stay small: it imports the hub's API types, never Helm, Kustomize or
 // go-git (rendering happens on the hub); e2e/archtest enforces this.
+//
+// The deployment engine:
+//
+//	a := agent.NewApplier(cfg)                      // dynamic client + discovery-backed mapper
+//	res, err := a.Apply(ctx, objects, inventory, opts)
+//	// res.Inventory: what is deployed now (namespace_name_group_kind ids), to keep for the next
+//	// apply; objects of the old inventory that left the bundle were pruned (unless
+//	// KeepResources).
+//	health := a.Health(ctx, res.Inventory, opts)     // kstatus readiness, ignore.conditions
+//	drift := a.Drift(ctx, objects, opts)             // dry-run apply vs live, comparePatches
+//
+// Everything is applied under one field manager, "flotilla-agent", with conflicts forced: the
+// bundle is the source of truth for the fields it sets.
 package agent
