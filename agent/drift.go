@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 )
 
 // Drift compares each object as the bundle wants it with the live one: a server-side apply in
@@ -29,22 +30,13 @@ func (a *Applier) Drift(ctx context.Context, objs []*unstructured.Unstructured, 
 			ns = orDefault(opts.DefaultNamespace, "default")
 		}
 		ri := a.resource(m, ns)
-		live, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		live, want, err := a.liveAndWanted(ctx, ri, o)
 		if apierrors.IsNotFound(err) {
 			drifted = append(drifted, ResourceStatus{Object: MetaOf(o), Message: "missing"})
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("failed to read %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		data, err := json.Marshal(o.Object)
-		if err != nil {
 			return nil, err
-		}
-		force := true
-		want, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return nil, fmt.Errorf("failed to dry-run %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 		if fields := differences(comparable(live, opts, o), comparable(want, opts, o)); len(fields) > 0 {
 			drifted = append(drifted, ResourceStatus{Object: MetaOf(o), Message: "modified: " + strings.Join(fields, ", ")})
@@ -52,6 +44,30 @@ func (a *Applier) Drift(ctx context.Context, objs []*unstructured.Unstructured, 
 	}
 	sort.Slice(drifted, func(i, j int) bool { return drifted[i].Object.String() < drifted[j].Object.String() })
 	return drifted, nil
+}
+
+// liveAndWanted reads the live object and what applying o would make of it, from the same
+// resourceVersion: controllers write to objects all the time (a Deployment's revision
+// annotation), and comparing two different versions would report their writes as drift.
+func (a *Applier) liveAndWanted(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured) (live, want *unstructured.Unstructured, err error) {
+	data, err := json.Marshal(o.Object)
+	if err != nil {
+		return nil, nil, err
+	}
+	force := true
+	for attempt := 0; attempt < 5; attempt++ {
+		if live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
+			return nil, nil, err
+		}
+		want, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force, DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("failed to dry-run %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		if want.GetResourceVersion() == live.GetResourceVersion() {
+			return live, want, nil
+		}
+	}
+	return live, want, nil
 }
 
 // comparable strips what changes without anyone deploying anything, and the excluded pointers.

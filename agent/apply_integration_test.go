@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+)
+
+var workload *controlplane.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
+		workload, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "downstream", Kind: controlplane.Workload})
+		return err
+	}))
+}
+
+func objects(t *testing.T, docs ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, d := range docs {
+		js, err := yaml.YAMLToJSON([]byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func deploymentYAML(ns, name string, replicas int, neverReady bool) string {
+	label := ""
+	if neverReady {
+		label = ", " + controlplane.NeverReadyLabel + `: "true"`
+	}
+	return `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ` + name + `, namespace: ` + ns + `}
+spec:
+  replicas: ` + string(rune('0'+replicas)) + `
+  selector: {matchLabels: {app: ` + name + `}}
+  template:
+    metadata: {labels: {app: ` + name + label + `}}
+    spec: {containers: [{name: app, image: example.invalid/app:1}]}
+`
+}
+
+// waitHealthy polls Health until the inventory is ready (readiness comes from the cluster's
+// controllers and simulated nodes, so it takes a moment).
+func waitHealthy(t *testing.T, a *Applier, inv Inventory, opts Options) []ResourceStatus {
+	t.Helper()
+	var last []ResourceStatus
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		last, err = a.Health(ctx, inv, opts)
+		return err == nil && len(last) == 0, nil
+	})
+	return last
+}
+
+func TestApplyPruneAndHealth(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	opts := Options{NamespaceLabels: map[string]string{"team": "web"}}
+	first := objects(t, deploymentYAML("shop", "web", 2, false),
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {mode: blue}\n")
+	res, err := a.Apply(ctx, first, nil, opts)
+	if err != nil || res.Err() != nil {
+		t.Fatalf("apply: %v %v", err, res.Err())
+	}
+	if got := strings.Join(res.Inventory.Strings(), " "); got != "shop_settings__ConfigMap shop_web_apps_Deployment" {
+		t.Errorf("inventory %q", got)
+	}
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, "shop", metav1.GetOptions{})
+	if err != nil || ns.Labels["team"] != "web" {
+		t.Fatalf("namespace not created with its labels: %v %v", ns.Labels, err)
+	}
+	if notReady := waitHealthy(t, a, res.Inventory, opts); len(notReady) != 0 {
+		t.Fatalf("not ready: %+v", notReady)
+	}
+	// The ConfigMap leaves the bundle: pruned. With keepResources it would stay.
+	second := objects(t, deploymentYAML("shop", "web", 2, false))
+	res2, err := a.Apply(ctx, second, res.Inventory, opts)
+	if err != nil || res2.Err() != nil || len(res2.Pruned) != 1 {
+		t.Fatalf("apply 2: %v %v pruned %v", err, res2.Err(), res2.Pruned)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("shop").Get(ctx, "settings", metav1.GetOptions{}); err == nil {
+		t.Errorf("pruned ConfigMap still exists")
+	}
+	third := objects(t, deploymentYAML("shop", "web", 2, false), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept, namespace: shop}\n")
+	res3, _ := a.Apply(ctx, third, res2.Inventory, opts)
+	if _, err := a.Apply(ctx, second, res3.Inventory, Options{KeepResources: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("shop").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("keepResources: ConfigMap was deleted: %v", err)
+	}
+}
+
+func TestNeverReadyDeploymentIsReported(t *testing.T) {
+	a, _ := NewApplier(workload.Config())
+	ctx := context.Background()
+	res, err := a.Apply(ctx, objects(t, deploymentYAML("broken", "api", 1, true)), nil, Options{})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	// Wait until the Deployment's controller has observed it, then it must still be unready.
+	time.Sleep(2 * time.Second)
+	notReady, err := a.Health(ctx, res.Inventory, Options{})
+	if err != nil || len(notReady) != 1 || !strings.Contains(notReady[0].Message, "InProgress") {
+		t.Fatalf("never-ready deployment: %+v %v", notReady, err)
+	}
+}
+
+func TestDriftDetectionAndCorrection(t *testing.T) {
+	a, _ := NewApplier(workload.Config())
+	ctx := context.Background()
+	desired := objects(t, deploymentYAML("drift", "svc", 2, false), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf, namespace: drift}\ndata: {a: \"1\"}\n")
+	if res, err := a.Apply(ctx, desired, nil, Options{}); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if d, err := a.Drift(ctx, desired, Options{}); err != nil || len(d) != 0 {
+		t.Fatalf("fresh apply reports drift: %+v %v", d, err)
+	}
+	// Someone scales the Deployment and edits the ConfigMap by hand.
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "svc", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("drift").Patch(ctx, "conf", types.MergePatchType, []byte(`{"data":{"a":"2"}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Drift(ctx, desired, Options{})
+	if err != nil || len(d) != 2 || !strings.Contains(d[0].Message, "data.a") || !strings.Contains(d[1].Message, "spec.replicas") {
+		t.Fatalf("drift: %+v %v", d, err)
+	}
+	// comparePatches: replicas are someone else's business (an autoscaler).
+	ignore := Options{ComparePatches: []ComparePatch{{Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}}
+	if d, _ := a.Drift(ctx, desired, ignore); len(d) != 1 || d[0].Object.Kind != "ConfigMap" {
+		t.Errorf("with comparePatches: %+v", d)
+	}
+	// correctDrift: applying again restores the bundle's values.
+	if res, err := a.Apply(ctx, desired, nil, Options{}); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if d, _ := a.Drift(ctx, desired, Options{}); len(d) != 0 {
+		t.Errorf("drift after correction: %+v", d)
+	}
+	if cm, _ := cs.CoreV1().ConfigMaps("drift").Get(ctx, "conf", metav1.GetOptions{}); cm.Data["a"] != "1" {
+		t.Errorf("ConfigMap not corrected: %v", cm.Data)
+	}
+}
+
+func TestCRDAndCustomResourceInOneApply(t *testing.T) {
+	a, _ := NewApplier(workload.Config())
+	ctx := context.Background()
+	crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+	widget := "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: widgets}\nspec: {size: 3}\n"
+	// The custom resource comes first in the list: the engine applies the CRD before it.
+	res, err := a.Apply(ctx, objects(t, widget, crd), nil, Options{})
+	if err != nil || res.Err() != nil {
+		t.Fatalf("apply: %v %v", err, res.Err())
+	}
+	// A custom resource with conditions: Ready=False is unready, unless ignored.
+	live := objects(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: widgets, generation: 1}\nstatus:\n  observedGeneration: 1\n  conditions: [{type: Ready, status: \"False\", reason: Waiting, message: waiting for a dependency}]\n")[0]
+	if rs := Readiness(live, nil); rs.Ready || !strings.Contains(rs.Message, "waiting for a dependency") {
+		t.Errorf("Ready=False widget: %+v", rs)
+	}
+	if rs := Readiness(live, []map[string]string{{"type": "Ready", "reason": "Waiting"}}); !rs.Ready {
+		t.Errorf("ignored condition still makes it unready: %+v", rs)
+	}
+}
