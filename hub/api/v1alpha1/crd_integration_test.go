@@ -90,8 +90,8 @@ func TestSamplesAreAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(samples) < 11 {
-		t.Fatalf("expected a sample for each of the 11 kinds, found %d", len(samples))
+	if len(samples) < 12 {
+		t.Fatalf("expected a sample for each of the 12 kinds, found %d", len(samples))
 	}
 	ns := newNamespace(t)
 	for name, doc := range samples {
@@ -182,6 +182,8 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			[]string{"spec", "sequences do not branch"}},
 		{"R4.1 unknown upstream", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a}, {name: b, upstream: zz, clusterGroup: b}]}",
 			[]string{"spec", "every upstream must name another group"}},
+		{"content without data", gv + "kind: Content\nmetadata: {name: a}\ncontentID: a\nchunk: 0\n",
+			[]string{"data", "Required value"}},
 		{"R4.2 soak above 30 days", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a, soak: 800h}]}",
 			[]string{"spec.groups[0].soak", "between 0 and 30 days"}},
 	}
@@ -321,6 +323,7 @@ func TestPrinterColumns(t *testing.T) {
 		"StagedUpdateRun":          {"Name", "Bundle", "Strategy", "Revision", "Requested", "State", "Failures", "Age"},
 		"ApprovalRequest":          {"Name", "Run", "Stage", "Gate", "Approved-By", "Age"},
 		"RolloutSequence":          {"Name", "Age"},
+		"Content":                  {"Name", "Size", "Chunks", "Age"},
 	}
 	cs := kubernetes.NewForConfigOrDie(hub.Config())
 	for file, doc := range samples {

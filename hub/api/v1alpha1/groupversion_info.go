@@ -29,6 +29,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&StagedUpdateRun{}, &StagedUpdateRunList{},
 		&ApprovalRequest{}, &ApprovalRequestList{},
 		&RolloutSequence{}, &RolloutSequenceList{},
+		&Content{}, &ContentList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
