@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
@@ -70,6 +71,9 @@ func Run(ctx context.Context, opts Options) error {
 		webhooks:    map[string]time.Time{},
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
+	b := &bundler{client: mgr.GetClient(), content: &ContentStore{Client: mgr.GetClient()},
+		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
+	src.onCommit = b.onCommit
 	if err := src.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the gitrepo controller: %w", err)
 	}

@@ -169,12 +169,22 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	st := &repo.Status
 	cond := metav1.Condition{Type: v1alpha1.SourceReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
 		Message: fmt.Sprintf("%s at %s", ref.Name, shortCommit(ref.Commit)), ObservedGeneration: repo.Generation}
-	if syncErr != nil {
+	rendered := metav1.Condition{Type: v1alpha1.RenderedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
+		Message: "rendered " + shortCommit(ref.Commit), ObservedGeneration: repo.Generation}
+	var renderErr *RenderError
+	switch {
+	case errors.As(syncErr, &renderErr):
+		// The source is fine; the commit is not: keep deploying the last good one.
+		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, gitsource.Sanitize(syncErr.Error())
+	case syncErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(gitsource.Classify(syncErr)), gitsource.Sanitize(syncErr.Error())
-	} else {
+	default:
 		st.Commit = ref.Commit
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
+	if syncErr == nil || renderErr != nil {
+		meta.SetStatusCondition(&st.Conditions, rendered)
+	}
 	if held != "" {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.RolloutPausedCondition, Status: metav1.ConditionTrue,
 			Reason: "SyncWindow", Message: held, ObservedGeneration: repo.Generation})
@@ -184,7 +194,10 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: cond.Status, Reason: cond.Reason, Message: cond.Message, ObservedGeneration: repo.Generation}
-	if syncErr == nil && st.Commit != "" {
+	switch {
+	case renderErr != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, rendered.Reason, rendered.Message
+	case syncErr == nil && st.Commit != "":
 		ready.Message = "source at " + shortCommit(st.Commit)
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)

@@ -1,0 +1,384 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// Labels the hub puts on what it creates.
+const (
+	LabelGitRepo         = "flotilla.dev/gitrepo"
+	LabelBundle          = "flotilla.dev/bundle"
+	LabelBundleNamespace = "flotilla.dev/bundle-namespace"
+	LabelCluster         = "flotilla.dev/cluster"
+)
+
+// RenderError is a commit that does not render: it names the file and field. The last good
+// revision stays deployed.
+type RenderError struct{ Err error }
+
+func (e *RenderError) Error() string { return e.Err.Error() }
+func (e *RenderError) Unwrap() error { return e.Err }
+
+// bundler turns a GitRepo's new commit into Bundles with a new revision, their Content, and
+// BundleDeployments staged with that revision for every targeted cluster. Releasing is the
+// rollout controller's decision, not the bundler's.
+type bundler struct {
+	client       client.Client
+	content      *ContentStore
+	charts       *bundle.ChartFetcher
+	historyLimit int
+	now          func() time.Time
+}
+
+func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout, commit string) error {
+	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
+	if err != nil {
+		return &RenderError{Err: err}
+	}
+	clusters, err := b.targets(ctx, repo.Namespace)
+	if err != nil {
+		return err
+	}
+	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts, Values: &valuesResolver{client: b.client, namespace: repo.Namespace}})
+	if err != nil {
+		return err
+	}
+	type rendered struct {
+		src     *bundle.Source
+		targets map[string]*bundle.Rendered // cluster → render
+	}
+	var all []rendered
+	for i := range sources {
+		src := &sources[i]
+		r := rendered{src: src, targets: map[string]*bundle.Rendered{}}
+		for _, c := range clusters {
+			if !selected(repo.Spec.Targets, src.Fleet.OverrideTargets, c.target) {
+				continue
+			}
+			res, err := renderer.Render(ctx, src, c.target)
+			if err != nil {
+				return &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
+			}
+			if !res.DoNotDeploy {
+				r.targets[c.cluster.Name] = res
+			}
+		}
+		all = append(all, r)
+	}
+	// Everything rendered: only now write, so a broken commit changes nothing.
+	for _, r := range all {
+		for _, res := range r.targets {
+			if _, err := b.content.Put(ctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
+				return err
+			}
+		}
+		if err := b.stage(ctx, repo, commit, r.src, r.targets, clusters); err != nil {
+			return err
+		}
+	}
+	return b.removeStale(ctx, repo, sources)
+}
+
+type targetCluster struct {
+	cluster *v1alpha1.Cluster
+	target  bundle.Target
+}
+
+// targets lists the registered clusters of a namespace with their groups.
+func (b *bundler) targets(ctx context.Context, namespace string) ([]targetCluster, error) {
+	var clusters v1alpha1.ClusterList
+	if err := b.client.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("failed to list clusters: %w", err)
+	}
+	var groups v1alpha1.ClusterGroupList
+	if err := b.client.List(ctx, &groups, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("failed to list cluster groups: %w", err)
+	}
+	out := make([]targetCluster, 0, len(clusters.Items))
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		t := bundle.Target{ClusterName: c.Name, Labels: c.Labels, Annotations: c.Annotations, TemplateValues: c.Spec.TemplateValues, Namespace: c.Status.Namespace, Groups: map[string]map[string]string{}}
+		for _, g := range groups.Items {
+			sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
+			if err == nil && sel.Matches(labels.Set(c.Labels)) {
+				t.Groups[g.Name] = g.Labels
+			}
+		}
+		out = append(out, targetCluster{cluster: c, target: t})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cluster.Name < out[j].cluster.Name })
+	return out, nil
+}
+
+// selected applies the GitRepo's targets, or fleet.yaml's overrideTargets when set.
+func selected(repoTargets []v1alpha1.Target, override []bundle.TargetMatch, t bundle.Target) bool {
+	matches := override
+	if len(matches) == 0 {
+		for _, rt := range repoTargets {
+			m := bundle.TargetMatch{Name: rt.Name, ClusterName: rt.ClusterName, ClusterGroup: rt.ClusterGroup}
+			m.ClusterSelector, m.ClusterGroupSelector = convertSelector(rt.ClusterSelector), convertSelector(rt.ClusterGroupSelector)
+			matches = append(matches, m)
+		}
+	}
+	for _, m := range matches {
+		if t.Matches(m) {
+			return true
+		}
+	}
+	return false
+}
+
+func convertSelector(s *metav1.LabelSelector) *rollout.Selector {
+	if s == nil {
+		return nil
+	}
+	var out rollout.Selector
+	data, _ := json.Marshal(s)
+	_ = json.Unmarshal(data, &out)
+	return &out
+}
+
+// stage records a new revision on the Bundle when any target's deployment changed, and stages
+// it in each target's BundleDeployment.
+func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, src *bundle.Source, targets map[string]*bundle.Rendered, clusters []targetCluster) error {
+	var bun v1alpha1.Bundle
+	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
+	err := b.client.Get(ctx, key, &bun)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
+	}
+	exists := err == nil
+	orig := bun.DeepCopy()
+	bun.Name, bun.Namespace = src.Name, repo.Namespace
+	if bun.Labels == nil {
+		bun.Labels = map[string]string{}
+	}
+	for k, v := range src.Fleet.Labels {
+		bun.Labels[k] = v
+	}
+	bun.Labels[LabelGitRepo] = repo.Name
+	spec, err := bundleSpec(repo, src)
+	if err != nil {
+		return &RenderError{Err: err}
+	}
+	spec.Revisions, spec.LatestRevision, spec.TargetRevision = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision
+	aggregate := aggregateID(targets)
+	var latest *v1alpha1.BundleRevision
+	if n := len(spec.Revisions); n > 0 {
+		latest = &spec.Revisions[n-1]
+	}
+	if latest == nil || latest.DeploymentID != aggregate {
+		spec.LatestRevision++
+		spec.Revisions = append(spec.Revisions, v1alpha1.BundleRevision{
+			RevisionRef: v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate},
+			Commit:      commit, Created: metav1.Time{Time: b.now().Truncate(time.Second)},
+		})
+		if limit := b.limit(repo); len(spec.Revisions) > limit {
+			spec.Revisions = spec.Revisions[len(spec.Revisions)-limit:]
+		}
+	}
+	bun.Spec = spec
+	switch {
+	case !exists:
+		if err := b.client.Create(ctx, &bun); err != nil {
+			return fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
+		}
+	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels):
+		if err := b.client.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
+		}
+	}
+	index := bun.Spec.LatestRevision
+	for _, c := range clusters {
+		res, ok := targets[c.cluster.Name]
+		if !ok {
+			continue
+		}
+		if err := b.stageDeployment(ctx, &bun, c.cluster, v1alpha1.RevisionRef{Index: index, ContentID: res.ContentID, DeploymentID: res.DeploymentID}, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bundler) limit(repo *v1alpha1.GitRepo) int {
+	if repo.Spec.RevisionHistoryLimit != nil {
+		return int(*repo.Spec.RevisionHistoryLimit)
+	}
+	if b.historyLimit > 0 {
+		return b.historyLimit
+	}
+	return 10
+}
+
+// bundleSpec converts fleet.yaml's rollout settings to the Bundle's API (same JSON).
+func bundleSpec(repo *v1alpha1.GitRepo, src *bundle.Source) (v1alpha1.BundleSpec, error) {
+	f := &src.Fleet
+	spec := v1alpha1.BundleSpec{GitRepo: repo.Name, Path: src.Dir, Targets: repo.Spec.Targets, Paused: f.Paused || repo.Spec.Paused}
+	convert := func(from, to any, field string) error {
+		data, err := json.Marshal(from)
+		if err == nil {
+			err = json.Unmarshal(data, to)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", src.FleetFile, field, err)
+		}
+		return nil
+	}
+	if f.RolloutStrategy != nil {
+		spec.RolloutStrategy = &v1alpha1.RolloutStrategy{}
+		if err := convert(f.RolloutStrategy, spec.RolloutStrategy, "rolloutStrategy"); err != nil {
+			return spec, err
+		}
+	}
+	if f.Placement != nil {
+		spec.Placement = &v1alpha1.Placement{}
+		if err := convert(f.Placement, spec.Placement, "placement"); err != nil {
+			return spec, err
+		}
+	}
+	if f.StagedUpdate != nil {
+		spec.StagedUpdate = &v1alpha1.StagedUpdateRef{Strategy: f.StagedUpdate.Strategy, AutoRun: f.StagedUpdate.AutoRun}
+	}
+	if f.Sequence != nil {
+		spec.Sequence = &v1alpha1.LocalObjectReference{Name: f.Sequence.Name}
+	}
+	for _, d := range f.DependsOn {
+		spec.DependsOn = append(spec.DependsOn, v1alpha1.BundleDependency{Name: d.Name})
+	}
+	return spec, nil
+}
+
+// aggregateID identifies what a revision deploys to all its targets.
+func aggregateID(targets map[string]*bundle.Rendered) string {
+	names := make([]string, 0, len(targets))
+	for n := range targets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s=%s\n", n, targets[n].DeploymentID)
+	}
+	return "r-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// contentSet names the distinct contents of a revision (one, when all targets render alike).
+func contentSet(targets map[string]*bundle.Rendered) string {
+	set := map[string]bool{}
+	for _, r := range targets {
+		set[r.ContentID] = true
+	}
+	ids := make([]string, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		return "none"
+	}
+	if len(ids) == 1 {
+		return ids[0]
+	}
+	return fmt.Sprintf("%s (+%d more)", ids[0], len(ids)-1)
+}
+
+// DeploymentName is the BundleDeployment of a bundle in a cluster's namespace: names of bundles
+// from different namespaces must not collide there.
+func DeploymentName(bundleNamespace, bundleName string) string {
+	name := bundleNamespace + "-" + bundleName
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// stageDeployment creates or updates a cluster's BundleDeployment with the staged revision. The
+// released revision is left alone: the rollout controller moves it.
+func (b *bundler) stageDeployment(ctx context.Context, bun *v1alpha1.Bundle, c *v1alpha1.Cluster, staged v1alpha1.RevisionRef, res *bundle.Rendered) error {
+	ns := c.Status.Namespace
+	if ns == "" {
+		return nil // not registered yet: nothing to stage into
+	}
+	var bd v1alpha1.BundleDeployment
+	key := types.NamespacedName{Namespace: ns, Name: DeploymentName(bun.Namespace, bun.Name)}
+	err := b.client.Get(ctx, key, &bd)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to get bundledeployment %s: %w", key, err)
+	}
+	exists := err == nil
+	orig := bd.DeepCopy()
+	bd.Name, bd.Namespace = key.Name, key.Namespace
+	bd.Labels = map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: c.Name}
+	bd.Spec.Bundle, bd.Spec.BundleNamespace, bd.Spec.Staged = bun.Name, bun.Namespace, staged
+	var opts v1alpha1.DeploymentOptions
+	data, _ := json.Marshal(res.Options)
+	if err := json.Unmarshal(data, &opts); err != nil {
+		return fmt.Errorf("failed to convert options of %s: %w", bun.Name, err)
+	}
+	bd.Spec.Options = opts
+	if bd.Spec.Released != nil && bd.Spec.Released.Index > staged.Index && !bd.Spec.Rollback {
+		bd.Spec.Rollback = true // a rollback target older than what runs
+	}
+	switch {
+	case !exists:
+		return b.client.Create(ctx, &bd)
+	case !equality.Semantic.DeepEqual(orig.Spec, bd.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels):
+		return b.client.Patch(ctx, &bd, client.MergeFrom(orig))
+	}
+	return nil
+}
+
+// removeStale deletes Bundles of the GitRepo that the commit no longer has, with their
+// BundleDeployments (the agents then prune the workloads).
+func (b *bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sources []bundle.Source) error {
+	keep := map[string]bool{}
+	for _, s := range sources {
+		keep[s.Name] = true
+	}
+	var bundles v1alpha1.BundleList
+	if err := b.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
+		return fmt.Errorf("failed to list bundles: %w", err)
+	}
+	var errs []error
+	for i := range bundles.Items {
+		bun := &bundles.Items[i]
+		if keep[bun.Name] {
+			continue
+		}
+		if err := b.client.Delete(ctx, bun); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+		}
+		var bds v1alpha1.BundleDeploymentList
+		if err := b.client.List(ctx, &bds, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
+			errs = append(errs, fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err))
+			continue
+		}
+		for j := range bds.Items {
+			if err := b.client.Delete(ctx, &bds.Items[j]); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

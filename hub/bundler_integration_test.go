@@ -1,0 +1,110 @@
+package hub
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// registerCluster creates a Cluster with its BundleDeployment namespace, as registration will.
+func registerCluster(t *testing.T, c client.Client, ns, name string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cluster-" + name + "-"}}
+	if err := c.Create(ctx, clusterNS); err != nil {
+		t.Fatal(err)
+	}
+	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
+	if err := c.Create(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Status.Namespace = clusterNS.Name
+	if err := c.Status().Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deploymentsOf(t *testing.T, c client.Client, bundleNS, bundle string) map[string]v1alpha1.BundleDeployment {
+	t.Helper()
+	var list v1alpha1.BundleDeploymentList
+	if err := c.List(context.Background(), &list, client.MatchingLabels{LabelBundle: bundle, LabelBundleNamespace: bundleNS}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]v1alpha1.BundleDeployment{}
+	for _, bd := range list.Items {
+		out[bd.Labels[LabelCluster]] = bd
+	}
+	return out
+}
+
+func TestBundlerStagesRevisions(t *testing.T) {
+	up := gitserver.New(t)
+	first := up.Commit("main", map[string]string{
+		"web/fleet.yaml": "defaultNamespace: web\nrolloutStrategy: {maxUnavailable: 1}\ntargetCustomizations:\n- name: prod\n  clusterSelector: {matchLabels: {env: prod}}\n  namespace: web-prod\n",
+		"web/cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: blue}\n",
+	})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	registerCluster(t, c, ns, "dev-1", map[string]string{"env": "dev"})
+	registerCluster(t, c, ns, "prod-1", map[string]string{"env": "prod"})
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	waitFor(t, c, key, "first commit rendered", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == first })
+	var bun v1alpha1.Bundle
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &bun); err != nil {
+		t.Fatalf("bundle shop-web: %v", err)
+	}
+	if bun.Spec.LatestRevision != 1 || len(bun.Spec.Revisions) != 1 || bun.Spec.Revisions[0].Commit != first || bun.Spec.RolloutStrategy == nil || bun.Spec.RolloutStrategy.MaxUnavailable.IntValue() != 1 {
+		t.Fatalf("bundle spec: %+v", bun.Spec)
+	}
+	bds := deploymentsOf(t, c, ns, "shop-web")
+	if len(bds) != 2 || bds["dev-1"].Spec.Staged.Index != 1 || bds["dev-1"].Spec.Released != nil {
+		t.Fatalf("deployments: %+v", bds)
+	}
+	if bds["dev-1"].Spec.Staged.ContentID == bds["prod-1"].Spec.Staged.ContentID || bds["prod-1"].Spec.Options.TargetNamespace != "web-prod" {
+		t.Errorf("prod's customization (namespace web-prod) must render its own content: %+v %+v", bds["dev-1"].Spec, bds["prod-1"].Spec)
+	}
+	manifest, err := (&ContentStore{Client: c}).Get(ctx, ns, bds["prod-1"].Spec.Staged.ContentID)
+	if err != nil || !strings.Contains(string(manifest), "namespace: web-prod") {
+		t.Fatalf("prod content: %v\n%s", err, manifest)
+	}
+
+	// A new commit: revision 2, staged everywhere.
+	second := up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: green}\n"})
+	waitFor(t, c, key, "second commit rendered", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
+	bds = deploymentsOf(t, c, ns, "shop-web")
+	if bds["dev-1"].Spec.Staged.Index != 2 || bds["prod-1"].Spec.Staged.Index != 2 {
+		t.Fatalf("revision 2 not staged: %+v", bds)
+	}
+
+	// A broken fleet.yaml: the condition names the file and field; nothing changes.
+	third := up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\nrolloutStrategy: {maxUnavailabel: 1}\n"})
+	got := waitFor(t, c, key, "render failure", func(r *v1alpha1.GitRepo) bool {
+		return meta.IsStatusConditionFalse(r.Status.Conditions, v1alpha1.RenderedCondition)
+	})
+	cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RenderedCondition)
+	if !strings.Contains(cond.Message, "web/fleet.yaml:2: rolloutStrategy.maxUnavailabel: unknown field") || got.Status.Commit != second {
+		t.Errorf("render failure: commit %s (want %s, not %s), message %q", got.Status.Commit, second, third, cond.Message)
+	}
+	if bds2 := deploymentsOf(t, c, ns, "shop-web"); bds2["dev-1"].Spec.Staged.Index != 2 || bds2["dev-1"].ResourceVersion != bds["dev-1"].ResourceVersion {
+		t.Errorf("a broken commit changed a deployment: %+v", bds2["dev-1"])
+	}
+}
