@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,20 +108,14 @@ func (b *bundler) targets(ctx context.Context, namespace string) ([]targetCluste
 	if err := b.client.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("failed to list clusters: %w", err)
 	}
-	var groups v1alpha1.ClusterGroupList
-	if err := b.client.List(ctx, &groups, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("failed to list cluster groups: %w", err)
+	groupsOf, err := clusterGroups(ctx, b.client, namespace)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]targetCluster, 0, len(clusters.Items))
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		t := bundle.Target{ClusterName: c.Name, Labels: c.Labels, Annotations: c.Annotations, TemplateValues: c.Spec.TemplateValues, Namespace: c.Status.Namespace, Groups: map[string]map[string]string{}}
-		for _, g := range groups.Items {
-			sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
-			if err == nil && sel.Matches(labels.Set(c.Labels)) {
-				t.Groups[g.Name] = g.Labels
-			}
-		}
+		t := bundle.Target{ClusterName: c.Name, Labels: c.Labels, Annotations: c.Annotations, TemplateValues: c.Spec.TemplateValues, Namespace: c.Status.Namespace, Groups: groupsOf(c)}
 		out = append(out, targetCluster{cluster: c, target: t})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].cluster.Name < out[j].cluster.Name })

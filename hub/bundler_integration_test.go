@@ -76,7 +76,7 @@ func TestBundlerStagesRevisions(t *testing.T) {
 		t.Fatalf("bundle spec: %+v", bun.Spec)
 	}
 	bds := deploymentsOf(t, c, ns, "shop-web")
-	if len(bds) != 2 || bds["dev-1"].Spec.Staged.Index != 1 || bds["dev-1"].Spec.Released != nil {
+	if len(bds) != 2 || bds["dev-1"].Spec.Staged.Index != 1 {
 		t.Fatalf("deployments: %+v", bds)
 	}
 	if bds["dev-1"].Spec.Staged.ContentID == bds["prod-1"].Spec.Staged.ContentID || bds["prod-1"].Spec.Options.TargetNamespace != "web-prod" {
@@ -94,6 +94,22 @@ func TestBundlerStagesRevisions(t *testing.T) {
 	if bds["dev-1"].Spec.Staged.Index != 2 || bds["prod-1"].Spec.Staged.Index != 2 {
 		t.Fatalf("revision 2 not staged: %+v", bds)
 	}
+	// No agent applies anything here, so clusters stay WaitApplied. Clusters on an older
+	// revision do not count as unavailable (§0), so each new revision goes out to both in one
+	// batch (R1.8), and the partition then reports both unavailable.
+	var bun2 v1alpha1.Bundle
+	waitForBundle(t, c, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &bun2, func(b *v1alpha1.Bundle) bool {
+		return b.Status.ReleasingRevision == 2 && b.Status.Summary.WaitApplied == 2
+	})
+	bds = deploymentsOf(t, c, ns, "shop-web")
+	for _, name := range []string{"dev-1", "prod-1"} {
+		if rel := bds[name].Spec.Released; rel == nil || rel.Index != 2 {
+			t.Errorf("%s released %+v, want revision 2", name, rel)
+		}
+	}
+	if p := bun2.Status.Partitions; len(p) != 1 || p[0].Unavailable != 2 || p[0].Ready || bun2.Status.Display.ReadyClusters != "0/2" {
+		t.Errorf("bundle status: %+v", bun2.Status)
+	}
 
 	// A broken fleet.yaml: the condition names the file and field; nothing changes.
 	third := up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\nrolloutStrategy: {maxUnavailabel: 1}\n"})
@@ -106,5 +122,19 @@ func TestBundlerStagesRevisions(t *testing.T) {
 	}
 	if bds2 := deploymentsOf(t, c, ns, "shop-web"); bds2["dev-1"].Spec.Staged.Index != 2 || bds2["dev-1"].ResourceVersion != bds["dev-1"].ResourceVersion {
 		t.Errorf("a broken commit changed a deployment: %+v", bds2["dev-1"])
+	}
+}
+
+func waitForBundle(t *testing.T, c client.Client, key types.NamespacedName, into *v1alpha1.Bundle, cond func(*v1alpha1.Bundle) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := c.Get(context.Background(), key, into); err == nil && cond(into) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bundle %s: condition not met; status %+v", key, into.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -74,6 +74,9 @@ func Run(ctx context.Context, opts Options) error {
 	b := &bundler{client: mgr.GetClient(), content: &ContentStore{Client: mgr.GetClient()},
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
+	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the rollout controller: %w", err)
+	}
 	if err := src.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the gitrepo controller: %w", err)
 	}

@@ -229,8 +229,9 @@ func TestSyncWindowHoldsNewCommits(t *testing.T) {
 	key := client.ObjectKeyFromObject(repo)
 	got := waitFor(t, c, key, "first commit", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == first })
 	// A deny window open right now (it opens every minute and lasts an hour).
+	base := got.DeepCopy()
 	got.Spec.SyncWindows = []v1alpha1.SyncWindow{{Kind: v1alpha1.SyncWindowDeny, CronWindow: v1alpha1.CronWindow{Schedule: "* * * * *", Duration: metav1.Duration{Duration: time.Hour}}}}
-	if err := c.Update(ctx, got); err != nil {
+	if err := c.Patch(ctx, got, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 	second := up.Commit("main", map[string]string{"a.yaml": "a: 2\n"})
@@ -240,8 +241,7 @@ func TestSyncWindowHoldsNewCommits(t *testing.T) {
 	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RolloutPausedCondition); got.Status.Commit != first || !strings.Contains(cond.Message, "new commit "+second[:12]+" waits: deny window") {
 		t.Fatalf("commit %s, condition %+v", got.Status.Commit, cond)
 	}
-	got.Spec.SyncWindows = nil
-	if err := c.Update(ctx, got); err != nil {
+	if err := c.Patch(ctx, got, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"syncWindows":null}}`))); err != nil {
 		t.Fatal(err)
 	}
 	got = waitFor(t, c, key, "released after the window", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })

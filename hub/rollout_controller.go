@@ -1,0 +1,337 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// DefaultHeartbeatDeadline is how long after its last heartbeat a cluster counts as offline.
+const DefaultHeartbeatDeadline = 2 * time.Minute
+
+// rolloutReconciler releases a bundle's staged revision to clusters as the planner decides
+// (gather → rollout.Plan → act), and reports the rollout on the Bundle. It never decides
+// anything itself: every release and every wait reason comes from the rollout package.
+type rolloutReconciler struct {
+	client client.Client
+	now    func() time.Time
+}
+
+func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
+	toBundle := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		if l[LabelBundle] == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelBundle]}}}
+	})
+	allBundles := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.BundleList
+		if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, b := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
+		For(&v1alpha1.Bundle{}).
+		Watches(&v1alpha1.BundleDeployment{}, toBundle).
+		Watches(&v1alpha1.Cluster{}, allBundles).
+		Complete(r)
+}
+
+// Reconcile plans one pass for a bundle and writes what changed.
+func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var bun v1alpha1.Bundle
+	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
+		return ctrl.Result{}, nil // released by staged runs and sequences
+	}
+	in, bds, requeue, err := r.gather(ctx, &bun)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	decision := rollout.Plan(in)
+	if err := r.release(ctx, bds, decision); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.report(ctx, &bun, in, decision); err != nil {
+		return ctrl.Result{}, err
+	}
+	if decision.RequeueAfter > 0 && (requeue == 0 || decision.RequeueAfter < requeue) {
+		requeue = decision.RequeueAfter
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// gather reads the bundle's BundleDeployments and their clusters into the planner's input. It
+// also returns when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
+func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*rollout.Input, map[string]*v1alpha1.BundleDeployment, time.Duration, error) {
+	var list v1alpha1.BundleDeploymentList
+	if err := r.client.List(ctx, &list, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
+		return nil, nil, 0, fmt.Errorf("failed to list deployments: %w", err)
+	}
+	var clusters v1alpha1.ClusterList
+	if err := r.client.List(ctx, &clusters, client.InNamespace(bun.Namespace)); err != nil {
+		return nil, nil, 0, fmt.Errorf("failed to list clusters: %w", err)
+	}
+	groupsOf, err := clusterGroups(ctx, r.client, bun.Namespace)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	byName := map[string]*v1alpha1.Cluster{}
+	for i := range clusters.Items {
+		byName[clusters.Items[i].Name] = &clusters.Items[i]
+	}
+	now := r.now()
+	revision := bun.Spec.LatestRevision
+	if bun.Spec.TargetRevision != nil {
+		revision = *bun.Spec.TargetRevision
+	}
+	in := &rollout.Input{Revision: revision, Paused: bun.Spec.Paused, Now: now}
+	if err := convertJSON(bun.Spec.RolloutStrategy, &in.Strategy); err != nil {
+		return nil, nil, 0, err
+	}
+	if bun.Spec.Placement != nil {
+		in.Placement = &rollout.Placement{}
+		if err := convertJSON(bun.Spec.Placement, in.Placement); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	bds := map[string]*v1alpha1.BundleDeployment{}
+	var requeue time.Duration
+	for i := range list.Items {
+		bd := &list.Items[i]
+		name := bd.Labels[LabelCluster]
+		c := byName[name]
+		if c == nil {
+			continue // its cluster is gone
+		}
+		bds[name] = bd
+		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Deployment: deploymentOf(bd)}
+		for g, gl := range groupsOf(c) {
+			t.Groups = append(t.Groups, g)
+			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
+		}
+		sort.Strings(t.Groups)
+		deadline := DefaultHeartbeatDeadline
+		if c.Spec.HeartbeatDeadline != nil {
+			deadline = c.Spec.HeartbeatDeadline.Duration
+		}
+		if seen := c.Status.AgentLastSeen; seen == nil || now.Sub(seen.Time) > deadline {
+			t.Offline = seen != nil // a cluster that never reported is not offline, just pending
+		} else if d := seen.Add(deadline).Sub(now); requeue == 0 || d < requeue {
+			requeue = d + time.Second
+		}
+		in.Targets = append(in.Targets, t)
+	}
+	return in, bds, requeue, nil
+}
+
+// deploymentOf reads a BundleDeployment into the planner's terms.
+func deploymentOf(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
+	d := &rollout.Deployment{Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Ready: bd.Status.Ready, Modified: bd.Status.Modified}
+	if bd.Spec.Released != nil {
+		d.Released = bd.Spec.Released.Index
+	}
+	if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == bd.Generation {
+		d.ApplyFailed = true
+	}
+	if bd.Status.AppliedAt != nil {
+		d.AppliedAt = bd.Status.AppliedAt.Time
+	}
+	return d
+}
+
+// release writes spec.released = spec.staged for the clusters the planner released.
+func (r *rolloutReconciler) release(ctx context.Context, bds map[string]*v1alpha1.BundleDeployment, d *rollout.Decision) error {
+	for _, name := range d.Release {
+		bd := bds[name]
+		if bd == nil {
+			continue
+		}
+		orig := bd.DeepCopy()
+		staged := bd.Spec.Staged
+		bd.Spec.Released = &staged
+		bd.Spec.Rollback = false
+		if err := r.client.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("failed to release %s to %s: %w", bd.Spec.Bundle, name, err)
+		}
+	}
+	for _, name := range d.Remove {
+		if bd := bds[name]; bd != nil {
+			if err := r.client.Delete(ctx, bd); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("failed to remove %s from %s: %w", bd.Spec.Bundle, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// report writes the Bundle's status when it changed.
+func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) error {
+	orig := bun.DeepCopy()
+	st := &bun.Status
+	st.ObservedGeneration, st.ReleasingRevision = bun.Generation, in.Revision
+	counts := rollout.Counts{}
+	for _, c := range d.Clusters {
+		counts[c.State]++
+	}
+	st.Summary = stateCounts(counts, len(d.Clusters))
+	st.Partitions = nil
+	for _, p := range d.Partitions {
+		st.Partitions = append(st.Partitions, v1alpha1.PartitionStatus{Name: p.Name, Count: int32(len(p.Clusters)), MaxUnavailable: int32(p.MaxUnavailable),
+			Unavailable: int32(p.Unavailable), Ready: p.Ready, Summary: stateCounts(p.Counts, len(p.Clusters))})
+	}
+	st.UnpartitionedClusters = int32(len(d.Unpartitioned))
+	setWarning(st, v1alpha1.UnpartitionedClustersCondition, len(d.Unpartitioned) > 0, "UnpartitionedClusters", firstWarning(d.Warnings, "match no partition"), bun.Generation)
+	setWarning(st, v1alpha1.UnsafeDefaultsCondition, firstWarning(d.Warnings, "R1.14") != "", "MaxUnavailable100Percent", firstWarning(d.Warnings, "R1.14"), bun.Generation)
+	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
+	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.ProgressingReason, ObservedGeneration: bun.Generation}
+	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady)}
+	switch {
+	case d.Complete:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.SucceededReason, fmt.Sprintf("revision %d ready on %d clusters", in.Revision, len(d.Clusters))
+		st.Display.State = "Ready"
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
+	default:
+		ready.Message = d.Paused
+		if ready.Message == "" {
+			ready.Message = fmt.Sprintf("rolling out revision %d", in.Revision)
+		}
+		st.Display.State, st.Display.Message = worstState(counts), ready.Message
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProgressingReason, Message: ready.Message, ObservedGeneration: bun.Generation})
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, bun, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to update bundle status: %w", client.IgnoreNotFound(err))
+	}
+	return r.rollUp(ctx, bun)
+}
+
+// rollUp sums the GitRepo's bundles into its status.
+func (r *rolloutReconciler) rollUp(ctx context.Context, bun *v1alpha1.Bundle) error {
+	name := bun.Labels[LabelGitRepo]
+	if name == "" {
+		return nil
+	}
+	var repo v1alpha1.GitRepo
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: bun.Namespace, Name: name}, &repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	var bundles v1alpha1.BundleList
+	if err := r.client.List(ctx, &bundles, client.InNamespace(bun.Namespace), client.MatchingLabels{LabelGitRepo: name}); err != nil {
+		return err
+	}
+	orig := repo.DeepCopy()
+	sum := v1alpha1.StateCounts{}
+	var waiting []string
+	for _, b := range bundles.Items {
+		s := b.Status.Summary
+		sum.DesiredReady += s.DesiredReady
+		sum.Ready += s.Ready
+		sum.Pending += s.Pending
+		sum.OutOfSync += s.OutOfSync
+		sum.WaitApplied += s.WaitApplied
+		sum.ErrApplied += s.ErrApplied
+		sum.NotReady += s.NotReady
+		sum.Modified += s.Modified
+		if b.Status.Display.Message != "" {
+			waiting = append(waiting, b.Name+": "+b.Status.Display.Message)
+		}
+	}
+	sort.Strings(waiting)
+	repo.Status.Bundles, repo.Status.Summary = int32(len(bundles.Items)), sum
+	repo.Status.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
+	repo.Status.Display.State = worstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
+		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
+	repo.Status.Display.Message = strings.Join(waiting, "; ")
+	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFrom(orig)))
+}
+
+func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {
+	return v1alpha1.StateCounts{DesiredReady: int32(total), Ready: int32(c[rollout.Ready]), Pending: int32(c[rollout.Pending]), OutOfSync: int32(c[rollout.OutOfSync]),
+		WaitApplied: int32(c[rollout.WaitApplied]), ErrApplied: int32(c[rollout.ErrApplied]), NotReady: int32(c[rollout.NotReady]), Modified: int32(c[rollout.Modified])}
+}
+
+// worstState names the least advanced state with clusters in it, for printer columns.
+func worstState(c rollout.Counts) string {
+	for _, s := range []rollout.State{rollout.ErrApplied, rollout.NotReady, rollout.WaitApplied, rollout.OutOfSync, rollout.Pending, rollout.Modified} {
+		if c[s] > 0 {
+			return string(s)
+		}
+	}
+	return string(rollout.Ready)
+}
+
+func firstWarning(ws []string, contains string) string {
+	for _, w := range ws {
+		if strings.Contains(w, contains) {
+			return w
+		}
+	}
+	return ""
+}
+
+// setWarning keeps a condition present only while it is true.
+func setWarning(st *v1alpha1.BundleStatus, typ string, on bool, reason, msg string, gen int64) {
+	if !on {
+		meta.RemoveStatusCondition(&st.Conditions, typ)
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// convertJSON converts between the API's types and the planner's, which share their JSON.
+func convertJSON(from, to any) error {
+	if from == nil {
+		return nil
+	}
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	if string(data) == "null" {
+		return nil
+	}
+	return json.Unmarshal(data, to)
+}
+
+func appendGroup(gs []rollout.ClusterGroup, g rollout.ClusterGroup) []rollout.ClusterGroup {
+	for _, x := range gs {
+		if x.Name == g.Name {
+			return gs
+		}
+	}
+	return append(gs, g)
+}
