@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -42,7 +43,7 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // rollout controller's decision, not the bundler's.
 type bundler struct {
 	client       client.Client
-	content      *ContentStore
+	content      *contentstore.Store
 	charts       *bundle.ChartFetcher
 	historyLimit int
 	now          func() time.Time

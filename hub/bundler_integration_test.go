@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
 
 // registerCluster creates a Cluster with its BundleDeployment namespace, as registration will.
@@ -82,7 +83,7 @@ func TestBundlerStagesRevisions(t *testing.T) {
 	if bds["dev-1"].Spec.Staged.ContentID == bds["prod-1"].Spec.Staged.ContentID || bds["prod-1"].Spec.Options.TargetNamespace != "web-prod" {
 		t.Errorf("prod's customization (namespace web-prod) must render its own content: %+v %+v", bds["dev-1"].Spec, bds["prod-1"].Spec)
 	}
-	manifest, err := (&ContentStore{Client: c}).Get(ctx, ns, bds["prod-1"].Spec.Staged.ContentID)
+	manifest, err := (&contentstore.Store{Client: c}).Get(ctx, ns, bds["prod-1"].Spec.Staged.ContentID)
 	if err != nil || !strings.Contains(string(manifest), "namespace: web-prod") {
 		t.Fatalf("prod content: %v\n%s", err, manifest)
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -129,7 +130,7 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 			continue // its cluster is gone
 		}
 		bds[name] = bd
-		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Deployment: deploymentOf(bd)}
+		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Deployment: bdstate.Deployment(bd)}
 		for g, gl := range groupsOf(c) {
 			t.Groups = append(t.Groups, g)
 			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
@@ -147,21 +148,6 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 		in.Targets = append(in.Targets, t)
 	}
 	return in, bds, requeue, nil
-}
-
-// deploymentOf reads a BundleDeployment into the planner's terms.
-func deploymentOf(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
-	d := &rollout.Deployment{Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Ready: bd.Status.Ready, Modified: bd.Status.Modified}
-	if bd.Spec.Released != nil {
-		d.Released = bd.Spec.Released.Index
-	}
-	if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == bd.Generation {
-		d.ApplyFailed = true
-	}
-	if bd.Status.AppliedAt != nil {
-		d.AppliedAt = bd.Status.AppliedAt.Time
-	}
-	return d
 }
 
 // release writes spec.released = spec.staged for the clusters the planner released.

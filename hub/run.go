@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
@@ -71,7 +72,7 @@ func Run(ctx context.Context, opts Options) error {
 		webhooks:    map[string]time.Time{},
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
-	b := &bundler{client: mgr.GetClient(), content: &ContentStore{Client: mgr.GetClient()},
+	b := &bundler{client: mgr.GetClient(), content: &contentstore.Store{Client: mgr.GetClient()},
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
 	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {

@@ -1,4 +1,7 @@
-package hub
+// Package contentstore keeps rendered manifests on the hub as Content objects: gzip-compressed,
+// named by content id (so equal renders are stored once), split into chunks when larger than an
+// object may be. The hub writes with Store; agents read with Read, using their own client.
+package contentstore
 
 import (
 	"bytes"
@@ -24,15 +27,15 @@ const contentChunk = 768 << 10
 // maxContent bounds what one content may decompress to.
 const maxContent = 64 << 20
 
-// ContentStore keeps rendered manifests as Content objects: compressed, named by content id,
+// Store keeps rendered manifests as Content objects: compressed, named by content id,
 // written once (an existing id is not written again) and split into chunks when large.
-type ContentStore struct {
+type Store struct {
 	Client client.Client
 }
 
 // Put stores manifests under id in namespace, unless they are stored already. It returns the
 // number of objects written (0 when deduplicated).
-func (s *ContentStore) Put(ctx context.Context, namespace, id string, manifests []byte) (int, error) {
+func (s *Store) Put(ctx context.Context, namespace, id string, manifests []byte) (int, error) {
 	var existing v1alpha1.Content
 	err := s.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: id}, &existing)
 	if err == nil {
@@ -69,12 +72,12 @@ func (s *ContentStore) Put(ctx context.Context, namespace, id string, manifests 
 }
 
 // Get reads and verifies content.
-func (s *ContentStore) Get(ctx context.Context, namespace, id string) ([]byte, error) {
-	return ReadContent(ctx, s.Client, namespace, id)
+func (s *Store) Get(ctx context.Context, namespace, id string) ([]byte, error) {
+	return Read(ctx, s.Client, namespace, id)
 }
 
-// ReadContent reads content with any reader of Content objects (the agent uses its own client).
-func ReadContent(ctx context.Context, c client.Reader, namespace, id string) ([]byte, error) {
+// Read reads content with any reader of Content objects (the agent uses its own client).
+func Read(ctx context.Context, c client.Reader, namespace, id string) ([]byte, error) {
 	var head v1alpha1.Content
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: id}, &head); err != nil {
 		return nil, fmt.Errorf("failed to read content %s: %w", id, err)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
 
 func TestContentStoreLargeAndDeduplicated(t *testing.T) {
@@ -19,7 +20,7 @@ func TestContentStoreLargeAndDeduplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := namespace(t, c)
-	store := &ContentStore{Client: c}
+	store := &contentstore.Store{Client: c}
 	// 5 MiB of manifests that compress poorly (random values), so the content needs chunks.
 	rng := rand.New(rand.NewPCG(1, 2))
 	var buf bytes.Buffer

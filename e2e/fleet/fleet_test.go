@@ -1,0 +1,193 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/manifests"
+)
+
+var (
+	hubCluster *controlplane.Cluster
+	workloads  []*controlplane.Cluster
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
+		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
+			return err
+		}
+		crds, err := manifests.CRDs()
+		if err != nil {
+			return err
+		}
+		if err := controlplane.InstallCRDs(ctx, hubCluster.Config(), crds); err != nil {
+			return err
+		}
+		for i := range 2 {
+			w, err := env.StartCluster(ctx, controlplane.ClusterOptions{Name: fmt.Sprintf("edge-%d", i), Kind: controlplane.Workload})
+			if err != nil {
+				return err
+			}
+			workloads = append(workloads, w)
+		}
+		return nil
+	}))
+}
+
+// fleetEnv is a running hub and one agent per workload cluster, in their own namespace.
+type fleetEnv struct {
+	hub client.Client
+	ns  string
+}
+
+func startFleet(t *testing.T) *fleetEnv {
+	t.Helper()
+	scheme, _ := hub.Scheme()
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}()
+	}
+	run("hub", func(ctx context.Context) error {
+		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: t.TempDir()})
+	})
+	for i, w := range workloads {
+		name := fmt.Sprintf("%s-%s", ns.Name, w.Name)
+		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name}}
+		if err := c.Create(ctx, clusterNS); err != nil {
+			t.Fatal(err)
+		}
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns.Name, Labels: map[string]string{"env": "prod", "index": fmt.Sprint(i)}}}
+		if err := c.Create(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		cl.Status.Namespace = clusterNS.Name
+		if err := c.Status().Update(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		opts := agent.RunOptions{HubConfig: hubCluster.Config(), LocalConfig: w.Config(), Namespace: clusterNS.Name, ClusterName: w.Name, ClusterNamespace: ns.Name,
+			StateNamespace: "flotilla-" + ns.Name, HeartbeatInterval: 5 * time.Second, ResyncInterval: 2 * time.Second}
+		run("agent "+w.Name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
+	}
+	return &fleetEnv{hub: c, ns: ns.Name}
+}
+
+func deploymentAvailable(t *testing.T, w *controlplane.Cluster, ns, name string, image string) bool {
+	t.Helper()
+	d, err := kubernetes.NewForConfigOrDie(w.Config()).AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	if image != "" && d.Spec.Template.Spec.Containers[0].Image != image {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			return d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas
+		}
+	}
+	return false
+}
+
+func webManifest(image string) string {
+	return `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: ` + image + `}]}
+`
+}
+
+// TestFirstDeploymentAndUpdate is e2e scenario 1 (and the happy path of 2): a GitRepo reaches
+// Ready on every cluster, the status says x/x, and a new commit rolls out.
+func TestFirstDeploymentAndUpdate(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml":      "defaultNamespace: shop\nrolloutStrategy: {maxUnavailable: 1}\n",
+		"web/deployment.yaml": webManifest("example.invalid/web:1"),
+	})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	ctx := context.Background()
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}},
+	}}
+	if err := f.hub.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	for _, w := range workloads {
+		if !deploymentAvailable(t, w, "shop", "web", "example.invalid/web:1") {
+			t.Errorf("%s: web is not Available", w.Name)
+		}
+	}
+	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		for _, w := range workloads {
+			if !deploymentAvailable(t, w, "shop", "web", "example.invalid/web:2") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("revision 2 did not become Available everywhere: %v", err)
+	}
+	waitRepo(t, f, "2/2 ready on revision 2", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" && r.Status.Summary.Ready == 2 })
+}
+
+func waitRepo(t *testing.T, f *fleetEnv, what string, cond func(*v1alpha1.GitRepo) bool) {
+	t.Helper()
+	var r v1alpha1.GitRepo
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "shop"}, &r); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cond(&r), nil
+	})
+	if err != nil {
+		var bds v1alpha1.BundleDeploymentList
+		_ = f.hub.List(context.Background(), &bds)
+		t.Fatalf("gitrepo: %s: %v\nstatus: %+v\ndeployments: %+v", what, err, r.Status, bds.Items)
+	}
+}

@@ -1,0 +1,39 @@
+// Package bdstate reads a BundleDeployment in the rollout planner's terms. The hub (to plan and
+// to report) and the agent (to report) both use it, so a cluster's state (ROLLOUT.md §0) is
+// computed the same way everywhere, by rollout.ClusterState.
+package bdstate
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// Deployment converts a BundleDeployment's spec and status.
+func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
+	d := &rollout.Deployment{Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Ready: bd.Status.Ready, Modified: bd.Status.Modified}
+	if bd.Spec.Released != nil {
+		d.Released = bd.Spec.Released.Index
+		if bd.Status.AppliedDeploymentID != bd.Spec.Released.DeploymentID {
+			d.Applied = 0 // a new deployment of the same index (options changed) is not applied yet
+		}
+	}
+	if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); c != nil && c.Status == metav1.ConditionFalse {
+		d.ApplyFailed = true
+	}
+	if bd.Status.AppliedAt != nil {
+		d.AppliedAt = bd.Status.AppliedAt.Time
+	}
+	return d
+}
+
+// State is the cluster's state for the revision released to it (or staged, before a release).
+func State(bd *v1alpha1.BundleDeployment) v1alpha1.ClusterState {
+	rev := bd.Spec.Staged.Index
+	if bd.Spec.Released != nil {
+		rev = bd.Spec.Released.Index
+	}
+	return v1alpha1.ClusterState(rollout.ClusterState(Deployment(bd), rev))
+}
