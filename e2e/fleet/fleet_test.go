@@ -173,7 +173,9 @@ func TestFirstDeploymentAndUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("revision 2 did not become Available everywhere: %v", err)
 	}
-	waitRepo(t, f, "2/2 ready on revision 2", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" && r.Status.Summary.Ready == 2 })
+	waitRepo(t, f, "2/2 ready on revision 2", func(r *v1alpha1.GitRepo) bool {
+		return r.Status.Display.ReadyClusters == "2/2" && r.Status.Summary.Ready == 2
+	})
 }
 
 func waitRepo(t *testing.T, f *fleetEnv, what string, cond func(*v1alpha1.GitRepo) bool) {

@@ -1,0 +1,54 @@
+// Command flotilla-agent runs in a downstream cluster: it applies the cluster's
+// BundleDeployments from the hub and reports their state. It parses flags into
+// agent.RunOptions and calls agent.Run.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/flotilla-dev/flotilla/agent"
+)
+
+// version is set at build time.
+var version = "dev"
+
+func main() {
+	var opts agent.RunOptions
+	var hubKubeconfig string
+	flag.StringVar(&hubKubeconfig, "hub-kubeconfig", "/etc/flotilla/hub/kubeconfig", "kubeconfig with this cluster's credentials on the hub")
+	flag.StringVar(&opts.Namespace, "namespace", "", "the cluster's namespace on the hub (its BundleDeployments)")
+	flag.StringVar(&opts.ClusterName, "cluster-name", "", "the cluster's Cluster object on the hub")
+	flag.StringVar(&opts.ClusterNamespace, "cluster-namespace", "", "the namespace of the Cluster object on the hub")
+	flag.StringVar(&opts.StateNamespace, "state-namespace", "flotilla-system", "local namespace for inventories")
+	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "time between heartbeats")
+	flag.DurationVar(&opts.ResyncInterval, "resync-interval", 30*time.Second, "time between readiness and drift checks")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse() // also reads --kubeconfig (the local cluster), registered by controller-runtime
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	opts.Version = version
+	fail := func(code int, err error) {
+		fmt.Fprintln(os.Stderr, "flotilla-agent:", err)
+		os.Exit(code)
+	}
+	if opts.Namespace == "" || opts.ClusterName == "" || opts.ClusterNamespace == "" {
+		fail(2, fmt.Errorf("--namespace, --cluster-name and --cluster-namespace are required"))
+	}
+	var err error
+	if opts.HubConfig, err = clientcmd.BuildConfigFromFlags("", hubKubeconfig); err != nil {
+		fail(2, fmt.Errorf("hub kubeconfig: %w", err))
+	}
+	if opts.LocalConfig, err = ctrl.GetConfig(); err != nil {
+		fail(2, err)
+	}
+	if err := agent.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+		fail(1, err)
+	}
+}
