@@ -202,6 +202,9 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		}
 	}
 	index := bun.Spec.LatestRevision
+	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
+		return err
+	}
 	for _, c := range clusters {
 		res, ok := targets[c.cluster.Name]
 		if !ok {
@@ -339,6 +342,25 @@ func (b *bundler) stageDeployment(ctx context.Context, bun *v1alpha1.Bundle, c *
 		return b.client.Create(ctx, &bd)
 	case !equality.Semantic.DeepEqual(orig.Spec, bd.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels):
 		return b.client.Patch(ctx, &bd, client.MergeFrom(orig))
+	}
+	return nil
+}
+
+// dropUntargeted deletes the bundle's BundleDeployments on clusters it no longer targets; their
+// agents then remove the workload.
+func (b *bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targets map[string]*bundle.Rendered) error {
+	var bds v1alpha1.BundleDeploymentList
+	if err := b.client.List(ctx, &bds, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
+		return fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err)
+	}
+	for i := range bds.Items {
+		bd := &bds.Items[i]
+		if _, ok := targets[bd.Labels[LabelCluster]]; ok {
+			continue
+		}
+		if err := b.client.Delete(ctx, bd); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to remove %s from %s: %w", bun.Name, bd.Labels[LabelCluster], err)
+		}
 	}
 	return nil
 }

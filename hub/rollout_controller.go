@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -216,25 +217,36 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	if err := r.client.Status().Patch(ctx, bun, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("failed to update bundle status: %w", client.IgnoreNotFound(err))
 	}
-	return r.rollUp(ctx, bun)
+	return nil
 }
 
-// rollUp sums the GitRepo's bundles into its status.
-func (r *rolloutReconciler) rollUp(ctx context.Context, bun *v1alpha1.Bundle) error {
-	name := bun.Labels[LabelGitRepo]
-	if name == "" {
-		return nil
-	}
-	var repo v1alpha1.GitRepo
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: bun.Namespace, Name: name}, &repo); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
+// repoStatusReconciler sums a GitRepo's bundles into its status. It runs on Bundle events, which
+// arrive after the cache holds the new bundle status, so the sum never misses a write.
+type repoStatusReconciler struct {
+	client client.Client
+}
+
+func (r *repoStatusReconciler) setup(mgr ctrl.Manager) error {
+	toRepo := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[LabelGitRepo]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		}
-		return err
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-status").
+		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Bundle{}, toRepo).
+		Complete(r)
+}
+
+func (r *repoStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var repo v1alpha1.GitRepo
+	if err := r.client.Get(ctx, req.NamespacedName, &repo); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var bundles v1alpha1.BundleList
-	if err := r.client.List(ctx, &bundles, client.InNamespace(bun.Namespace), client.MatchingLabels{LabelGitRepo: name}); err != nil {
-		return err
+	if err := r.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
+		return ctrl.Result{}, err
 	}
 	orig := repo.DeepCopy()
 	sum := v1alpha1.StateCounts{}
@@ -260,9 +272,9 @@ func (r *rolloutReconciler) rollUp(ctx context.Context, bun *v1alpha1.Bundle) er
 		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
 	repo.Status.Display.Message = strings.Join(waiting, "; ")
 	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
-		return nil
+		return ctrl.Result{}, nil
 	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFrom(orig)))
+	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFrom(orig)))
 }
 
 func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {

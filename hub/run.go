@@ -70,6 +70,7 @@ func Run(ctx context.Context, opts Options) error {
 		now:         time.Now,
 		schedules:   map[string]gitsource.Schedule{},
 		webhooks:    map[string]time.Time{},
+		rerender:    map[string]bool{},
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
 	b := &bundler{client: mgr.GetClient(), content: &contentstore.Store{Client: mgr.GetClient()},
@@ -77,6 +78,9 @@ func Run(ctx context.Context, opts Options) error {
 	src.onCommit = b.onCommit
 	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
+	}
+	if err := (&repoStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the gitrepo status controller: %w", err)
 	}
 	if err := src.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the gitrepo controller: %w", err)

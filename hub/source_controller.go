@@ -16,8 +16,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
@@ -46,12 +49,32 @@ type sourceReconciler struct {
 	mu        sync.Mutex
 	schedules map[string]gitsource.Schedule
 	webhooks  map[string]time.Time // key → last delivery not yet written
+	// rerender marks GitRepos whose current commit must be rendered again: their spec or
+	// their clusters changed.
+	rerender map[string]bool
 }
 
 func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 	// Only spec changes matter here; the controller's own status writes do not come back.
+	// Clusters joining, leaving or changing labels change what the current commit renders to.
+	reRender := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var repos v1alpha1.GitRepoList
+		if err := r.client.List(ctx, &repos, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(repos.Items))
+		r.mu.Lock()
+		for _, repo := range repos.Items {
+			r.rerender[repo.Namespace+"/"+repo.Name] = true
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&repo)})
+		}
+		r.mu.Unlock()
+		return out
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-source").
 		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Cluster{}, reRender, builder.WithPredicates(clusterMembershipChanged{})).
+		Watches(&v1alpha1.ClusterGroup{}, reRender, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(r)
 }
 
@@ -76,11 +99,15 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	r.mu.Lock()
 	prev, known := r.schedules[key]
 	r.schedules[key] = sched
+	if repo.Generation != repo.Status.ObservedGeneration {
+		r.rerender[key] = true // targets or paths may have changed
+	}
+	again := r.rerender[key]
 	r.mu.Unlock()
 	if !known || prev.Interval != sched.Interval || prev.Cron != sched.Cron || prev.TimeZone != sched.TimeZone {
 		r.poller.Set(key, sched)
-	} else if repo.Generation != repo.Status.ObservedGeneration {
-		r.poller.Trigger(key) // the spec changed (branch, paths …): look again now
+	} else if again {
+		r.poller.Trigger(key) // look again now
 	}
 	return ctrl.Result{}, nil
 }
@@ -110,10 +137,13 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 		ref, err = r.git.Resolve(ctx, src)
 	}
 	held := ""
-	if err == nil && ref.Commit != repo.Status.Commit {
+	r.mu.Lock()
+	again := r.rerender[key]
+	r.mu.Unlock()
+	if err == nil && (ref.Commit != repo.Status.Commit || again) {
 		if allowed, reason := r.releaseAllowed(&repo); !allowed {
 			// A sync window holds the new commit: the deployed one stays, the next poll looks again.
-			held, ref = fmt.Sprintf("new commit %s waits: %s", shortCommit(ref.Commit), reason), gitsource.Ref{Name: ref.Name, Commit: repo.Status.Commit}
+			held, ref = fmt.Sprintf("commit %s waits: %s", shortCommit(ref.Commit), reason), gitsource.Ref{Name: ref.Name, Commit: repo.Status.Commit}
 		} else {
 			var dir string
 			if dir, err = r.git.Checkout(ctx, src, ref.Commit); err == nil && r.onCommit != nil {
@@ -123,6 +153,10 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 	}
 	if err != nil {
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
+	} else if again && held == "" {
+		r.mu.Lock()
+		delete(r.rerender, key)
+		r.mu.Unlock()
 	}
 	return errors.Join(err, r.record(ctx, &repo, ref, err, held))
 }
@@ -271,6 +305,19 @@ func (r *sourceReconciler) notify(s gitsource.Subscriber, _ gitsource.Push) {
 	r.webhooks[s.Key] = r.now()
 	r.mu.Unlock()
 	r.poller.Trigger(s.Key)
+}
+
+// clusterMembershipChanged passes cluster events that change what is rendered where: creation,
+// deletion, labels, spec, and the namespace registration assigns. Heartbeats do not pass.
+type clusterMembershipChanged struct{ predicate.Funcs }
+
+func (clusterMembershipChanged) Update(e event.UpdateEvent) bool {
+	oldC, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+	newC, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return oldC.Generation != newC.Generation || !equality.Semantic.DeepEqual(oldC.Labels, newC.Labels) || oldC.Status.Namespace != newC.Status.Namespace
 }
 
 func splitKey(key string) (ns, name string, ok bool) {

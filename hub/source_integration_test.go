@@ -236,9 +236,10 @@ func TestSyncWindowHoldsNewCommits(t *testing.T) {
 	}
 	second := up.Commit("main", map[string]string{"a.yaml": "a: 2\n"})
 	got = waitFor(t, c, key, "held by the window", func(r *v1alpha1.GitRepo) bool {
-		return meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.RolloutPausedCondition)
+		cond := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RolloutPausedCondition)
+		return cond != nil && strings.Contains(cond.Message, second[:12])
 	})
-	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RolloutPausedCondition); got.Status.Commit != first || !strings.Contains(cond.Message, "new commit "+second[:12]+" waits: deny window") {
+	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RolloutPausedCondition); got.Status.Commit != first || !strings.Contains(cond.Message, "commit "+second[:12]+" waits: deny window") {
 		t.Fatalf("commit %s, condition %+v", got.Status.Commit, cond)
 	}
 	if err := c.Patch(ctx, got, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"syncWindows":null}}`))); err != nil {

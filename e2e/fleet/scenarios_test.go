@@ -1,0 +1,168 @@
+package fleet
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+func createRepo(t *testing.T, f *fleetEnv, url string, selector map[string]string) {
+	t.Helper()
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: url, PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: selector}}}},
+	}}
+	if err := f.hub.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func bundleOf(t *testing.T, f *fleetEnv, name string) *v1alpha1.Bundle {
+	t.Helper()
+	var b v1alpha1.Bundle
+	if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: name}, &b); err != nil {
+		return &v1alpha1.Bundle{}
+	}
+	return &b
+}
+
+// e2e scenario 2: a commit rolls through manual partitions in order with maxUnavailable 0; a
+// revision whose pods never become ready on the first cluster pauses the rollout with a
+// readable reason; a fixing commit resumes it.
+func TestPartitionsPauseOnNeverReadyAndResume(t *testing.T) {
+	fleetYAML := `defaultNamespace: parts
+rolloutStrategy:
+  maxUnavailable: 0
+  maxUnavailablePartitions: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
+  - {name: rest, clusterSelector: {matchLabels: {index: "1"}}}
+`
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+
+	broken := strings.Replace(webManifest("example.invalid/web:2"), "labels: {app: web}}", "labels: {app: web, "+controlplane.NeverReadyLabel+": \"true\"}}", 1)
+	up.Commit("main", map[string]string{"web/deployment.yaml": broken})
+	eventually(t, "the rollout pauses at the canary", 90*time.Second, func() bool {
+		cond := meta.FindStatusCondition(bundleOf(t, f, "shop-web").Status.Conditions, v1alpha1.RolloutPausedCondition)
+		return cond != nil && strings.Contains(cond.Message, "partitions NotReady (canary)")
+	})
+	// The second cluster still runs revision 1.
+	if !deploymentAvailable(t, workloads[1], "parts", "web", "example.invalid/web:1") {
+		t.Errorf("the rest partition received the broken revision")
+	}
+	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
+	eventually(t, "the fix reaches both clusters", 90*time.Second, func() bool {
+		return deploymentAvailable(t, workloads[0], "parts", "web", "example.invalid/web:3") && deploymentAvailable(t, workloads[1], "parts", "web", "example.invalid/web:3")
+	})
+	waitRepo(t, f, "2/2 ready after the fix", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+}
+
+// e2e scenario 5: a commit with a broken fleet.yaml: the GitRepo condition names the file;
+// deployed workloads are unchanged.
+func TestBrokenFleetYAMLKeepsWorkloads(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: broken\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: broken\nhelm: {chart: ../../../etc}\n", "web/deployment.yaml": webManifest("example.invalid/web:2")})
+	waitRepo(t, f, "Rendered=False naming the file", func(r *v1alpha1.GitRepo) bool {
+		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "web/fleet.yaml: helm.chart:")
+	})
+	time.Sleep(2 * time.Second)
+	for _, w := range workloads {
+		if !deploymentAvailable(t, w, "broken", "web", "example.invalid/web:1") {
+			t.Errorf("%s: the deployed workload changed", w.Name)
+		}
+	}
+}
+
+// e2e scenario 7: drift on a downstream object is reported, and undone when correctDrift is on.
+func TestDriftReportedAndCorrected(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: drift\ncorrectDrift: {enabled: true}\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	cs := kubernetes.NewForConfigOrDie(workloads[1].Config())
+	ctx := context.Background()
+	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "drift corrected", 60*time.Second, func() bool {
+		d, err := cs.AppsV1().Deployments("drift").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && *d.Spec.Replicas == 2
+	})
+	// Without correctDrift, drift is reported and left alone.
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: drift\n"})
+	eventually(t, "options without correctDrift deployed", 60*time.Second, func() bool {
+		var bds v1alpha1.BundleDeploymentList
+		_ = f.hub.List(ctx, &bds, client.MatchingLabels{"flotilla.dev/cluster": workloads[1].Name, "flotilla.dev/bundle-namespace": f.ns})
+		return len(bds.Items) == 1 && !bds.Items[0].Spec.Options.CorrectDrift && bds.Items[0].Status.AppliedDeploymentID == bds.Items[0].Spec.Released.DeploymentID
+	})
+	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "drift reported as Modified", 60*time.Second, func() bool {
+		var bds v1alpha1.BundleDeploymentList
+		_ = f.hub.List(ctx, &bds, client.MatchingLabels{"flotilla.dev/cluster": workloads[1].Name, "flotilla.dev/bundle-namespace": f.ns})
+		return len(bds.Items) == 1 && bds.Items[0].Status.State == v1alpha1.StateModified && len(bds.Items[0].Status.ModifiedResources) == 1 &&
+			strings.Contains(bds.Items[0].Status.ModifiedResources[0].Message, "spec.replicas")
+	})
+	if d, _ := cs.AppsV1().Deployments("drift").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 3 {
+		t.Errorf("drift was corrected although correctDrift is off")
+	}
+}
+
+// e2e scenario 9: a cluster removed from the targets loses the workload.
+func TestClusterLeavingTheTargetsIsPruned(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: prune\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	ctx := context.Background()
+	var repo v1alpha1.GitRepo
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "shop"}, &repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.hub.Patch(ctx, &repo, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"targets":[{"clusterSelector":{"matchLabels":{"index":"0"}}}]}}`))); err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(workloads[1].Config())
+	eventually(t, "the workload leaves the untargeted cluster", 60*time.Second, func() bool {
+		_, err := cs.AppsV1().Deployments("prune").Get(ctx, "web", metav1.GetOptions{})
+		return err != nil
+	})
+	if !deploymentAvailable(t, workloads[0], "prune", "web", "") {
+		t.Errorf("the still-targeted cluster lost the workload")
+	}
+}
