@@ -121,18 +121,23 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	orig := bd.DeepCopy()
 	opts := engineOptions(&bd.Spec.Options)
 	var objs []*unstructured.Unstructured
+	var applyErr error
 	rel := bd.Spec.Released
 	if rel != nil && !bd.Spec.Paused {
-		var err error
-		objs, err = d.objects(ctx, bd.Spec.BundleNamespace, rel.ContentID)
-		if err == nil && (rel.DeploymentID != bd.Status.AppliedDeploymentID || bd.Spec.Options.CorrectDrift && bd.Status.Modified) {
-			err = d.apply(ctx, &bd, objs, opts)
+		objs, applyErr = d.objects(ctx, bd.Spec.BundleNamespace, rel.ContentID)
+		if applyErr == nil && (rel.DeploymentID != bd.Status.AppliedDeploymentID || bd.Spec.Options.CorrectDrift && bd.Status.Modified) {
+			applyErr = d.apply(ctx, &bd, objs, opts)
 		}
-		if err != nil {
-			setCondition(&bd, v1alpha1.AppliedCondition, false, "ApplyFailed", err.Error())
+		if applyErr != nil {
+			setCondition(&bd, v1alpha1.AppliedCondition, false, "ApplyFailed", applyErr.Error())
 		}
 	}
 	requeue := d.observe(ctx, &bd, objs, opts)
+	if applyErr != nil {
+		// Retry on our own schedule: the cause (content not readable yet, a webhook down on the
+		// cluster) usually passes, and nothing else would wake us.
+		requeue = min(5*time.Second, d.opts.ResyncInterval)
+	}
 	bd.Status.State = bdstate.State(&bd)
 	bd.Status.ObservedGeneration = bd.Generation
 	if !equality.Semantic.DeepEqual(orig.Status, bd.Status) {

@@ -79,6 +79,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
+	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the cluster access controller: %w", err)
+	}
 	if err := (&repoStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the gitrepo status controller: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,6 +59,9 @@ func TestMain(m *testing.M) {
 type fleetEnv struct {
 	hub client.Client
 	ns  string
+	// agentConfigs are each cluster's agent credentials; clusterNamespaces its hub namespace.
+	agentConfigs      map[string]*rest.Config
+	clusterNamespaces map[string]string
 }
 
 func startFleet(t *testing.T) *fleetEnv {
@@ -86,6 +90,7 @@ func startFleet(t *testing.T) *fleetEnv {
 	run("hub", func(ctx context.Context) error {
 		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: t.TempDir()})
 	})
+	f := &fleetEnv{hub: c, ns: ns.Name, agentConfigs: map[string]*rest.Config{}, clusterNamespaces: map[string]string{}}
 	for i, w := range workloads {
 		name := fmt.Sprintf("%s-%s", ns.Name, w.Name)
 		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name}}
@@ -100,11 +105,30 @@ func startFleet(t *testing.T) *fleetEnv {
 		if err := c.Status().Update(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
-		opts := agent.RunOptions{HubConfig: hubCluster.Config(), LocalConfig: w.Config(), Namespace: clusterNS.Name, ClusterName: w.Name, ClusterNamespace: ns.Name,
+		agentCfg := agentConfig(t, clusterNS.Name)
+		f.agentConfigs[w.Name] = agentCfg
+		f.clusterNamespaces[w.Name] = clusterNS.Name
+		opts := agent.RunOptions{HubConfig: agentCfg, LocalConfig: w.Config(), Namespace: clusterNS.Name, ClusterName: w.Name, ClusterNamespace: ns.Name,
 			StateNamespace: "flotilla-" + ns.Name, HeartbeatInterval: 5 * time.Second, ResyncInterval: 2 * time.Second}
 		run("agent "+w.Name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
 	}
-	return &fleetEnv{hub: c, ns: ns.Name}
+	return f
+}
+
+// agentConfig waits for the hub to create the agent's identity in its namespace and returns
+// hub credentials with that identity alone, as registration hands them to the agent.
+func agentConfig(t *testing.T, clusterNS string) *rest.Config {
+	t.Helper()
+	var cfg *rest.Config
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		cfg, err = hub.AgentConfig(ctx, hubCluster.Config(), clusterNS, time.Hour)
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no agent credentials for %s: %v", clusterNS, err)
+	}
+	return cfg
 }
 
 func deploymentAvailable(t *testing.T, w *controlplane.Cluster, ns, name string, image string) bool {

@@ -1,0 +1,196 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// AgentServiceAccount is the identity of a cluster's agent, in the cluster's namespace.
+const AgentServiceAccount = "flotilla-agent"
+
+// accessReconciler gives each registered cluster's agent exactly what it needs on the hub:
+// read its own BundleDeployments and write their status (in the cluster's namespace), read the
+// Content those deployments reference (by name), and read and heartbeat its own Cluster. Nothing
+// else: not other clusters' namespaces, not Secrets, not other Content.
+type accessReconciler struct {
+	client client.Client
+}
+
+func (r *accessReconciler) setup(mgr ctrl.Manager) error {
+	byClusterLabel := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[LabelCluster]
+		if name == "" {
+			return nil
+		}
+		var clusters v1alpha1.ClusterList
+		if err := r.client.List(ctx, &clusters); err != nil {
+			return nil
+		}
+		for _, c := range clusters.Items {
+			if c.Name == name && c.Status.Namespace == o.GetNamespace() {
+				return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(&c)}}
+			}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("cluster-access").
+		For(&v1alpha1.Cluster{}).
+		Watches(&v1alpha1.BundleDeployment{}, byClusterLabel).
+		Complete(r)
+}
+
+func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var c v1alpha1.Cluster
+	if err := r.client.Get(ctx, req.NamespacedName, &c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ns := c.Status.Namespace
+	if ns == "" {
+		return ctrl.Result{}, nil
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: ns}}
+	if err := r.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to create service account: %w", err)
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: ns}}
+	// In the cluster's namespace: its BundleDeployments.
+	if err := r.ensureRole(ctx, ns, "flotilla-agent", []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}},
+	}, subject); err != nil {
+		return ctrl.Result{}, err
+	}
+	// In the Cluster's namespace: its own Cluster, for heartbeats.
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, ResourceNames: []string{c.Name}, Verbs: []string{"get"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, ResourceNames: []string{c.Name}, Verbs: []string{"get", "update", "patch"}},
+	}
+	// Content referenced by its deployments, by name, per bundle namespace.
+	contents, err := r.referencedContent(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	roleName := "flotilla-agent-" + c.Name
+	for bundleNS, names := range contents {
+		nsRules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}}
+		if bundleNS == c.Namespace {
+			nsRules = append(nsRules, rules...)
+		}
+		if err := r.ensureRole(ctx, bundleNS, roleName, nsRules, subject); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if _, ok := contents[c.Namespace]; !ok {
+		if err := r.ensureRole(ctx, c.Namespace, roleName, rules, subject); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
+// staged and released revisions of the namespace's BundleDeployments reference.
+func (r *accessReconciler) referencedContent(ctx context.Context, ns string) (map[string][]string, error) {
+	var bds v1alpha1.BundleDeploymentList
+	if err := r.client.List(ctx, &bds, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("failed to list deployments: %w", err)
+	}
+	sets := map[string]map[string]bool{}
+	add := func(bundleNS, id string) error {
+		if sets[bundleNS] == nil {
+			sets[bundleNS] = map[string]bool{}
+		}
+		if sets[bundleNS][id] {
+			return nil
+		}
+		sets[bundleNS][id] = true
+		var head v1alpha1.Content
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: id}, &head); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		for i := 1; i < int(head.Chunks); i++ {
+			sets[bundleNS][fmt.Sprintf("%s-%d", id, i)] = true
+		}
+		return nil
+	}
+	for _, bd := range bds.Items {
+		if err := add(bd.Spec.BundleNamespace, bd.Spec.Staged.ContentID); err != nil {
+			return nil, err
+		}
+		if bd.Spec.Released != nil {
+			if err := add(bd.Spec.BundleNamespace, bd.Spec.Released.ContentID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := map[string][]string{}
+	for bundleNS, set := range sets {
+		for id := range set {
+			out[bundleNS] = append(out[bundleNS], id)
+		}
+		sort.Strings(out[bundleNS])
+	}
+	return out, nil
+}
+
+// ensureRole creates or updates a Role and its RoleBinding, writing only what changed.
+func (r *accessReconciler) ensureRole(ctx context.Context, ns, name string, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
+	var role rbacv1.Role
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &role)
+	switch {
+	case apierrors.IsNotFound(err):
+		role = rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
+		if err := r.client.Create(ctx, &role); err != nil {
+			return fmt.Errorf("failed to create role %s/%s: %w", ns, name, err)
+		}
+	case err != nil:
+		return err
+	case !equality.Semantic.DeepEqual(role.Rules, rules):
+		role.Rules = rules
+		if err := r.client.Update(ctx, &role); err != nil {
+			return fmt.Errorf("failed to update role %s/%s: %w", ns, name, err)
+		}
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+	if err := r.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to bind role %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// AgentConfig issues a token for a cluster's agent and returns a client config for the hub
+// with it: what registration hands to the agent.
+func AgentConfig(ctx context.Context, hub *rest.Config, clusterNamespace string, ttl time.Duration) (*rest.Config, error) {
+	cs, err := kubernetes.NewForConfig(hub)
+	if err != nil {
+		return nil, err
+	}
+	seconds := int64(ttl.Seconds())
+	tr, err := cs.CoreV1().ServiceAccounts(clusterNamespace).CreateToken(ctx, AgentServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to issue the agent's token: %w", err)
+	}
+	cfg := rest.AnonymousClientConfig(hub)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, nil
+}
