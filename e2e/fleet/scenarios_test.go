@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
 func createRepo(t *testing.T, f *fleetEnv, url string, selector map[string]string) {
@@ -73,6 +74,17 @@ rolloutStrategy:
 	// The second cluster still runs revision 1.
 	if !deploymentAvailable(t, workloads[1], "parts", "web", "example.invalid/web:1") {
 		t.Errorf("the rest partition received the broken revision")
+	}
+	// flotilla status shows where the rollout stands and why it waits.
+	var out strings.Builder
+	if err := report.Write(context.Background(), &out, f.hub, f.ns, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][]string{{"Bundle shop-web", "revision 2"}, {"waiting:", "partitions NotReady (canary)"}, {"Partition canary", "NotReady"},
+		{workloads[0].Name, "NotReady", "not ready"}, {workloads[1].Name, "OutOfSync"}} {
+		if !lineWith(out.String(), want...) {
+			t.Errorf("status lacks a line with %q:\n%s", want, out.String())
+		}
 	}
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
 	eventually(t, "the fix reaches both clusters", 90*time.Second, func() bool {
@@ -165,4 +177,18 @@ func TestClusterLeavingTheTargetsIsPruned(t *testing.T) {
 	if !deploymentAvailable(t, workloads[0], "prune", "web", "") {
 		t.Errorf("the still-targeted cluster lost the workload")
 	}
+}
+
+// lineWith reports whether one line of text contains every part.
+func lineWith(text string, parts ...string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

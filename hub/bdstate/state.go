@@ -29,11 +29,8 @@ func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
 	return d
 }
 
-// State is the cluster's state for the revision released to it (or staged, before a release).
+// State is the cluster's state for the revision the bundle rolls out, the staged one: a cluster
+// still holding an older release is OutOfSync (§0).
 func State(bd *v1alpha1.BundleDeployment) v1alpha1.ClusterState {
-	rev := bd.Spec.Staged.Index
-	if bd.Spec.Released != nil {
-		rev = bd.Spec.Released.Index
-	}
-	return v1alpha1.ClusterState(rollout.ClusterState(Deployment(bd), rev))
+	return v1alpha1.ClusterState(rollout.ClusterState(Deployment(bd), bd.Spec.Staged.Index))
 }

@@ -1,0 +1,108 @@
+// Package report renders the status of GitRepos for people: GitRepos → bundles → partitions →
+// clusters, with each cluster's state (computed by the one state function) and the reason for
+// every wait. The CLI's status command prints it; tests read it.
+package report
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+)
+
+// Write prints GitRepos → bundles → partitions → clusters with their states, from the
+// status the hub wrote and the same state function the hub uses.
+func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var repos v1alpha1.GitRepoList
+	if err := c.List(ctx, &repos, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("failed to list gitrepos: %w", err)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, repo := range repos.Items {
+		if name != "" && repo.Name != name {
+			continue
+		}
+		fmt.Fprintf(w, "GitRepo %s/%s  %s  commit %s  %s %s\n", repo.Namespace, repo.Name, repo.Spec.Repo, short(repo.Status.Commit, 12), bar(repo.Status.Summary), repo.Status.Display.ReadyClusters)
+		for _, cond := range repo.Status.Conditions {
+			if cond.Status != "True" && cond.Type != v1alpha1.ReadyCondition || cond.Type == v1alpha1.RolloutPausedCondition {
+				fmt.Fprintf(w, "  ! %s: %s\n", cond.Type, cond.Message)
+			}
+		}
+		var bundles v1alpha1.BundleList
+		if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{hub.LabelGitRepo: repo.Name}); err != nil {
+			return err
+		}
+		for _, b := range bundles.Items {
+			fmt.Fprintf(w, "  Bundle %s (%s)  revision %d  %s %s  %s\n", b.Name, b.Spec.Path, b.Status.ReleasingRevision, bar(b.Status.Summary), b.Status.Display.ReadyClusters, b.Status.Display.State)
+			if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
+				fmt.Fprintf(w, "    waiting: %s\n", cond.Message)
+			}
+			for _, typ := range []string{v1alpha1.UnpartitionedClustersCondition, v1alpha1.UnsafeDefaultsCondition} {
+				if cond := meta.FindStatusCondition(b.Status.Conditions, typ); cond != nil {
+					fmt.Fprintf(w, "    warning: %s\n", cond.Message)
+				}
+			}
+			for _, p := range b.Status.Partitions {
+				state := "Ready"
+				if !p.Ready {
+					state = "NotReady"
+				}
+				fmt.Fprintf(w, "    Partition %s\t%d clusters\t%d unavailable (max %d)\t%s\n", p.Name, p.Count, p.Unavailable, p.MaxUnavailable, state)
+			}
+			var bds v1alpha1.BundleDeploymentList
+			if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundle: b.Name, hub.LabelBundleNamespace: b.Namespace}); err != nil {
+				return err
+			}
+			sort.Slice(bds.Items, func(i, j int) bool {
+				return bds.Items[i].Labels[hub.LabelCluster] < bds.Items[j].Labels[hub.LabelCluster]
+			})
+			fmt.Fprintln(w, "    CLUSTER\tSTATE\tSTAGED\tRELEASED\tAPPLIED\tDETAIL")
+			for _, bd := range bds.Items {
+				released := "-"
+				if bd.Spec.Released != nil {
+					released = fmt.Sprint(bd.Spec.Released.Index)
+				}
+				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", bd.Labels[hub.LabelCluster], bdstate.State(&bd), bd.Spec.Staged.Index, released, bd.Status.AppliedRevision, detail(&bd))
+			}
+		}
+	}
+	return w.Flush()
+}
+
+// detail says what is wrong with a deployment, if anything.
+func detail(bd *v1alpha1.BundleDeployment) string {
+	for _, t := range []string{v1alpha1.AppliedCondition, v1alpha1.ReadyCondition, v1alpha1.InSyncCondition} {
+		if c := meta.FindStatusCondition(bd.Status.Conditions, t); c != nil && c.Status == "False" {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// bar is a 20-character progress bar of ready clusters.
+func bar(s v1alpha1.StateCounts) string {
+	if s.DesiredReady == 0 {
+		return "[" + strings.Repeat(" ", 20) + "]"
+	}
+	done := int((s.Ready + s.Modified) * 20 / s.DesiredReady)
+	return "[" + strings.Repeat("#", done) + strings.Repeat(".", 20-done) + "]"
+}
+
+func short(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
