@@ -55,13 +55,20 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// fleetEnv is a running hub and one agent per workload cluster, in their own namespace.
+// fleetEnv is a running hub and one agent per workload cluster, in their own namespace. Each
+// component can be stopped and started again.
 type fleetEnv struct {
+	t   *testing.T
 	hub client.Client
 	ns  string
 	// agentConfigs are each cluster's agent credentials; clusterNamespaces its hub namespace.
 	agentConfigs      map[string]*rest.Config
 	clusterNamespaces map[string]string
+	hubCache          string
+
+	mu      sync.Mutex
+	stops   map[string]func() // running components by name
+	running sync.WaitGroup
 }
 
 func startFleet(t *testing.T) *fleetEnv {
@@ -71,33 +78,28 @@ func startFleet(t *testing.T) *fleetEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-"}}
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	run := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}()
-	}
-	run("hub", func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: t.TempDir()})
+	f := &fleetEnv{t: t, hub: c, ns: ns.Name, agentConfigs: map[string]*rest.Config{}, clusterNamespaces: map[string]string{}, hubCache: t.TempDir(), stops: map[string]func(){}}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		for _, stop := range f.stops {
+			stop()
+		}
+		f.mu.Unlock()
+		f.running.Wait()
 	})
-	f := &fleetEnv{hub: c, ns: ns.Name, agentConfigs: map[string]*rest.Config{}, clusterNamespaces: map[string]string{}}
+	f.startHub()
 	for i, w := range workloads {
-		name := fmt.Sprintf("%s-%s", ns.Name, w.Name)
-		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name}}
+		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + ns.Name + "-" + w.Name}}
 		if err := c.Create(ctx, clusterNS); err != nil {
 			t.Fatal(err)
 		}
-		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns.Name, Labels: map[string]string{"env": "prod", "index": fmt.Sprint(i)}}}
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns.Name, Labels: map[string]string{"env": "prod", "index": fmt.Sprint(i)}},
+			Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}}
 		if err := c.Create(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
@@ -105,14 +107,51 @@ func startFleet(t *testing.T) *fleetEnv {
 		if err := c.Status().Update(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
-		agentCfg := agentConfig(t, clusterNS.Name)
-		f.agentConfigs[w.Name] = agentCfg
+		f.agentConfigs[w.Name] = agentConfig(t, clusterNS.Name)
 		f.clusterNamespaces[w.Name] = clusterNS.Name
-		opts := agent.RunOptions{HubConfig: agentCfg, LocalConfig: w.Config(), Namespace: clusterNS.Name, ClusterName: w.Name, ClusterNamespace: ns.Name,
-			StateNamespace: "flotilla-" + ns.Name, HeartbeatInterval: 5 * time.Second, ResyncInterval: 2 * time.Second}
-		run("agent "+w.Name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
+		f.startAgent(w)
 	}
 	return f
+}
+
+// start runs a component until stop(name) or the end of the test.
+func (f *fleetEnv) start(name string, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	f.running.Add(1)
+	go func() {
+		defer f.running.Done()
+		defer close(done)
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			f.t.Errorf("%s: %v", name, err)
+		}
+	}()
+	f.mu.Lock()
+	f.stops[name] = func() { cancel(); <-done }
+	f.mu.Unlock()
+}
+
+// stop stops a running component and waits for it.
+func (f *fleetEnv) stop(name string) {
+	f.mu.Lock()
+	stop := f.stops[name]
+	delete(f.stops, name)
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (f *fleetEnv) startHub() {
+	f.start("hub", func(ctx context.Context) error {
+		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache})
+	})
+}
+
+func (f *fleetEnv) startAgent(w *controlplane.Cluster) {
+	opts := agent.RunOptions{HubConfig: f.agentConfigs[w.Name], LocalConfig: w.Config(), Namespace: f.clusterNamespaces[w.Name], ClusterName: w.Name,
+		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second}
+	f.start("agent "+w.Name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
 }
 
 // agentConfig waits for the hub to create the agent's identity in its namespace and returns

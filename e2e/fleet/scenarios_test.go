@@ -128,7 +128,7 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "drift corrected", 60*time.Second, func() bool {
+	eventually(t, "drift corrected", 120*time.Second, func() bool {
 		d, err := cs.AppsV1().Deployments("drift").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && *d.Spec.Replicas == 2
 	})
@@ -142,7 +142,7 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "drift reported as Modified", 60*time.Second, func() bool {
+	eventually(t, "drift reported as Modified", 120*time.Second, func() bool {
 		var bds v1alpha1.BundleDeploymentList
 		_ = f.hub.List(ctx, &bds, client.MatchingLabels{"flotilla.dev/cluster": workloads[1].Name, "flotilla.dev/bundle-namespace": f.ns})
 		return len(bds.Items) == 1 && bds.Items[0].Status.State == v1alpha1.StateModified && len(bds.Items[0].Status.ModifiedResources) == 1 &&

@@ -1,0 +1,99 @@
+package fleet
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+const canaryFirst = `defaultNamespace: %s
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
+  - {name: rest, clusterSelector: {matchLabels: {index: "1"}}}
+`
+
+func deploymentOn(t *testing.T, f *fleetEnv, cluster string) v1alpha1.BundleDeployment {
+	t.Helper()
+	var bds v1alpha1.BundleDeploymentList
+	if err := f.hub.List(context.Background(), &bds, client.MatchingLabels{hub.LabelCluster: cluster, hub.LabelBundleNamespace: f.ns}); err != nil || len(bds.Items) != 1 {
+		return v1alpha1.BundleDeployment{}
+	}
+	return bds.Items[0]
+}
+
+func released(bd v1alpha1.BundleDeployment) int64 {
+	if bd.Spec.Released == nil {
+		return 0
+	}
+	return bd.Spec.Released.Index
+}
+
+// e2e scenario 4: an agent stopped for a while is counted unavailable (R1.11) and holds the
+// rollout; when it returns it catches up and the rollout completes.
+func TestStoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": strings.Replace(canaryFirst, "%s", "offline", 1), "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+
+	canary := workloads[0]
+	f.stop("agent " + canary.Name)
+	time.Sleep(7 * time.Second) // past the canary's 6 s heartbeat deadline: it is offline now
+	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
+	eventually(t, "the offline canary holds the rollout", 60*time.Second, func() bool {
+		cond := meta.FindStatusCondition(bundleOf(t, f, "shop-web").Status.Conditions, v1alpha1.RolloutPausedCondition)
+		return cond != nil && strings.Contains(cond.Message, "partition canary: 1 clusters unavailable")
+	})
+	if r := released(deploymentOn(t, f, workloads[1].Name)); r != 1 {
+		t.Errorf("the rest partition got revision %d while the canary was offline", r)
+	}
+	f.startAgent(canary)
+	eventually(t, "both clusters catch up", 90*time.Second, func() bool {
+		return deploymentAvailable(t, workloads[0], "offline", "web", "example.invalid/web:2") && deploymentAvailable(t, workloads[1], "offline", "web", "example.invalid/web:2")
+	})
+}
+
+// e2e scenario 8: the hub killed mid-rollout and restarted: the rollout continues from where it
+// was; no cluster is released out of order or skipped.
+func TestHubRestartMidRollout(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": strings.Replace(canaryFirst, "%s", "restart", 1), "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+
+	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
+	eventually(t, "the canary gets revision 2", 60*time.Second, func() bool { return released(deploymentOn(t, f, workloads[0].Name)) == 2 })
+	f.stop("hub")
+	restBefore := deploymentOn(t, f, workloads[1].Name)
+	time.Sleep(3 * time.Second) // the canary becomes ready while the hub is down
+	if bd := deploymentOn(t, f, workloads[1].Name); released(bd) != released(restBefore) {
+		t.Fatalf("the rest partition was released while the hub was down")
+	}
+	f.startHub()
+	eventually(t, "the rollout continues after the restart", 90*time.Second, func() bool {
+		return deploymentAvailable(t, workloads[0], "restart", "web", "example.invalid/web:2") && deploymentAvailable(t, workloads[1], "restart", "web", "example.invalid/web:2")
+	})
+	waitRepo(t, f, "2/2 ready after the restart", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	// Revision 2 was released to each cluster once: its generation moved by exactly two steps
+	// per cluster since revision 1 (staged, then released).
+	for _, w := range workloads {
+		bd := deploymentOn(t, f, w.Name)
+		if bd.Spec.Staged.Index != 2 || released(bd) != 2 {
+			t.Errorf("%s: staged %d, released %d", w.Name, bd.Spec.Staged.Index, released(bd))
+		}
+	}
+}
