@@ -19,15 +19,23 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 
 	"golang.org/x/crypto/ssh"
 )
 
+// T is what the servers need of their user: testing.TB has it all; the quickstart passes its own.
+type T interface {
+	Helper()
+	TempDir() string
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
 // Upstream is a bare repository with a work tree to commit from, driven by the git CLI (test
 // tooling only: the product speaks git through go-git).
 type Upstream struct {
-	t testing.TB
+	t T
 	// Bare is the bare repository, <root>/repo.git.
 	Bare string
 	// Work is a clone to commit from.
@@ -35,7 +43,7 @@ type Upstream struct {
 }
 
 // New creates an empty repository whose default branch is main.
-func New(t testing.TB) *Upstream {
+func New(t T) *Upstream {
 	t.Helper()
 	root := t.TempDir()
 	u := &Upstream{t: t, Bare: filepath.Join(root, "repo.git"), Work: filepath.Join(root, "work")}
@@ -126,7 +134,7 @@ func (u *Upstream) ServeHTTPS() (*httptest.Server, []byte) {
 	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
 
-func gitHTTPBackend(t testing.TB) string {
+func gitHTTPBackend(t T) string {
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		t.Fatalf("git --exec-path: %v (install git: apt-get install git)", err)

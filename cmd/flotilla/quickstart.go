@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/report"
+	"github.com/flotilla-dev/flotilla/manifests"
+)
+
+//go:embed all:example
+var example embed.FS
+
+type quickstartOptions struct {
+	once     bool
+	clusters int
+	dir      string
+	timeout  time.Duration
+}
+
+func newQuickstartCommand() *cobra.Command {
+	o := &quickstartOptions{}
+	cmd := &cobra.Command{
+		Use:   "quickstart",
+		Short: "Run a hub, workload clusters, agents and a git repository on this machine and watch a rollout",
+		Long: `quickstart builds (the first time, with progress) and starts a local hub cluster and workload
+clusters, runs the hub and one agent per cluster, serves an example git repository (a Helm chart
+rolled out canary first, and a Kustomize overlay) over local HTTP, creates a GitRepo and shows the
+rollout live. It then commits a change and shows it rolling partition by partition. It leaves a
+kubeconfig of the hub so you can use kubectl; Ctrl-C tears everything down.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) },
+	}
+	cmd.Flags().BoolVar(&o.once, "once", false, "run the demo without a terminal: print progress as lines and exit when both rollouts completed")
+	cmd.Flags().IntVar(&o.clusters, "clusters", 3, "number of workload clusters")
+	cmd.Flags().StringVar(&o.dir, "dir", "flotilla-quickstart", "directory for the hub kubeconfig and logs")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up when a rollout takes longer (with --once)")
+	return cmd
+}
+
+// demoT lets the git test server run in the quickstart: failures end the demo with an error.
+type demoT struct {
+	dir      string
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+type demoFailure struct{ err error }
+
+func (d *demoT) Helper() {}
+func (d *demoT) TempDir() string {
+	dir, err := os.MkdirTemp(d.dir, "git-")
+	if err != nil {
+		panic(demoFailure{err})
+	}
+	return dir
+}
+func (d *demoT) Fatalf(format string, args ...any) { panic(demoFailure{fmt.Errorf(format, args...)}) }
+func (d *demoT) Fatal(args ...any)                 { panic(demoFailure{errors.New(fmt.Sprint(args...))}) }
+func (d *demoT) Cleanup(f func()) {
+	d.mu.Lock()
+	d.cleanups = append(d.cleanups, f)
+	d.mu.Unlock()
+}
+func (d *demoT) close() {
+	for i := len(d.cleanups) - 1; i >= 0; i-- {
+		d.cleanups[i]()
+	}
+}
+
+func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	ctrl.SetLogger(logr.Discard())
+	say := func(format string, args ...any) { fmt.Fprintf(out, "quickstart: "+format+"\n", args...) }
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(o.dir)
+	t := &demoT{dir: abs}
+	defer t.close()
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(demoFailure)
+			if !ok {
+				panic(r)
+			}
+			err = f.err
+		}
+	}()
+
+	say("starting the control planes (the first run builds Kubernetes, etcd and kwok: several minutes)")
+	env, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(abs, "clusters"), Progress: out})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	hubCluster, err := env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub"})
+	if err != nil {
+		return err
+	}
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	if err := controlplane.InstallCRDs(ctx, hubCluster.Config(), crds); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(abs, "hub.kubeconfig")
+	if data, err := os.ReadFile(hubCluster.KubeconfigPath); err == nil {
+		_ = os.WriteFile(kubeconfig, data, 0o600)
+	}
+	say("hub cluster ready: export KUBECONFIG=%s; kubectl get gitrepos,bundles,clusters -A", kubeconfig)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	background := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil && runCtx.Err() == nil {
+				say("%s stopped: %v", name, err)
+			}
+		}()
+	}
+	background("hub", func(ctx context.Context) error {
+		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: filepath.Join(abs, "hub-cache")})
+	})
+	scheme, _ := hub.Scheme()
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	const ns = "fleet-default"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	regions := []string{"eu", "us", "ap"}
+	for i := range o.clusters {
+		name := fmt.Sprintf("edge-%d", i+1)
+		w, err := env.StartCluster(ctx, controlplane.ClusterOptions{Name: name, Kind: controlplane.Workload})
+		if err != nil {
+			return err
+		}
+		ring := "main"
+		if i == 0 {
+			ring = "canary"
+		}
+		agentCfg, clusterNS, err := register(ctx, c, hubCluster.Config(), ns, name, map[string]string{"ring": ring, "region": regions[i%len(regions)]})
+		if err != nil {
+			return err
+		}
+		opts := agent.RunOptions{HubConfig: agentCfg, LocalConfig: w.Config(), Namespace: clusterNS, ClusterName: name, ClusterNamespace: ns,
+			HeartbeatInterval: 5 * time.Second, ResyncInterval: 3 * time.Second, Version: "quickstart"}
+		background("agent "+name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
+		say("workload cluster %s (ring %s) registered, agent running", name, ring)
+	}
+
+	up := gitserver.New(t)
+	files := map[string]string{}
+	if err := fs.WalkDir(example, "example", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := example.ReadFile(p)
+		files[strings.TrimPrefix(p, "example/")] = string(data)
+		return err
+	}); err != nil {
+		return err
+	}
+	up.Commit("main", files)
+	srv := up.ServeHTTP("", "")
+	say("example repository served at %s/repo.git", srv.URL)
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		return err
+	}
+	want := fmt.Sprintf("%d/%d", 2*o.clusters, 2*o.clusters)
+	if err := o.follow(ctx, out, c, ns, "first deployment", "", want); err != nil {
+		return err
+	}
+	say("committing a new image tag: watch it go to the canary first, then the rest")
+	changed := strings.Replace(files["web/fleet.yaml"], `tag: "1.0"`, `tag: "1.1"`, 1)
+	commit := up.Commit("main", map[string]string{"web/fleet.yaml": changed})
+	if err := o.follow(ctx, out, c, ns, "update", commit, want); err != nil {
+		return err
+	}
+	if o.once {
+		say("both rollouts completed")
+		return nil
+	}
+	say("done; the fleet keeps running. Ctrl-C tears everything down.")
+	<-ctx.Done()
+	return nil
+}
+
+// register does what cluster registration does: the Cluster, its namespace, and credentials
+// that reach only what its agent needs.
+func register(ctx context.Context, c client.Client, hubCfg *rest.Config, ns, name string, labels map[string]string) (*rest.Config, string, error) {
+	clusterNS := "cluster-" + ns + "-" + name
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
+		return nil, "", err
+	}
+	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
+	if err := c.Create(ctx, cl); err != nil {
+		return nil, "", err
+	}
+	cl.Status.Namespace = clusterNS
+	if err := c.Status().Update(ctx, cl); err != nil {
+		return nil, "", err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cfg, err := hub.AgentConfig(ctx, hubCfg, clusterNS, 24*time.Hour)
+		if err == nil {
+			return cfg, clusterNS, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, "", err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// follow shows the rollout until the GitRepo is on commit (any, when empty) and want clusters
+// are ready: a live view in a terminal, progress lines with --once.
+func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.Client, ns, what, commit, want string) error {
+	deadline := time.Now().Add(o.timeout)
+	last := ""
+	for {
+		var repo v1alpha1.GitRepo
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "example"}, &repo); err != nil && client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		var view strings.Builder
+		if err := report.Write(ctx, &view, c, ns, "example"); err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s: %s ready, %s", what, repo.Status.Display.ReadyClusters, repo.Status.Display.Message)
+		switch {
+		case o.once && line != last:
+			fmt.Fprintf(out, "quickstart: %s\n", line)
+			last = line
+		case !o.once:
+			fmt.Fprint(out, "\033[H\033[2J"+view.String())
+		}
+		settled, err := allApplied(ctx, c, ns)
+		if err != nil {
+			return err
+		}
+		if settled && repo.Status.Display.ReadyClusters == want && (commit == "" || repo.Status.Commit == commit) {
+			if o.once {
+				fmt.Fprint(out, view.String())
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not complete within %s:\n%s", what, o.timeout, view.String())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// allApplied reports whether every BundleDeployment of the namespace's bundles runs its staged
+// revision and is Ready.
+func allApplied(ctx context.Context, c client.Client, ns string) (bool, error) {
+	var bds v1alpha1.BundleDeploymentList
+	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
+		return false, err
+	}
+	for _, bd := range bds.Items {
+		if bd.Status.AppliedRevision != bd.Spec.Staged.Index || bd.Status.State != v1alpha1.StateReady {
+			return false, nil
+		}
+	}
+	return len(bds.Items) > 0, nil
+}
