@@ -123,9 +123,15 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	var objs []*unstructured.Unstructured
 	var applyErr error
 	rel := bd.Spec.Released
+	waiting := false
 	if rel != nil && !bd.Spec.Paused {
 		objs, applyErr = d.objects(ctx, bd.Spec.BundleNamespace, rel.ContentID)
-		if applyErr == nil && (rel.DeploymentID != bd.Status.AppliedDeploymentID || bd.Spec.Options.CorrectDrift && bd.Status.Modified) {
+		switch {
+		case apierrors.IsForbidden(applyErr) || apierrors.IsNotFound(applyErr):
+			// The hub grants access to new content right after releasing it: wait, this is
+			// not a failed apply.
+			waiting, applyErr = true, nil
+		case applyErr == nil && (rel.DeploymentID != bd.Status.AppliedDeploymentID || bd.Spec.Options.CorrectDrift && bd.Status.Modified):
 			applyErr = d.apply(ctx, &bd, objs, opts)
 		}
 		if applyErr != nil {
@@ -133,6 +139,9 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 	}
 	requeue := d.observe(ctx, &bd, objs, opts)
+	if waiting {
+		requeue = time.Second
+	}
 	if applyErr != nil {
 		// Retry on our own schedule: the cause (content not readable yet, a webhook down on the
 		// cluster) usually passes, and nothing else would wake us.

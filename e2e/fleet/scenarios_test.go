@@ -76,16 +76,21 @@ rolloutStrategy:
 		t.Errorf("the rest partition received the broken revision")
 	}
 	// flotilla status shows where the rollout stands and why it waits.
+	wants := [][]string{{"Bundle shop-web", "revision 2"}, {"waiting:", "partitions NotReady (canary)"}, {"Partition canary", "NotReady"},
+		{workloads[0].Name, "NotReady", "not ready"}, {workloads[1].Name, "OutOfSync"}}
 	var out strings.Builder
-	if err := report.Write(context.Background(), &out, f.hub, f.ns, "shop"); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range [][]string{{"Bundle shop-web", "revision 2"}, {"waiting:", "partitions NotReady (canary)"}, {"Partition canary", "NotReady"},
-		{workloads[0].Name, "NotReady", "not ready"}, {workloads[1].Name, "OutOfSync"}} {
-		if !lineWith(out.String(), want...) {
-			t.Errorf("status lacks a line with %q:\n%s", want, out.String())
+	eventually(t, "flotilla status explains the pause", 60*time.Second, func() bool {
+		out.Reset()
+		if err := report.Write(context.Background(), &out, f.hub, f.ns, "shop"); err != nil {
+			return false
 		}
-	}
+		for _, want := range wants {
+			if !lineWith(out.String(), want...) {
+				return false
+			}
+		}
+		return true
+	})
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
 	eventually(t, "the fix reaches both clusters", 90*time.Second, func() bool {
 		return deploymentAvailable(t, workloads[0], "parts", "web", "example.invalid/web:3") && deploymentAvailable(t, workloads[1], "parts", "web", "example.invalid/web:3")
