@@ -67,8 +67,11 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
-		return ctrl.Result{}, nil // released by staged runs and sequences
+	if bun.Spec.StagedUpdate != nil {
+		return ctrl.Result{}, autoRuns(ctx, r.client, &bun) // staged runs release
+	}
+	if bun.Spec.Sequence != nil {
+		return ctrl.Result{}, nil // released by the sequence controller
 	}
 	in, bds, requeue, err := r.gather(ctx, &bun)
 	if err != nil {

@@ -79,6 +79,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
+	if err := (&runReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the staged run controller: %w", err)
+	}
 	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster access controller: %w", err)
 	}

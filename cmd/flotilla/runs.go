@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/operate"
+)
+
+type hubFlags struct {
+	kubeconfig, namespace string
+}
+
+func (h *hubFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&h.kubeconfig, "kubeconfig", "", "kubeconfig of the hub (default: $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "fleet-default", "namespace of the run")
+}
+
+func (h *hubFlags) client() (client.Client, error) { return hubClient(h.kubeconfig) }
+
+// asInput turns operate's input errors into exit code 2.
+func asInput(err error) error {
+	var in *operate.ErrInput
+	if errors.As(err, &in) {
+		return &inputError{err: err}
+	}
+	return err
+}
+
+func newApproveCommand() *cobra.Command {
+	h := &hubFlags{}
+	var stage, group, comment string
+	var after bool
+	cmd := &cobra.Command{
+		Use:   "approve RUN --stage STAGE [--group GROUP] [--after]",
+		Short: "Approve a gate of a staged update run (records who and when)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := h.client()
+			if err != nil {
+				return err
+			}
+			name, already, err := operate.Approve(cmd.Context(), c, h.namespace, args[0], stage, group, after, whoAmI(), comment)
+			if err != nil {
+				return asInput(err)
+			}
+			if already {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s was already approved\n", name)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "approved %s\n", name)
+			}
+			return nil
+		},
+	}
+	h.add(cmd)
+	cmd.Flags().StringVar(&stage, "stage", "", "stage of the gate (required)")
+	cmd.Flags().StringVar(&group, "group", "", "group of the gate, for group gates")
+	cmd.Flags().BoolVar(&after, "after", false, "the gate after the stage (default: before)")
+	cmd.Flags().StringVar(&comment, "comment", "", "why")
+	_ = cmd.MarkFlagRequired("stage")
+	return cmd
+}
+
+func newRunCommand() *cobra.Command {
+	root := &cobra.Command{Use: "run", Short: "Start, stop or resume a staged update run"}
+	for _, verb := range []struct {
+		use   string
+		state v1alpha1.RunAction
+	}{{"start", v1alpha1.RunRun}, {"stop", v1alpha1.RunStop}, {"resume", v1alpha1.RunRun}} {
+		h := &hubFlags{}
+		cmd := &cobra.Command{
+			Use:  verb.use + " RUN",
+			Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := h.client()
+				if err != nil {
+					return err
+				}
+				if err := operate.SetRunState(cmd.Context(), c, h.namespace, args[0], verb.state); err != nil {
+					return asInput(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "run %s: %s\n", args[0], verb.state)
+				return nil
+			},
+		}
+		h.add(cmd)
+		root.AddCommand(cmd)
+	}
+	return root
+}
+
+func newSkipCommand() *cobra.Command {
+	h := &hubFlags{}
+	var skip v1alpha1.RunSkip
+	cmd := &cobra.Command{
+		Use:   "skip RUN --stage STAGE [--group G] [--cluster C | --gate Before|After]",
+		Short: "Skip a stage, group, cluster or gate of a staged update run",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := h.client()
+			if err != nil {
+				return err
+			}
+			if err := operate.Skip(cmd.Context(), c, h.namespace, args[0], skip); err != nil {
+				return asInput(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: skipping %+v\n", args[0], skip)
+			return nil
+		},
+	}
+	h.add(cmd)
+	cmd.Flags().StringVar(&skip.Stage, "stage", "", "stage (required)")
+	cmd.Flags().StringVar(&skip.Group, "group", "", "group")
+	cmd.Flags().StringVar(&skip.Cluster, "cluster", "", "cluster")
+	cmd.Flags().StringVar(&skip.Gate, "gate", "", "gate: Before or After")
+	_ = cmd.MarkFlagRequired("stage")
+	return cmd
+}
+
+func whoAmI() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "flotilla-cli"
+}

@@ -1,0 +1,290 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// Annotations and labels of staged runs.
+const (
+	// AnnotationSupersededBy names the newer run that replaces an automatic run (R3.14).
+	AnnotationSupersededBy = "flotilla.dev/superseded-by"
+	// LabelAutoRun marks runs the hub created for a new revision.
+	LabelAutoRun = "flotilla.dev/auto-run"
+)
+
+// runReconciler drives StagedUpdateRuns with rollout.Step: it gathers the run, its frozen
+// strategy, the bundle's deployments and the approvals, lets Step decide, and writes the
+// releases, the approval requests and the run's status.
+type runReconciler struct {
+	client client.Client
+	now    func() time.Time
+}
+
+func (r *runReconciler) setup(mgr ctrl.Manager) error {
+	byRunName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ar, ok := o.(*v1alpha1.ApprovalRequest)
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ar.Namespace, Name: ar.Spec.Run}}}
+	})
+	byBundle := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		var runs v1alpha1.StagedUpdateRunList
+		if err := r.client.List(ctx, &runs, client.InNamespace(l[LabelBundleNamespace])); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, run := range runs.Items {
+			if run.Spec.Bundle == l[LabelBundle] {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&run)})
+			}
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("staged-run").
+		For(&v1alpha1.StagedUpdateRun{}).
+		Watches(&v1alpha1.ApprovalRequest{}, byRunName).
+		Watches(&v1alpha1.BundleDeployment{}, byBundle).
+		Complete(r)
+}
+
+func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var run v1alpha1.StagedUpdateRun
+	if err := r.client.Get(ctx, req.NamespacedName, &run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var bun v1alpha1.Bundle
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}, &bun); err != nil {
+		return ctrl.Result{}, r.fail(ctx, &run, fmt.Sprintf("bundle %s: %v", run.Spec.Bundle, err))
+	}
+	in, err := r.gather(ctx, &run, &bun)
+	if err != nil {
+		return ctrl.Result{}, r.fail(ctx, &run, err.Error())
+	}
+	fleet, bds, err := r.fleet(ctx, &bun)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	approved, err := r.approvals(ctx, &run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.now()
+	res := rollout.Step(in, fleet, approved, now)
+	for _, name := range res.Release {
+		bd := bds[name]
+		if bd == nil || bd.Spec.Staged.Index != res.Status.RevisionIndex {
+			continue // only the staged revision can be released: its content is what is stored
+		}
+		if bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged {
+			continue
+		}
+		orig := bd.DeepCopy()
+		staged := bd.Spec.Staged
+		bd.Spec.Released = &staged
+		if err := r.client.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to release %s to %s: %w", bun.Name, name, err)
+		}
+	}
+	for _, gate := range res.Approvals {
+		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
+			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate}}
+		if err := controllerutil.SetControllerReference(&run, ar, r.client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.client.Create(ctx, ar); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("failed to create approval request %s: %w", gate.Name, err)
+		}
+	}
+	if err := r.report(ctx, &run, res.Status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !res.WakeAt.IsZero() {
+		return ctrl.Result{RequeueAfter: res.WakeAt.Sub(now)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// gather reads the run and its strategy in the planner's terms. The strategy object is read
+// only until the run has frozen its own copy.
+func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRun, bun *v1alpha1.Bundle) (*rollout.Run, error) {
+	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), SupersededBy: run.Annotations[AnnotationSupersededBy]}
+	if err := convertJSON(run.Status, &in.Status); err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	if err := convertJSON(run.Spec.Skips, &in.Skips); err != nil {
+		return nil, fmt.Errorf("skips: %w", err)
+	}
+	in.Revision = bun.Spec.LatestRevision
+	if run.Spec.RevisionIndex != nil {
+		in.Revision = *run.Spec.RevisionIndex
+	}
+	if in.Status.Strategy == nil {
+		var strategy v1alpha1.StagedUpdateStrategy
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Strategy}, &strategy); err != nil {
+			return nil, fmt.Errorf("strategy %s: %w", run.Spec.Strategy, err)
+		}
+		if err := convertJSON(strategy.Spec, &in.Strategy); err != nil {
+			return nil, fmt.Errorf("strategy %s: %w", run.Spec.Strategy, err)
+		}
+	}
+	return in, nil
+}
+
+// fleet reads the bundle's deployments and their clusters, windows included.
+func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.RunCluster, map[string]*v1alpha1.BundleDeployment, error) {
+	var list v1alpha1.BundleDeploymentList
+	if err := r.client.List(ctx, &list, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
+		return nil, nil, err
+	}
+	var clusters v1alpha1.ClusterList
+	if err := r.client.List(ctx, &clusters, client.InNamespace(bun.Namespace)); err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]*v1alpha1.Cluster{}
+	for i := range clusters.Items {
+		byName[clusters.Items[i].Name] = &clusters.Items[i]
+	}
+	bds := map[string]*v1alpha1.BundleDeployment{}
+	var fleet []rollout.RunCluster
+	for i := range list.Items {
+		bd := &list.Items[i]
+		c := byName[bd.Labels[LabelCluster]]
+		if c == nil {
+			continue
+		}
+		bds[c.Name] = bd
+		avail := &rollout.Availability{}
+		if w := c.Spec.MaintenanceWindow; w != nil {
+			avail.Window = &rollout.Window{Schedule: w.Schedule, Duration: rollout.Duration(w.Duration.Duration), TimeZone: w.TimeZone}
+		}
+		for _, x := range c.Spec.Exclusions {
+			avail.Exclusions = append(avail.Exclusions, rollout.TimeRange{Name: x.Name, Start: x.Start.Time, End: x.End.Time})
+		}
+		if err := avail.Compile(); err != nil {
+			avail = &rollout.Availability{} // the API server validated it; a window that still fails does not block
+		}
+		fleet = append(fleet, rollout.RunCluster{Name: c.Name, Labels: c.Labels, Deployment: bdstate.Deployment(bd), Availability: avail})
+	}
+	return fleet, bds, nil
+}
+
+func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdateRun) (map[string]bool, error) {
+	var list v1alpha1.ApprovalRequestList
+	if err := r.client.List(ctx, &list, client.InNamespace(run.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, ar := range list.Items {
+		if ar.Spec.Run == run.Name && ar.Status.Approval != nil {
+			out[ar.Name] = true
+		}
+	}
+	return out, nil
+}
+
+// report writes the run's status when it changed, with Ready/Reconciling/Stalled.
+func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRun, st rollout.RunStatus) error {
+	orig := run.DeepCopy()
+	var status v1alpha1.StagedUpdateRunStatus
+	if err := convertJSON(st, &status); err != nil {
+		return fmt.Errorf("failed to convert run status: %w", err)
+	}
+	status.ObservedGeneration, status.Conditions = run.Generation, orig.Status.Conditions
+	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: string(st.State), Message: st.Message, ObservedGeneration: run.Generation}
+	switch st.State {
+	case rollout.RunCompleted:
+		ready.Status = metav1.ConditionTrue
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ReconcilingCondition)
+	case rollout.RunFailed:
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ReconcilingCondition)
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.FailedReason, Message: st.Message, ObservedGeneration: run.Generation})
+	default:
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProgressingReason, Message: st.Message, ObservedGeneration: run.Generation})
+	}
+	if ready.Reason == "" {
+		ready.Reason = v1alpha1.ProgressingReason
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	if st.SupersededBy != "" {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.SupersededCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.NewerRevisionReason, Message: "superseded by run " + st.SupersededBy, ObservedGeneration: run.Generation})
+	}
+	run.Status = status
+	if equality.Semantic.DeepEqual(orig.Status, run.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, run, client.MergeFrom(orig)))
+}
+
+func (r *runReconciler) fail(ctx context.Context, run *v1alpha1.StagedUpdateRun, msg string) error {
+	return r.report(ctx, run, rollout.RunStatus{State: rollout.RunFailed, Message: msg})
+}
+
+// autoRuns applies R3.14 for a bundle whose staged rollout starts runs by itself.
+func autoRuns(ctx context.Context, c client.Client, bun *v1alpha1.Bundle) error {
+	ref := bun.Spec.StagedUpdate
+	if ref == nil || !ref.AutoRun || bun.Spec.LatestRevision == 0 {
+		return nil
+	}
+	var list v1alpha1.StagedUpdateRunList
+	if err := c.List(ctx, &list, client.InNamespace(bun.Namespace)); err != nil {
+		return err
+	}
+	var runs []rollout.RunRef
+	byName := map[string]*v1alpha1.StagedUpdateRun{}
+	for i := range list.Items {
+		run := &list.Items[i]
+		if run.Spec.Bundle != bun.Name {
+			continue
+		}
+		rev := run.Status.RevisionIndex
+		if run.Spec.RevisionIndex != nil {
+			rev = *run.Spec.RevisionIndex
+		}
+		runs = append(runs, rollout.RunRef{Name: run.Name, Revision: rev, Auto: run.Labels[LabelAutoRun] == "true", State: rollout.RunState(run.Status.State)})
+		byName[run.Name] = run
+	}
+	d := rollout.PlanAutoRuns(bun.Name, bun.Spec.LatestRevision, runs)
+	newest := rollout.AutoRunName(bun.Name, bun.Spec.LatestRevision)
+	if d.Create != "" {
+		rev := bun.Spec.LatestRevision
+		run := &v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Name: d.Create, Namespace: bun.Namespace, Labels: map[string]string{LabelAutoRun: "true"}},
+			Spec: v1alpha1.StagedUpdateRunSpec{Bundle: bun.Name, Strategy: ref.Strategy, RevisionIndex: &rev, State: v1alpha1.RunRun}}
+		if err := c.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to start run %s: %w", d.Create, err)
+		}
+	}
+	for _, name := range d.Supersede {
+		run := byName[name]
+		if run == nil || run.Annotations[AnnotationSupersededBy] == newest {
+			continue
+		}
+		orig := run.DeepCopy()
+		if run.Annotations == nil {
+			run.Annotations = map[string]string{}
+		}
+		run.Annotations[AnnotationSupersededBy] = newest
+		if err := c.Patch(ctx, run, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("failed to supersede run %s: %w", name, err)
+		}
+	}
+	return nil
+}
