@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -194,3 +195,5 @@ func AgentConfig(ctx context.Context, hub *rest.Config, clusterNamespace string,
 	cfg.BearerToken = tr.Status.Token
 	return cfg, nil
 }
+
+func setCondition(conds *[]metav1.Condition, c metav1.Condition) { meta.SetStatusCondition(conds, c) }

@@ -9,6 +9,11 @@ import (
 type Options struct {
 	// Config reaches the hub cluster's API server.
 	Config *rest.Config
+	// Server is the hub API address agents use, written into registration secrets; default
+	// Config.Host.
+	Server string
+	// CACert is the hub API's CA (PEM) for agents; default Config's CA data.
+	CACert []byte
 	// CacheDir holds git checkouts and chart archives.
 	CacheDir string
 	// WebhookAddr is where git webhooks are received (e.g. ":8080"); empty disables them.

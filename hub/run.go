@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,6 +79,23 @@ func Run(ctx context.Context, opts Options) error {
 	src.onCommit = b.onCommit
 	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return err
+	}
+	server, ca := opts.Server, opts.CACert
+	if server == "" {
+		server = opts.Config.Host
+	}
+	if len(ca) == 0 {
+		ca = opts.Config.CAData
+	}
+	if err := (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca, now: time.Now}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the registration token controller: %w", err)
+	}
+	if err := (&registrationReconciler{client: mgr.GetClient(), kube: kube}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the registration controller: %w", err)
 	}
 	if err := (&runReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the staged run controller: %w", err)

@@ -13,7 +13,6 @@ import (
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.size`
 // +kubebuilder:printcolumn:name="Chunks",type=integer,JSONPath=`.chunks`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.data) || self.data == oldSelf.data",message="content is immutable"
 type Content struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -154,7 +154,7 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			[]string{"spec.selector", "Required value"}},
 		{"registration token ttl", gv + "kind: ClusterRegistrationToken\nmetadata: {name: a}\nspec: {ttl: 10s}",
 			[]string{"spec.ttl", "at least 1m"}},
-		{"registration without client id", gv + "kind: ClusterRegistration\nmetadata: {name: a}\nspec: {clusterName: x}",
+		{"registration without client id", gv + "kind: ClusterRegistration\nmetadata: {name: a}\nspec: {clusterName: x, publicKey: YQ==}",
 			[]string{"spec.clientID", "Required value"}},
 		{"R3.1 strategy without stages", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: []}",
 			[]string{"spec.stages", "at least 1 items"}},

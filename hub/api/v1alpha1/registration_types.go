@@ -66,6 +66,9 @@ type ClusterRegistrationSpec struct {
 	// ClusterLabels are the labels the agent asks for.
 	// +optional
 	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+	// PublicKey is the agent's X25519 public key (32 bytes): the hub seals the cluster's
+	// credentials to it, so no one else who can read registrations can use them.
+	PublicKey []byte `json:"publicKey"`
 }
 
 // ClusterRegistrationStatus says whether the registration was granted.
@@ -76,6 +79,15 @@ type ClusterRegistrationStatus struct {
 	// Granted is true once the cluster's credentials exist.
 	// +optional
 	Granted bool `json:"granted,omitempty"`
+	// Namespace is the cluster's namespace on the hub (its BundleDeployments).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// ClusterNamespace is where the Cluster object lives.
+	// +optional
+	ClusterNamespace string `json:"clusterNamespace,omitempty"`
+	// Credentials is the agent's hub token, sealed to spec.publicKey (NaCl anonymous box).
+	// +optional
+	Credentials []byte `json:"credentials,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
