@@ -67,10 +67,6 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if ns == "" {
 		return ctrl.Result{}, nil
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: ns}}
-	if err := r.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ctrl.Result{}, fmt.Errorf("failed to create service account: %w", err)
-	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: ns}}
 	// In the cluster's namespace: its BundleDeployments.
 	if err := r.ensureRole(ctx, ns, "flotilla-agent", []rbacv1.PolicyRule{
@@ -152,15 +148,31 @@ func (r *accessReconciler) referencedContent(ctx context.Context, ns string) (ma
 	return out, nil
 }
 
-// ensureRole creates or updates a Role and its RoleBinding, writing only what changed.
+// ensureRole creates or updates a Role, writing only what changed. A new Role gets its
+// RoleBinding and, for service-account subjects, the ServiceAccount: those never change, so they
+// are written once, not on every reconcile.
 func (r *accessReconciler) ensureRole(ctx context.Context, ns, name string, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
 	var role rbacv1.Role
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &role)
 	switch {
 	case apierrors.IsNotFound(err):
+		for _, s := range subjects {
+			if s.Kind != rbacv1.ServiceAccountKind {
+				continue
+			}
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
+			if err := r.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("failed to create service account %s/%s: %w", s.Namespace, s.Name, err)
+			}
+		}
 		role = rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
-		if err := r.client.Create(ctx, &role); err != nil {
+		if err := r.client.Create(ctx, &role); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create role %s/%s: %w", ns, name, err)
+		}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+		if err := r.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to bind role %s/%s: %w", ns, name, err)
 		}
 	case err != nil:
 		return err
@@ -169,11 +181,6 @@ func (r *accessReconciler) ensureRole(ctx context.Context, ns, name string, rule
 		if err := r.client.Update(ctx, &role); err != nil {
 			return fmt.Errorf("failed to update role %s/%s: %w", ns, name, err)
 		}
-	}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subjects,
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
-	if err := r.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("failed to bind role %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

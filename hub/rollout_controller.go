@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,6 +34,11 @@ const DefaultHeartbeatDeadline = 2 * time.Minute
 type rolloutReconciler struct {
 	client client.Client
 	now    func() time.Time
+
+	// released remembers the deployment ids written to spec.released until the cache shows
+	// them, so a reconcile on a stale cache does not write the same release again.
+	mu       sync.Mutex
+	released map[types.UID]string
 }
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
@@ -156,9 +162,19 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 
 // release writes spec.released = spec.staged for the clusters the planner released.
 func (r *rolloutReconciler) release(ctx context.Context, bds map[string]*v1alpha1.BundleDeployment, d *rollout.Decision) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released == nil {
+		r.released = map[types.UID]string{}
+	}
+	for _, bd := range bds {
+		if bd.Spec.Released != nil && r.released[bd.UID] == bd.Spec.Released.DeploymentID {
+			delete(r.released, bd.UID) // the cache caught up
+		}
+	}
 	for _, name := range d.Release {
 		bd := bds[name]
-		if bd == nil {
+		if bd == nil || r.released[bd.UID] == bd.Spec.Staged.DeploymentID {
 			continue
 		}
 		orig := bd.DeepCopy()
@@ -168,6 +184,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bds map[string]*v1alpha
 		if err := r.client.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
 			return fmt.Errorf("failed to release %s to %s: %w", bd.Spec.Bundle, name, err)
 		}
+		r.released[bd.UID] = staged.DeploymentID
 	}
 	for _, name := range d.Remove {
 		if bd := bds[name]; bd != nil {
