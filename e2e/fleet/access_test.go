@@ -10,19 +10,13 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // e2e scenario 6: an agent's credentials reach its own BundleDeployments and nothing of another
 // cluster, nor any Secret.
 func TestAgentCredentialsAreScoped(t *testing.T) {
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: scoped\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
-	waitRepo(t, f, "2/2 ready with scoped agent credentials", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	_, f := deployWeb(t, "defaultNamespace: scoped\n")
 
 	me, other := workloads[0].Name, workloads[1].Name
 	dyn := dynamic.NewForConfigOrDie(f.agentConfigs[me])

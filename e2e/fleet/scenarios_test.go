@@ -58,12 +58,7 @@ rolloutStrategy:
   - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
   - {name: rest, clusterSelector: {matchLabels: {index: "1"}}}
 `
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": webManifest("example.invalid/web:1")})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
-	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	up, f := deployWeb(t, fleetYAML)
 
 	broken := strings.Replace(webManifest("example.invalid/web:2"), "labels: {app: web}}", "labels: {app: web, "+controlplane.NeverReadyLabel+": \"true\"}}", 1)
 	up.Commit("main", map[string]string{"web/deployment.yaml": broken})
@@ -101,12 +96,7 @@ rolloutStrategy:
 // e2e scenario 5: a commit with a broken fleet.yaml: the GitRepo condition names the file;
 // deployed workloads are unchanged.
 func TestBrokenFleetYAMLKeepsWorkloads(t *testing.T) {
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: broken\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
-	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	up, f := deployWeb(t, "defaultNamespace: broken\n")
 	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: broken\nhelm: {chart: ../../../etc}\n", "web/deployment.yaml": webManifest("example.invalid/web:2")})
 	waitRepo(t, f, "Rendered=False naming the file", func(r *v1alpha1.GitRepo) bool {
 		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
@@ -122,12 +112,7 @@ func TestBrokenFleetYAMLKeepsWorkloads(t *testing.T) {
 
 // e2e scenario 7: drift on a downstream object is reported, and undone when correctDrift is on.
 func TestDriftReportedAndCorrected(t *testing.T) {
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: drift\ncorrectDrift: {enabled: true}\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
-	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	up, f := deployWeb(t, "defaultNamespace: drift\ncorrectDrift: {enabled: true}\n")
 	cs := kubernetes.NewForConfigOrDie(workloads[1].Config())
 	ctx := context.Background()
 	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
@@ -160,12 +145,7 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 
 // e2e scenario 9: a cluster removed from the targets loses the workload.
 func TestClusterLeavingTheTargetsIsPruned(t *testing.T) {
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: prune\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
-	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	_, f := deployWeb(t, "defaultNamespace: prune\n")
 	ctx := context.Background()
 	var repo v1alpha1.GitRepo
 	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "shop"}, &repo); err != nil {
@@ -196,4 +176,17 @@ func lineWith(text string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// deployWeb serves a repository with web/fleet.yaml and a web Deployment (image tag 1), starts a
+// fleet, creates a GitRepo targeting every cluster and waits until both run it.
+func deployWeb(t *testing.T, fleetYAML string) (*gitserver.Upstream, *fleetEnv) {
+	t.Helper()
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	return up, f
 }

@@ -132,7 +132,10 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); _ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4}) }()
+	go func() {
+		defer wg.Done()
+		_ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4})
+	}()
 	go func() { defer wg.Done(); simulateAgents(ctx, b, c) }()
 	defer wg.Wait()
 	defer cancel()
@@ -185,38 +188,45 @@ func writeFloor(b *testing.B, c client.Client, n int) time.Duration {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bd-%d", i), Namespace: ns.Name},
-					Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: "n", Staged: v1alpha1.RevisionRef{Index: 1, ContentID: "c", DeploymentID: "d"}}}
-				if err := c.Create(ctx, bd); err != nil {
-					b.Error(err)
-					continue
-				}
-				orig := bd.DeepCopy()
-				bd.Status.Ready, bd.Status.AppliedRevision = true, 1
-				if err := c.Status().Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	parallel(n, func(i int) {
+		bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bd-%d", i), Namespace: ns.Name},
+			Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: "n", Staged: v1alpha1.RevisionRef{Index: 1, ContentID: "c", DeploymentID: "d"}}}
+		if err := c.Create(ctx, bd); err != nil {
+			b.Error(err)
+			return
+		}
+		orig := bd.DeepCopy()
+		bd.Status.Ready, bd.Status.AppliedRevision = true, 1
+		if err := c.Status().Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+			b.Error(err)
+		}
+	})
 	return time.Since(start)
 }
 
 // register creates n Clusters with their namespaces, as registration would.
 func register(b *testing.B, c client.Client, ns string, n int) {
 	ctx := context.Background()
+	parallel(n, func(i int) {
+		name := fmt.Sprintf("c%04d", i)
+		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}}
+		if err := c.Create(ctx, clusterNS); err != nil {
+			b.Error(err)
+		}
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		if err := c.Create(ctx, cl); err != nil {
+			b.Error(err)
+			return
+		}
+		cl.Status.Namespace = clusterNS.Name
+		if err := c.Status().Update(ctx, cl); err != nil {
+			b.Error(err)
+		}
+	})
+}
+
+// parallel runs f for 0..n-1 on 8 workers, the hub's client concurrency.
+func parallel(n int, f func(i int)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -224,20 +234,7 @@ func register(b *testing.B, c client.Client, ns string, n int) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				name := fmt.Sprintf("c%04d", i)
-				clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}}
-				if err := c.Create(ctx, clusterNS); err != nil {
-					b.Error(err)
-				}
-				cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-				if err := c.Create(ctx, cl); err != nil {
-					b.Error(err)
-					continue
-				}
-				cl.Status.Namespace = clusterNS.Name
-				if err := c.Status().Update(ctx, cl); err != nil {
-					b.Error(err)
-				}
+				f(i)
 			}
 		}()
 	}
