@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -35,27 +37,67 @@ type accessReconciler struct {
 	client client.Client
 }
 
+// accessCoalesce is how long a BundleDeployment change waits before its cluster's Roles are
+// recomputed. Staging a commit touches every bundle of a cluster in a burst; one Role write
+// for the burst instead of one per bundle is what keeps the API server's load per revision flat.
+// Agents retry unreadable content every second, so the delay costs at most that.
+const accessCoalesce = 500 * time.Millisecond
+
 func (r *accessReconciler) setup(mgr ctrl.Manager) error {
-	byClusterLabel := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[LabelCluster]
-		if name == "" {
-			return nil
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if req, ok := r.clusterOf(ctx, o); ok {
+			q.AddAfter(req, accessCoalesce)
 		}
-		var clusters v1alpha1.ClusterList
-		if err := r.client.List(ctx, &clusters); err != nil {
-			return nil
-		}
-		for _, c := range clusters.Items {
-			if c.Name == name && c.Status.Namespace == o.GetNamespace() {
-				return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(&c)}}
+	}
+	// Only the content references matter: status writes by agents do not change access.
+	byContentChange := handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if contentRefs(e.ObjectOld) != contentRefs(e.ObjectNew) {
+				enqueue(ctx, e.ObjectNew, q)
 			}
-		}
-		return nil
-	})
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-access").
 		For(&v1alpha1.Cluster{}).
-		Watches(&v1alpha1.BundleDeployment{}, byClusterLabel).
+		Watches(&v1alpha1.BundleDeployment{}, byContentChange).
 		Complete(r)
+}
+
+// contentRefs names the Content a BundleDeployment references, for change detection.
+func contentRefs(o client.Object) string {
+	bd, ok := o.(*v1alpha1.BundleDeployment)
+	if !ok {
+		return ""
+	}
+	refs := bd.Spec.BundleNamespace + "/" + bd.Spec.Staged.ContentID
+	if bd.Spec.Released != nil {
+		refs += "," + bd.Spec.Released.ContentID
+	}
+	return refs
+}
+
+// clusterOf finds the Cluster whose namespace holds a BundleDeployment.
+func (r *accessReconciler) clusterOf(ctx context.Context, o client.Object) (reconcile.Request, bool) {
+	name := o.GetLabels()[LabelCluster]
+	if name == "" {
+		return reconcile.Request{}, false
+	}
+	var clusters v1alpha1.ClusterList
+	if err := r.client.List(ctx, &clusters); err != nil {
+		return reconcile.Request{}, false
+	}
+	for _, c := range clusters.Items {
+		if c.Name == name && c.Status.Namespace == o.GetNamespace() {
+			return reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)}, true
+		}
+	}
+	return reconcile.Request{}, false
 }
 
 func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -149,15 +191,17 @@ func (r *accessReconciler) referencedContent(ctx context.Context, ns string) (ma
 }
 
 // ensureRole creates or updates a Role, writing only what changed. A new Role gets its
-// RoleBinding and, for service-account subjects, the ServiceAccount: those never change, so they
-// are written once, not on every reconcile.
+// RoleBinding and, for service-account subjects of its namespace, the ServiceAccount: those never
+// change, so they are written once, not on every reconcile.
 func (r *accessReconciler) ensureRole(ctx context.Context, ns, name string, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
 	var role rbacv1.Role
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &role)
 	switch {
 	case apierrors.IsNotFound(err):
 		for _, s := range subjects {
-			if s.Kind != rbacv1.ServiceAccountKind {
+			// A service account is created with the Role of its own namespace: the Roles in
+			// bundle namespaces then bind it without a second, failing create.
+			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != ns {
 				continue
 			}
 			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}

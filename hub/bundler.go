@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,9 @@ type bundler struct {
 	now          func() time.Time
 }
 
+// stageWorkers is how many clusters have their deployments staged at once.
+const stageWorkers = 8
+
 func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout, commit string) error {
 	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
 	if err != nil {
@@ -85,15 +89,41 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		all = append(all, r)
 	}
 	// Everything rendered: only now write, so a broken commit changes nothing.
-	for _, r := range all {
+	bundles := make([]*v1alpha1.Bundle, len(all))
+	for i, r := range all {
 		for _, res := range r.targets {
 			if _, err := b.content.Put(ctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
 				return err
 			}
 		}
-		if err := b.stage(ctx, repo, commit, r.src, r.targets, clusters); err != nil {
+		bun, err := b.stage(ctx, repo, commit, r.src, r.targets)
+		if err != nil {
 			return err
 		}
+		bundles[i] = bun
+	}
+	// Cluster by cluster, so that each cluster's deployments change in one burst: its agent's
+	// access is then recomputed once per commit, not once per bundle. Clusters are independent,
+	// so several are staged at once, as many as the client's share of API server concurrency.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(stageWorkers)
+	for _, c := range clusters {
+		g.Go(func() error {
+			for i, r := range all {
+				res, ok := r.targets[c.cluster.Name]
+				if !ok {
+					continue
+				}
+				ref := v1alpha1.RevisionRef{Index: bundles[i].Spec.LatestRevision, ContentID: res.ContentID, DeploymentID: res.DeploymentID}
+				if err := b.stageDeployment(gctx, bundles[i], c.cluster, ref, res); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return b.removeStale(ctx, repo, sources)
 }
@@ -151,14 +181,14 @@ func convertSelector(s *metav1.LabelSelector) *rollout.Selector {
 	return &out
 }
 
-// stage records a new revision on the Bundle when any target's deployment changed, and stages
-// it in each target's BundleDeployment.
-func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, src *bundle.Source, targets map[string]*bundle.Rendered, clusters []targetCluster) error {
+// stage records a new revision on the Bundle when any target's deployment changed and drops
+// the deployments of clusters no longer targeted; the caller stages the revision per cluster.
+func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, src *bundle.Source, targets map[string]*bundle.Rendered) (*v1alpha1.Bundle, error) {
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
 	err := b.client.Get(ctx, key, &bun)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
+		return nil, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
 	orig := bun.DeepCopy()
@@ -172,7 +202,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	bun.Labels[LabelGitRepo] = repo.Name
 	spec, err := bundleSpec(repo, src)
 	if err != nil {
-		return &RenderError{Err: err}
+		return nil, &RenderError{Err: err}
 	}
 	spec.Revisions, spec.LatestRevision, spec.TargetRevision = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision
 	aggregate := aggregateID(targets)
@@ -194,27 +224,17 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	switch {
 	case !exists:
 		if err := b.client.Create(ctx, &bun); err != nil {
-			return fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
+			return nil, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
 		}
 	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels):
 		if err := b.client.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
-			return fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
+			return nil, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
 		}
 	}
-	index := bun.Spec.LatestRevision
 	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
-		return err
+		return nil, err
 	}
-	for _, c := range clusters {
-		res, ok := targets[c.cluster.Name]
-		if !ok {
-			continue
-		}
-		if err := b.stageDeployment(ctx, &bun, c.cluster, v1alpha1.RevisionRef{Index: index, ContentID: res.ContentID, DeploymentID: res.DeploymentID}, res); err != nil {
-			return err
-		}
-	}
-	return nil
+	return &bun, nil
 }
 
 func (b *bundler) limit(repo *v1alpha1.GitRepo) int {

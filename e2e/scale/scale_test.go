@@ -117,6 +117,8 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	}
 	files := map[string]string{}
 	for i := range bundles {
+		// Without a fleet.yaml anywhere the repository root would be one bundle.
+		files[fmt.Sprintf("b%02d/fleet.yaml", i)] = fmt.Sprintf("defaultNamespace: scale-%d\n", i)
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"1\"}\n", i)
 	}
 	up := gitserver.New(b)
