@@ -210,13 +210,17 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 		setCondition(bd, v1alpha1.ReadyCondition, false, "NotReady", fmt.Sprintf("%d of %d resources not ready: %s", len(notReady), len(inv), notReady[0].Message))
 	}
 	if objs != nil && bd.Status.AppliedDeploymentID == bd.Spec.Released.DeploymentID {
-		if drifted, err := d.applier.Drift(ctx, objs, opts); err == nil {
-			bd.Status.Modified, bd.Status.ModifiedResources = len(drifted) > 0, summaries(drifted)
-			if len(drifted) > 0 {
-				setCondition(bd, v1alpha1.InSyncCondition, false, v1alpha1.DriftDetectedReason, fmt.Sprintf("%d resources drifted: %s %s", len(drifted), drifted[0].Object.Kind, drifted[0].Message))
-			} else {
-				setCondition(bd, v1alpha1.InSyncCondition, true, v1alpha1.SucceededReason, "live objects match the bundle")
-			}
+		drifted, err := d.applier.Drift(ctx, objs, opts)
+		if err != nil {
+			// Keep the last known drift; say why it could not be checked now.
+			setCondition(bd, v1alpha1.InSyncCondition, false, "DriftCheckFailed", err.Error())
+			return min(3*time.Second, d.opts.ResyncInterval)
+		}
+		bd.Status.Modified, bd.Status.ModifiedResources = len(drifted) > 0, summaries(drifted)
+		if len(drifted) > 0 {
+			setCondition(bd, v1alpha1.InSyncCondition, false, v1alpha1.DriftDetectedReason, fmt.Sprintf("%d resources drifted: %s %s", len(drifted), drifted[0].Object.Kind, drifted[0].Message))
+		} else {
+			setCondition(bd, v1alpha1.InSyncCondition, true, v1alpha1.SucceededReason, "live objects match the bundle")
 		}
 	}
 	if !bd.Status.Ready || bd.Status.Modified {

@@ -132,9 +132,18 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("drift").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
+	var lastStatus v1alpha1.BundleDeploymentStatus
+	defer func() {
+		if t.Failed() {
+			t.Logf("last status: state %s, modified %v, conditions %+v", lastStatus.State, lastStatus.ModifiedResources, lastStatus.Conditions)
+		}
+	}()
 	eventually(t, "drift reported as Modified", 120*time.Second, func() bool {
 		var bds v1alpha1.BundleDeploymentList
 		_ = f.hub.List(ctx, &bds, client.MatchingLabels{"flotilla.dev/cluster": workloads[1].Name, "flotilla.dev/bundle-namespace": f.ns})
+		if len(bds.Items) == 1 {
+			lastStatus = bds.Items[0].Status
+		}
 		return len(bds.Items) == 1 && bds.Items[0].Status.State == v1alpha1.StateModified && len(bds.Items[0].Status.ModifiedResources) == 1 &&
 			strings.Contains(bds.Items[0].Status.ModifiedResources[0].Message, "spec.replicas")
 	})
