@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,20 +16,15 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
 
-// registerCluster creates a Cluster with its BundleDeployment namespace, as registration will.
+// registerCluster creates a Cluster and admits it, as registration does.
 func registerCluster(t *testing.T, c client.Client, ns, name string, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cluster-" + name + "-"}}
-	if err := c.Create(ctx, clusterNS); err != nil {
-		t.Fatal(err)
-	}
 	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
 	if err := c.Create(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	cl.Status.Namespace = clusterNS.Name
-	if err := c.Status().Update(ctx, cl); err != nil {
+	if err := AdmitCluster(ctx, c, cl); err != nil {
 		t.Fatal(err)
 	}
 }

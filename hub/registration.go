@@ -125,17 +125,10 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	clusterNS := strings.TrimRight(truncate("cluster-"+reg.Namespace+"-"+name, 63), "-")
-	if err := r.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
+	if err := AdmitCluster(ctx, r.client, &existing); err != nil {
 		return ctrl.Result{}, err
 	}
-	if existing.Status.Namespace != clusterNS {
-		orig := existing.DeepCopy()
-		existing.Status.Namespace = clusterNS
-		if err := r.client.Status().Patch(ctx, &existing, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
+	clusterNS := existing.Status.Namespace
 	if err := r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
 		return ctrl.Result{}, err
 	}
@@ -155,6 +148,31 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		Conditions: reg.Status.Conditions}
 	setReady(&reg.Status.Conditions, true, v1alpha1.SucceededReason, "registered as cluster "+name, reg.Generation)
 	return ctrl.Result{}, r.client.Status().Patch(ctx, &reg, client.MergeFrom(orig))
+}
+
+// ClusterNamespace is where the BundleDeployments of a cluster registered in a fleet namespace
+// live.
+func ClusterNamespace(fleetNamespace, cluster string) string {
+	return strings.TrimRight(truncate("cluster-"+fleetNamespace+"-"+cluster, 63), "-")
+}
+
+// AdmitCluster gives a Cluster its BundleDeployment namespace and records it in the Cluster's
+// status: the part of registration that involves no agent. Clusters created directly, by an
+// operator or the quickstart, are admitted with it too.
+func AdmitCluster(ctx context.Context, c client.Client, cl *v1alpha1.Cluster) error {
+	ns := ClusterNamespace(cl.Namespace, cl.Name)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("failed to create namespace %s for cluster %s: %w", ns, cl.Name, err)
+	}
+	if cl.Status.Namespace == ns {
+		return nil
+	}
+	orig := cl.DeepCopy()
+	cl.Status.Namespace = ns
+	if err := c.Status().Patch(ctx, cl, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to record namespace of cluster %s: %w", cl.Name, err)
+	}
+	return nil
 }
 
 func (r *registrationReconciler) refuse(ctx context.Context, reg *v1alpha1.ClusterRegistration, msg string) error {

@@ -228,18 +228,14 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 // register does what cluster registration does: the Cluster, its namespace, and credentials
 // that reach only what its agent needs.
 func register(ctx context.Context, c client.Client, hubCfg *rest.Config, ns, name string, labels map[string]string) (*rest.Config, string, error) {
-	clusterNS := "cluster-" + ns + "-" + name
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
-		return nil, "", err
-	}
 	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
 	if err := c.Create(ctx, cl); err != nil {
 		return nil, "", err
 	}
-	cl.Status.Namespace = clusterNS
-	if err := c.Status().Update(ctx, cl); err != nil {
+	if err := hub.AdmitCluster(ctx, c, cl); err != nil {
 		return nil, "", err
 	}
+	clusterNS := cl.Status.Namespace
 	deadline := time.Now().Add(time.Minute)
 	for {
 		cfg, err := hub.AgentConfig(ctx, hubCfg, clusterNS, 24*time.Hour)

@@ -94,21 +94,16 @@ func startFleet(t *testing.T) *fleetEnv {
 	})
 	f.startHub()
 	for i, w := range workloads {
-		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + ns.Name + "-" + w.Name}}
-		if err := c.Create(ctx, clusterNS); err != nil {
-			t.Fatal(err)
-		}
 		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns.Name, Labels: map[string]string{"env": "prod", "index": fmt.Sprint(i)}},
 			Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}}
 		if err := c.Create(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
-		cl.Status.Namespace = clusterNS.Name
-		if err := c.Status().Update(ctx, cl); err != nil {
+		if err := hub.AdmitCluster(ctx, c, cl); err != nil {
 			t.Fatal(err)
 		}
-		f.agentConfigs[w.Name] = agentConfig(t, clusterNS.Name)
-		f.clusterNamespaces[w.Name] = clusterNS.Name
+		f.agentConfigs[w.Name] = agentConfig(t, cl.Status.Namespace)
+		f.clusterNamespaces[w.Name] = cl.Status.Namespace
 		f.startAgent(w)
 	}
 	return f

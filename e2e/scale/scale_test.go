@@ -206,22 +206,17 @@ func writeFloor(b *testing.B, c client.Client, n int) time.Duration {
 	return time.Since(start)
 }
 
-// register creates n Clusters with their namespaces, as registration would.
+// register creates n Clusters and admits them, as registration does.
 func register(b *testing.B, c client.Client, ns string, n int) {
 	ctx := context.Background()
 	parallel(n, func(i int) {
 		name := fmt.Sprintf("c%04d", i)
-		clusterNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}}
-		if err := c.Create(ctx, clusterNS); err != nil {
-			b.Error(err)
-		}
 		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 		if err := c.Create(ctx, cl); err != nil {
 			b.Error(err)
 			return
 		}
-		cl.Status.Namespace = clusterNS.Name
-		if err := c.Status().Update(ctx, cl); err != nil {
+		if err := hub.AdmitCluster(ctx, c, cl); err != nil {
 			b.Error(err)
 		}
 	})
