@@ -39,7 +39,7 @@ func released(bd v1alpha1.BundleDeployment) int64 {
 
 // e2e scenario 4: an agent stopped for a while is counted unavailable (R1.11) and holds the
 // rollout; when it returns it catches up and the rollout completes.
-func TestStoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
+func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 	up, f := deployWeb(t, strings.Replace(canaryFirst, "%s", "offline", 1))
 
 	canary := workloads[0]

@@ -49,7 +49,7 @@ func bundleOf(t *testing.T, f *fleetEnv, name string) *v1alpha1.Bundle {
 // e2e scenario 2: a commit rolls through manual partitions in order with maxUnavailable 0; a
 // revision whose pods never become ready on the first cluster pauses the rollout with a
 // readable reason; a fixing commit resumes it.
-func TestPartitionsPauseOnNeverReadyAndResume(t *testing.T) {
+func TestR1_6_PartitionsPauseOnNeverReadyAndResume(t *testing.T) {
 	fleetYAML := `defaultNamespace: parts
 rolloutStrategy:
   maxUnavailable: 0
