@@ -44,8 +44,8 @@ type accessReconciler struct {
 const accessCoalesce = 500 * time.Millisecond
 
 func (r *accessReconciler) setup(mgr ctrl.Manager) error {
-	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if req, ok := r.clusterOf(ctx, o); ok {
+	enqueue := func(_ context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if req, ok := clusterOf(o); ok {
 			q.AddAfter(req, accessCoalesce)
 		}
 	}
@@ -82,22 +82,14 @@ func contentRefs(o client.Object) string {
 	return refs
 }
 
-// clusterOf finds the Cluster whose namespace holds a BundleDeployment.
-func (r *accessReconciler) clusterOf(ctx context.Context, o client.Object) (reconcile.Request, bool) {
-	name := o.GetLabels()[LabelCluster]
-	if name == "" {
+// clusterOf names the Cluster a BundleDeployment is staged for: bundles target the Clusters of
+// their own namespace, so the labels the bundler sets are the Cluster's key.
+func clusterOf(o client.Object) (reconcile.Request, bool) {
+	name, ns := o.GetLabels()[LabelCluster], o.GetLabels()[LabelBundleNamespace]
+	if name == "" || ns == "" {
 		return reconcile.Request{}, false
 	}
-	var clusters v1alpha1.ClusterList
-	if err := r.client.List(ctx, &clusters); err != nil {
-		return reconcile.Request{}, false
-	}
-	for _, c := range clusters.Items {
-		if c.Name == name && c.Status.Namespace == o.GetNamespace() {
-			return reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)}, true
-		}
-	}
-	return reconcile.Request{}, false
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
 }
 
 func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

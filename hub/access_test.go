@@ -34,3 +34,15 @@ func TestContentRefsChangeOnlyWithReferences(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterOfReadsTheBundlerLabels(t *testing.T) {
+	bd := &v1alpha1.BundleDeployment{}
+	if _, ok := clusterOf(bd); ok {
+		t.Errorf("an unlabelled deployment maps to a cluster")
+	}
+	bd.Labels = map[string]string{LabelCluster: "edge-1", LabelBundleNamespace: "fleet-default"}
+	req, ok := clusterOf(bd)
+	if !ok || req.Namespace != "fleet-default" || req.Name != "edge-1" {
+		t.Errorf("clusterOf = %v, %v; want fleet-default/edge-1", req, ok)
+	}
+}
