@@ -45,6 +45,7 @@ func (e *RenderError) Unwrap() error { return e.Err }
 type bundler struct {
 	client       client.Client
 	content      *contentstore.Store
+	revisions    *revisionStore
 	charts       *bundle.ChartFetcher
 	historyLimit int
 	now          func() time.Time
@@ -99,6 +100,10 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		bun, err := b.stage(ctx, repo, commit, r.src, r.targets)
 		if err != nil {
 			return err
+		}
+		if bun.Spec.TargetRevision != nil {
+			// Rolled back and nothing new: the rollout controller keeps the pinned revision staged.
+			all[i].targets = nil
 		}
 		bundles[i] = bun
 	}
@@ -212,9 +217,22 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	}
 	if latest == nil || latest.DeploymentID != aggregate {
 		spec.LatestRevision++
+		spec.TargetRevision = nil // a new revision supersedes a rollback
+		recorded := revisionTargets{}
+		for cluster, res := range targets {
+			t := revisionTarget{Ref: v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: res.ContentID, DeploymentID: res.DeploymentID}}
+			if err := convertJSON(res.Options, &t.Options); err != nil {
+				return nil, fmt.Errorf("failed to convert options of %s: %w", src.Name, err)
+			}
+			recorded[cluster] = t
+		}
+		targetsID, err := b.revisions.put(ctx, repo.Namespace, recorded)
+		if err != nil {
+			return nil, err
+		}
 		spec.Revisions = append(spec.Revisions, v1alpha1.BundleRevision{
 			RevisionRef: v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate},
-			Commit:      commit, Created: metav1.Time{Time: b.now().Truncate(time.Second)},
+			Commit:      commit, Created: metav1.Time{Time: b.now().Truncate(time.Second)}, TargetsID: targetsID,
 		})
 		if limit := b.limit(repo); len(spec.Revisions) > limit {
 			spec.Revisions = spec.Revisions[len(spec.Revisions)-limit:]
@@ -337,6 +355,10 @@ func (b *bundler) stageDeployment(ctx context.Context, bun *v1alpha1.Bundle, c *
 	if ns == "" {
 		return nil // not registered yet: nothing to stage into
 	}
+	t := revisionTarget{Ref: staged}
+	if err := convertJSON(res.Options, &t.Options); err != nil {
+		return fmt.Errorf("failed to convert options of %s: %w", bun.Name, err)
+	}
 	var bd v1alpha1.BundleDeployment
 	key := types.NamespacedName{Namespace: ns, Name: DeploymentName(bun.Namespace, bun.Name)}
 	err := b.client.Get(ctx, key, &bd)
@@ -347,21 +369,13 @@ func (b *bundler) stageDeployment(ctx context.Context, bun *v1alpha1.Bundle, c *
 	orig := bd.DeepCopy()
 	bd.Name, bd.Namespace = key.Name, key.Namespace
 	bd.Labels = map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: c.Name}
-	bd.Spec.Bundle, bd.Spec.BundleNamespace, bd.Spec.Staged = bun.Name, bun.Namespace, staged
-	var opts v1alpha1.DeploymentOptions
-	data, _ := json.Marshal(res.Options)
-	if err := json.Unmarshal(data, &opts); err != nil {
-		return fmt.Errorf("failed to convert options of %s: %w", bun.Name, err)
-	}
-	bd.Spec.Options = opts
-	if bd.Spec.Released != nil && bd.Spec.Released.Index > staged.Index && !bd.Spec.Rollback {
-		bd.Spec.Rollback = true // a rollback target older than what runs
-	}
+	bd.Spec.Bundle, bd.Spec.BundleNamespace = bun.Name, bun.Namespace
+	changed := stageTarget(&bd, t, false)
 	switch {
 	case !exists:
 		return b.client.Create(ctx, &bd)
-	case !equality.Semantic.DeepEqual(orig.Spec, bd.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels):
-		return b.client.Patch(ctx, &bd, client.MergeFrom(orig))
+	case changed || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels):
+		return patchDeployment(ctx, b.client, &bd, orig)
 	}
 	return nil
 }

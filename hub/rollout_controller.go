@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -32,8 +33,9 @@ const DefaultHeartbeatDeadline = 2 * time.Minute
 // (gather → rollout.Plan → act), and reports the rollout on the Bundle. It never decides
 // anything itself: every release and every wait reason comes from the rollout package.
 type rolloutReconciler struct {
-	client client.Client
-	now    func() time.Time
+	client    client.Client
+	revisions *revisionStore
+	now       func() time.Time
 
 	// released remembers the deployment ids written to spec.released until the cache shows
 	// them, so a reconcile on a stale cache does not write the same release again.
@@ -42,13 +44,6 @@ type rolloutReconciler struct {
 }
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
-	toBundle := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		l := o.GetLabels()
-		if l[LabelBundle] == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelBundle]}}}
-	})
 	allBundles := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list v1alpha1.BundleList
 		if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
@@ -62,10 +57,26 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
 		For(&v1alpha1.Bundle{}).
-		Watches(&v1alpha1.BundleDeployment{}, toBundle).
+		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
 		Watches(&v1alpha1.Cluster{}, allBundles).
+		Watches(&v1alpha1.StagedUpdateRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			run, ok := o.(*v1alpha1.StagedUpdateRun)
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}}}
+		})).
 		Complete(r)
 }
+
+// deploymentToBundle maps a BundleDeployment event to its Bundle, from the labels the bundler sets.
+var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[LabelBundle] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelBundle]}}}
+})
 
 // Reconcile plans one pass for a bundle and writes what changed.
 func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -74,7 +85,10 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bun.Spec.StagedUpdate != nil {
-		return ctrl.Result{}, autoRuns(ctx, r.client, &bun) // staged runs release
+		if err := autoRuns(ctx, r.client, &bun); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.reportStaged(ctx, &bun) // staged runs release
 	}
 	if bun.Spec.Sequence != nil {
 		return ctrl.Result{}, nil // released by the sequence controller
@@ -82,6 +96,14 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	in, bds, requeue, err := r.gather(ctx, &bun)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if bun.Spec.TargetRevision != nil {
+		var missing *missingRevisionError
+		if err := r.pin(ctx, &bun, in, bds); errors.As(err, &missing) {
+			return ctrl.Result{}, stallBundle(ctx, r.client, &bun, missing.Error())
+		} else if err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	decision := rollout.Plan(in)
 	if err := r.release(ctx, bds, decision); err != nil {
@@ -99,21 +121,13 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // gather reads the bundle's BundleDeployments and their clusters into the planner's input. It
 // also returns when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
 func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*rollout.Input, map[string]*v1alpha1.BundleDeployment, time.Duration, error) {
-	var list v1alpha1.BundleDeploymentList
-	if err := r.client.List(ctx, &list, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
-		return nil, nil, 0, fmt.Errorf("failed to list deployments: %w", err)
-	}
-	var clusters v1alpha1.ClusterList
-	if err := r.client.List(ctx, &clusters, client.InNamespace(bun.Namespace)); err != nil {
-		return nil, nil, 0, fmt.Errorf("failed to list clusters: %w", err)
+	ps, err := placements(ctx, r.client, bun)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	groupsOf, err := clusterGroups(ctx, r.client, bun.Namespace)
 	if err != nil {
 		return nil, nil, 0, err
-	}
-	byName := map[string]*v1alpha1.Cluster{}
-	for i := range clusters.Items {
-		byName[clusters.Items[i].Name] = &clusters.Items[i]
 	}
 	now := r.now()
 	revision := bun.Spec.LatestRevision
@@ -130,16 +144,9 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 			return nil, nil, 0, err
 		}
 	}
-	bds := map[string]*v1alpha1.BundleDeployment{}
 	var requeue time.Duration
-	for i := range list.Items {
-		bd := &list.Items[i]
-		name := bd.Labels[LabelCluster]
-		c := byName[name]
-		if c == nil {
-			continue // its cluster is gone
-		}
-		bds[name] = bd
+	for _, p := range ps {
+		c, bd, name := p.cluster, p.bd, p.cluster.Name
 		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Deployment: bdstate.Deployment(bd)}
 		for g, gl := range groupsOf(c) {
 			t.Groups = append(t.Groups, g)
@@ -157,7 +164,36 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 		}
 		in.Targets = append(in.Targets, t)
 	}
-	return in, bds, requeue, nil
+	return in, byCluster(ps), requeue, nil
+}
+
+// pin stages a rollback's revision on the bundle's deployments, as recorded when the revision
+// was created. Clusters that revision did not deploy to keep what they run and are left out of
+// the rollout. A revision gone from the history stalls the bundle with the reason.
+func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, bds map[string]*v1alpha1.BundleDeployment) error {
+	targets, err := r.revisions.targets(ctx, bun, *bun.Spec.TargetRevision)
+	if err != nil {
+		return err
+	}
+	kept := in.Targets[:0]
+	for _, t := range in.Targets {
+		bd, ok := bds[t.Cluster]
+		want, recorded := targets[t.Cluster]
+		if !ok || !recorded {
+			delete(bds, t.Cluster)
+			continue
+		}
+		orig := bd.DeepCopy()
+		if stageTarget(bd, want, false) {
+			if err := patchDeployment(ctx, r.client, bd, orig); err != nil {
+				return err
+			}
+		}
+		t.Deployment = bdstate.Deployment(bd)
+		kept = append(kept, t)
+	}
+	in.Targets = kept
+	return nil
 }
 
 // release writes spec.released = spec.staged for the clusters the planner released.
@@ -200,12 +236,11 @@ func (r *rolloutReconciler) release(ctx context.Context, bds map[string]*v1alpha
 func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) error {
 	orig := bun.DeepCopy()
 	st := &bun.Status
-	st.ObservedGeneration, st.ReleasingRevision = bun.Generation, in.Revision
 	counts := rollout.Counts{}
 	for _, c := range d.Clusters {
 		counts[c.State]++
 	}
-	st.Summary = stateCounts(counts, len(d.Clusters))
+	setProgress(bun, bundleProgress{revision: in.Revision, counts: counts, clusters: len(d.Clusters), complete: d.Complete, waiting: d.Paused})
 	st.Partitions = nil
 	for _, p := range d.Partitions {
 		st.Partitions = append(st.Partitions, v1alpha1.PartitionStatus{Name: p.Name, Count: int32(len(p.Clusters)), MaxUnavailable: int32(p.MaxUnavailable),
@@ -215,29 +250,63 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	setWarning(st, v1alpha1.UnpartitionedClustersCondition, len(d.Unpartitioned) > 0, "UnpartitionedClusters", firstWarning(d.Warnings, "match no partition"), bun.Generation)
 	setWarning(st, v1alpha1.UnsafeDefaultsCondition, firstWarning(d.Warnings, "R1.14") != "", "MaxUnavailable100Percent", firstWarning(d.Warnings, "R1.14"), bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
-	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.ProgressingReason, ObservedGeneration: bun.Generation}
-	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady)}
-	switch {
-	case d.Complete:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.SucceededReason, fmt.Sprintf("revision %d ready on %d clusters", in.Revision, len(d.Clusters))
-		st.Display.State = "Ready"
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
-	default:
-		ready.Message = d.Paused
-		if ready.Message == "" {
-			ready.Message = fmt.Sprintf("rolling out revision %d", in.Revision)
+	return patchBundleStatus(ctx, r.client, bun, orig)
+}
+
+// reportStaged reports a staged bundle from its current run: the newest one created. Its
+// stages become the bundle's, and its message is why the rollout waits.
+func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bundle) error {
+	var runs v1alpha1.StagedUpdateRunList
+	if err := r.client.List(ctx, &runs, client.InNamespace(bun.Namespace)); err != nil {
+		return fmt.Errorf("failed to list runs: %w", err)
+	}
+	var current *v1alpha1.StagedUpdateRun
+	for i := range runs.Items {
+		run := &runs.Items[i]
+		if run.Spec.Bundle != bun.Name {
+			continue
 		}
-		st.Display.State, st.Display.Message = worstState(counts), ready.Message
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProgressingReason, Message: ready.Message, ObservedGeneration: bun.Generation})
+		if current == nil || current.CreationTimestamp.Before(&run.CreationTimestamp) ||
+			current.CreationTimestamp.Equal(&run.CreationTimestamp) && current.Name < run.Name {
+			current = run
+		}
 	}
-	meta.SetStatusCondition(&st.Conditions, ready)
-	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
-		return nil
+	ps, err := placements(ctx, r.client, bun)
+	if err != nil {
+		return err
 	}
-	if err := r.client.Status().Patch(ctx, bun, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("failed to update bundle status: %w", client.IgnoreNotFound(err))
+	p := bundleProgress{revision: wantedRevision(bun), counts: rollout.Counts{}, clusters: len(ps)}
+	orig := bun.DeepCopy()
+	bun.Status.Stages = nil
+	if current != nil {
+		if current.Status.RevisionIndex != 0 {
+			p.revision = current.Status.RevisionIndex
+		}
+		for _, s := range current.Status.Stages {
+			sp := v1alpha1.StageProgress{Name: s.Name, State: s.State}
+			for _, g := range s.Groups {
+				for _, c := range g.Clusters {
+					sp.Clusters++
+					if c.State == v1alpha1.RunCompleted || c.State == v1alpha1.RunSkipped {
+						sp.Completed++
+					}
+				}
+			}
+			bun.Status.Stages = append(bun.Status.Stages, sp)
+		}
+		p.waiting = "run " + current.Name + ": " + current.Status.Message
+		if current.Status.Message == "" {
+			p.waiting = "run " + current.Name + ": " + string(current.Status.State)
+		}
+	} else {
+		p.waiting = "no run yet: create a StagedUpdateRun, or set stagedUpdate.autoRun"
 	}
-	return nil
+	for _, pl := range ps {
+		p.counts[rollout.ClusterState(bdstate.Deployment(pl.bd), p.revision)]++
+	}
+	p.complete = current != nil && current.Status.State == v1alpha1.RunCompleted && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
+	setProgress(bun, p)
+	return patchBundleStatus(ctx, r.client, bun, orig)
 }
 
 // repoStatusReconciler sums a GitRepo's bundles into its status. It runs on Bundle events, which

@@ -74,11 +74,19 @@ func Run(ctx context.Context, opts Options) error {
 		rerender:    map[string]bool{},
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
-	b := &bundler{client: mgr.GetClient(), content: &contentstore.Store{Client: mgr.GetClient()},
+	content := &contentstore.Store{Client: mgr.GetClient()}
+	revisions := &revisionStore{content: content}
+	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions,
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
+	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
+	}
+	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the sequence controller: %w", err)
+	}
+	if err := (&sequenceStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the sequence status controller: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
@@ -97,7 +105,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&registrationReconciler{client: mgr.GetClient(), kube: kube}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the registration controller: %w", err)
 	}
-	if err := (&runReconciler{client: mgr.GetClient(), now: time.Now}).setup(mgr); err != nil {
+	if err := (&runReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the staged run controller: %w", err)
 	}
 	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {

@@ -2,7 +2,9 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,8 +25,8 @@ import (
 
 // Annotations and labels of staged runs.
 const (
-	// AnnotationSupersededBy names the newer run that replaces an automatic run (R3.14).
-	AnnotationSupersededBy = "flotilla.dev/superseded-by"
+	// AnnotationSupersededBy names the newer run that replaces a run in flight (R3.14).
+	AnnotationSupersededBy = v1alpha1.AnnotationSupersededBy
 	// LabelAutoRun marks runs the hub created for a new revision.
 	LabelAutoRun = "flotilla.dev/auto-run"
 )
@@ -33,8 +35,9 @@ const (
 // strategy, the bundle's deployments and the approvals, lets Step decide, and writes the
 // releases, the approval requests and the run's status.
 type runReconciler struct {
-	client client.Client
-	now    func() time.Time
+	client    client.Client
+	revisions *revisionStore
+	now       func() time.Time
 }
 
 func (r *runReconciler) setup(mgr ctrl.Manager) error {
@@ -89,20 +92,15 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	now := r.now()
 	res := rollout.Step(in, fleet, approved, now)
-	for _, name := range res.Release {
-		bd := bds[name]
-		if bd == nil || bd.Spec.Staged.Index != res.Status.RevisionIndex {
-			continue // only the staged revision can be released: its content is what is stored
-		}
-		if bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged {
-			continue
-		}
-		orig := bd.DeepCopy()
-		staged := bd.Spec.Staged
-		bd.Spec.Released = &staged
-		if err := r.client.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to release %s to %s: %w", bun.Name, name, err)
-		}
+	var missing *missingRevisionError
+	release := res.Release
+	if bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision == res.Status.RevisionIndex {
+		release = append(release, onRevisionButStagedElse(bds, res.Status.RevisionIndex)...)
+	}
+	if err := r.release(ctx, &bun, bds, release, res.Status.RevisionIndex); errors.As(err, &missing) {
+		return ctrl.Result{}, r.fail(ctx, &run, missing.Error())
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
@@ -121,6 +119,53 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: res.WakeAt.Sub(now)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// release lets the agents of the named clusters apply the run's revision. A revision other than
+// the one staged (a run of an older index: a rollback) is staged from its record at the same time.
+func (r *runReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, clusters []string, revision int64) error {
+	var targets revisionTargets
+	for _, name := range clusters {
+		bd := bds[name]
+		if bd == nil {
+			continue
+		}
+		want := revisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}
+		if bd.Spec.Staged.Index != revision {
+			if targets == nil {
+				var err error
+				if targets, err = r.revisions.targets(ctx, bun, revision); err != nil {
+					return err
+				}
+			}
+			t, ok := targets[name]
+			if !ok {
+				continue // the revision did not deploy to this cluster
+			}
+			want = t
+		}
+		orig := bd.DeepCopy()
+		if stageTarget(bd, want, true) {
+			if err := patchDeployment(ctx, r.client, bd, orig); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// onRevisionButStagedElse lists clusters that run revision already while another is staged: in
+// a rollback, the clusters that never left the older revision. Staging it again for them keeps
+// their state (ROLLOUT.md §0) from reading OutOfSync against a revision no longer wanted.
+func onRevisionButStagedElse(bds map[string]*v1alpha1.BundleDeployment, revision int64) []string {
+	var out []string
+	for name, bd := range bds {
+		if bd.Spec.Released != nil && bd.Spec.Released.Index == revision && bd.Spec.Staged.Index != revision {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // gather reads the run and its strategy in the planner's terms. The strategy object is read
@@ -151,40 +196,31 @@ func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRu
 
 // fleet reads the bundle's deployments and their clusters, windows included.
 func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.RunCluster, map[string]*v1alpha1.BundleDeployment, error) {
-	var list v1alpha1.BundleDeploymentList
-	if err := r.client.List(ctx, &list, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
+	ps, err := placements(ctx, r.client, bun)
+	if err != nil {
 		return nil, nil, err
 	}
-	var clusters v1alpha1.ClusterList
-	if err := r.client.List(ctx, &clusters, client.InNamespace(bun.Namespace)); err != nil {
-		return nil, nil, err
+	fleet := make([]rollout.RunCluster, 0, len(ps))
+	for _, p := range ps {
+		fleet = append(fleet, rollout.RunCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster)})
 	}
-	byName := map[string]*v1alpha1.Cluster{}
-	for i := range clusters.Items {
-		byName[clusters.Items[i].Name] = &clusters.Items[i]
+	return fleet, byCluster(ps), nil
+}
+
+// availability is when work may start on a cluster: its maintenance window and exclusions
+// (R3.13, R4.9).
+func availability(c *v1alpha1.Cluster) *rollout.Availability {
+	avail := &rollout.Availability{}
+	if w := c.Spec.MaintenanceWindow; w != nil {
+		avail.Window = &rollout.Window{Schedule: w.Schedule, Duration: rollout.Duration(w.Duration.Duration), TimeZone: w.TimeZone}
 	}
-	bds := map[string]*v1alpha1.BundleDeployment{}
-	var fleet []rollout.RunCluster
-	for i := range list.Items {
-		bd := &list.Items[i]
-		c := byName[bd.Labels[LabelCluster]]
-		if c == nil {
-			continue
-		}
-		bds[c.Name] = bd
-		avail := &rollout.Availability{}
-		if w := c.Spec.MaintenanceWindow; w != nil {
-			avail.Window = &rollout.Window{Schedule: w.Schedule, Duration: rollout.Duration(w.Duration.Duration), TimeZone: w.TimeZone}
-		}
-		for _, x := range c.Spec.Exclusions {
-			avail.Exclusions = append(avail.Exclusions, rollout.TimeRange{Name: x.Name, Start: x.Start.Time, End: x.End.Time})
-		}
-		if err := avail.Compile(); err != nil {
-			avail = &rollout.Availability{} // the API server validated it; a window that still fails does not block
-		}
-		fleet = append(fleet, rollout.RunCluster{Name: c.Name, Labels: c.Labels, Deployment: bdstate.Deployment(bd), Availability: avail})
+	for _, x := range c.Spec.Exclusions {
+		avail.Exclusions = append(avail.Exclusions, rollout.TimeRange{Name: x.Name, Start: x.Start.Time, End: x.End.Time})
 	}
-	return fleet, bds, nil
+	if err := avail.Compile(); err != nil {
+		return &rollout.Availability{} // the API server validated it; a window that still fails does not block
+	}
+	return avail
 }
 
 func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdateRun) (map[string]bool, error) {

@@ -41,7 +41,7 @@ func PlanAutoRuns(bundle string, latest int64, runs []RunRef) AutoRunDecision {
 		d.Create = name
 	}
 	for _, r := range runs {
-		if r.Auto && r.Revision < latest && !r.State.terminal() && r.State != RunStopped {
+		if r.Auto && r.Revision < latest && !r.State.Terminal() && r.State != RunStopped {
 			d.Supersede = append(d.Supersede, r.Name)
 		}
 	}

@@ -248,7 +248,7 @@ func (s *stepper) trackMembership(fleet []RunCluster) {
 			for ci := range s.st.Stages[si].Groups[gi].Clusters {
 				c := &s.st.Stages[si].Groups[gi].Clusters[ci]
 				inRun[c.Name] = true
-				if _, ok := s.fleet[c.Name]; !ok && !c.State.terminal() {
+				if _, ok := s.fleet[c.Name]; !ok && !c.State.Terminal() {
 					c.State, c.Message = RunSkipped, "cluster left the fleet"
 				}
 			}
@@ -311,7 +311,7 @@ func (s *stepper) applySkips() {
 						skipGroup(&stage.Groups[gi])
 					}
 				}
-				if sk.Group == "" && !stage.State.terminal() {
+				if sk.Group == "" && !stage.State.Terminal() {
 					skipTasks(stage.BeforeTasks, stage.AfterTasks, "")
 					if stage.State == RunNotStarted || stage.State == RunPending {
 						stage.State, stage.Message = RunSkipped, "skipped by request"
@@ -323,7 +323,7 @@ func (s *stepper) applySkips() {
 }
 
 func skipGroup(g *GroupStatus) {
-	if g.State.terminal() {
+	if g.State.Terminal() {
 		return
 	}
 	started := false
@@ -352,7 +352,7 @@ func skipTasks(before, after []TaskStatus, gate string) {
 			continue
 		}
 		for i := range set.tasks {
-			if !set.tasks[i].State.terminal() {
+			if !set.tasks[i].State.Terminal() {
 				set.tasks[i].State = RunSkipped
 			}
 		}

@@ -10,7 +10,7 @@ func (s *stepper) advance() {
 	st := &s.st
 	for si := range st.Stages {
 		stage := &st.Stages[si]
-		if stage.State.terminal() {
+		if stage.State.Terminal() {
 			continue
 		}
 		spec := &st.Strategy.Stages[si]
@@ -92,7 +92,7 @@ func (s *stepper) runGroups(si int) string {
 	}
 	for gi := range stage.Groups {
 		g := &stage.Groups[gi]
-		if g.State.terminal() {
+		if g.State.Terminal() {
 			continue
 		}
 		var before, after []Task
@@ -173,7 +173,7 @@ func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when stri
 	done := true
 	for i := range tasks {
 		t := &tasks[i]
-		if t.State.terminal() {
+		if t.State.Terminal() {
 			continue
 		}
 		spec := specs[i]
@@ -272,7 +272,7 @@ func countState(cs []ClusterRunStatus, state RunState) int {
 
 func clustersDone(cs []ClusterRunStatus) bool {
 	for _, c := range cs {
-		if !c.State.terminal() {
+		if !c.State.Terminal() {
 			return false
 		}
 	}
@@ -281,7 +281,7 @@ func clustersDone(cs []ClusterRunStatus) bool {
 
 func groupsDone(gs []GroupStatus) bool {
 	for _, g := range gs {
-		if !g.State.terminal() {
+		if !g.State.Terminal() {
 			return false
 		}
 	}

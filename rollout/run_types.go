@@ -29,7 +29,7 @@ const (
 )
 
 // terminal reports whether nothing more happens in this state.
-func (s RunState) terminal() bool { return s == RunCompleted || s == RunFailed || s == RunSkipped }
+func (s RunState) Terminal() bool { return s == RunCompleted || s == RunFailed || s == RunSkipped }
 
 // Skip is what a person chose to skip (R3.11): a stage; with Group, a group; with Cluster, a
 // cluster; with Gate ("Before" or "After"), that gate of the stage (or of the group).

@@ -116,7 +116,7 @@ func checkRunStep(t *testing.T, strategy StagedStrategy, st RunStatus, prev map[
 				t.Fatalf("R3.8: stage %s active while an earlier stage is not finished", stage.Name)
 			}
 		}
-		if !stage.State.terminal() {
+		if !stage.State.Terminal() {
 			activeSeen = true
 		}
 	}

@@ -296,7 +296,11 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		case state.Available():
 			done++
 		case d != nil && d.Released == r:
-			// in flight
+			// In flight. The step that released it may not have been recorded yet (a status
+			// read back before the write): the group started no later than now.
+			if rs.StartedAt.IsZero() {
+				rs.StartedAt = now
+			}
 		case ctl.Paused:
 			waiting++
 		case !c.Availability.OpenAt(now):
@@ -347,6 +351,11 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		rs.Message = fmt.Sprintf("not finished 30 days after it started: soaking anyway; %d of %d clusters done (R4.5)", done, needing)
 	}
 	return rs
+}
+
+// CountGroupClusters is the number of clusters of the fleet in group g.
+func CountGroupClusters(g SequenceGroup, fleet []SequenceCluster) int {
+	return len(groupClusters(g, fleet))
 }
 
 // groupClusters lists the group's clusters, by name.

@@ -296,3 +296,19 @@ func TestRandomizedSequences(t *testing.T) {
 		}
 	}
 }
+
+// R4.6: a group whose clusters are in flight reports when it started, even when the step that
+// released them was never recorded (its status write was lost or read back stale).
+func TestR4_6_InFlightGroupWithoutRecordedStartReportsOne(t *testing.T) {
+	seq := &Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0)}}
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	fleet := []SequenceCluster{{Name: "dev-0", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Staged: 3, Released: 3}, Availability: &Availability{}}}
+	res, err := StepSequence(seq, SequenceStatus{}, []int64{3}, fleet, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Status.Groups[0].Revisions[0]
+	if got.State != SeqInProgress || !got.StartedAt.Equal(now) || len(res.Release) != 0 {
+		t.Errorf("got %+v, release %v; want IN_PROGRESS started now, nothing released again", got, res.Release)
+	}
+}

@@ -19,7 +19,7 @@ type hubFlags struct {
 
 func (h *hubFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&h.kubeconfig, "kubeconfig", "", "kubeconfig of the hub (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "fleet-default", "namespace of the run")
+	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "fleet-default", "namespace of the run or bundle")
 }
 
 func (h *hubFlags) client() (client.Client, error) { return hubClient(h.kubeconfig) }
@@ -131,4 +131,40 @@ func whoAmI() string {
 		return u
 	}
 	return "flotilla-cli"
+}
+
+func newRollbackCommand() *cobra.Command {
+	h := &hubFlags{}
+	var to int64
+	cmd := &cobra.Command{
+		Use:   "rollback BUNDLE --to-revision N",
+		Short: "Deploy an older revision of a bundle again, as it was rendered then",
+		Long: `Rollback deploys revision N of the bundle again under the bundle's rollout strategy: a
+continuous rollout releases it partition by partition; a staged bundle gets a new run for it and
+runs in flight stop. The next commit that changes the bundle ends the rollback.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := h.client()
+			if err != nil {
+				return err
+			}
+			res, err := operate.Rollback(cmd.Context(), c, h.namespace, args[0], to, whoAmI())
+			if err != nil {
+				return asInput(err)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "bundle %s: rolling back to revision %d\n", args[0], to)
+			for _, s := range res.Superseded {
+				fmt.Fprintf(out, "stopped run %s\n", s)
+			}
+			if res.Run != "" {
+				fmt.Fprintf(out, "started run %s\n", res.Run)
+			}
+			return nil
+		},
+	}
+	h.add(cmd)
+	cmd.Flags().Int64Var(&to, "to-revision", 0, "revision index to deploy (see `flotilla status` or the bundle's spec.revisions)")
+	_ = cmd.MarkFlagRequired("to-revision")
+	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
 
@@ -30,6 +32,27 @@ var (
 	hubCluster *controlplane.Cluster
 	workloads  []*controlplane.Cluster
 )
+
+// workloadClusters is how many downstream clusters every scenario runs on: one canary and two
+// more, so that "the rest" is a partition or stage of several clusters.
+const workloadClusters = 3
+
+// allReady is the ready column of a GitRepo or Bundle deployed to every workload cluster.
+func allReady() string { return fmt.Sprintf("%d/%d", len(workloads), len(workloads)) }
+
+// availableEverywhere reports whether the Deployment runs image on all the given clusters (all
+// workload clusters when none are given).
+func availableEverywhere(t *testing.T, ns, name, image string, clusters ...*controlplane.Cluster) bool {
+	if len(clusters) == 0 {
+		clusters = workloads
+	}
+	for _, w := range clusters {
+		if !deploymentAvailable(t, w, ns, name, image) {
+			return false
+		}
+	}
+	return true
+}
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
@@ -44,7 +67,7 @@ func TestMain(m *testing.M) {
 		if err := controlplane.InstallCRDs(ctx, hubCluster.Config(), crds); err != nil {
 			return err
 		}
-		for i := range 2 {
+		for i := range workloadClusters {
 			w, err := env.StartCluster(ctx, controlplane.ClusterOptions{Name: fmt.Sprintf("edge-%d", i), Kind: controlplane.Workload})
 			if err != nil {
 				return err
@@ -213,27 +236,36 @@ func TestFirstDeploymentAndUpdate(t *testing.T) {
 	if err := f.hub.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 	for _, w := range workloads {
 		if !deploymentAvailable(t, w, "shop", "web", "example.invalid/web:1") {
 			t.Errorf("%s: web is not Available", w.Name)
 		}
 	}
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		for _, w := range workloads {
-			if !deploymentAvailable(t, w, "shop", "web", "example.invalid/web:2") {
-				return false, nil
-			}
-		}
-		return true, nil
+	eventually(t, "revision 2 Available everywhere", 90*time.Second, func() bool { return availableEverywhere(t, "shop", "web", "example.invalid/web:2") })
+	waitRepo(t, f, "all ready on revision 2", func(r *v1alpha1.GitRepo) bool {
+		return r.Status.Display.ReadyClusters == allReady() && r.Status.Summary.Ready == int32(len(workloads))
 	})
-	if err != nil {
-		t.Fatalf("revision 2 did not become Available everywhere: %v", err)
+
+	// A rollback deploys revision 1 again, as it was rendered, under the same strategy.
+	if _, err := operate.Rollback(ctx, f.hub, f.ns, "shop-web", 1, "e2e-operator"); err != nil {
+		t.Fatal(err)
 	}
-	waitRepo(t, f, "2/2 ready on revision 2", func(r *v1alpha1.GitRepo) bool {
-		return r.Status.Display.ReadyClusters == "2/2" && r.Status.Summary.Ready == 2
+	eventually(t, "revision 1 is back everywhere", 90*time.Second, func() bool { return availableEverywhere(t, "shop", "web", "example.invalid/web:1") })
+	eventually(t, "the bundle reports revision 1 ready", 30*time.Second, func() bool {
+		st := bundleOf(t, f, "shop-web").Status
+		return st.ReleasingRevision == 1 && st.Display.State == "Ready" && st.Display.ReadyClusters == allReady()
 	})
+	if _, err := operate.Rollback(ctx, f.hub, f.ns, "shop-web", 7, "e2e-operator"); err == nil || !strings.Contains(err.Error(), "available: 1, 2") {
+		t.Errorf("a rollback to an unknown revision must name the available ones, got %v", err)
+	}
+	// The next commit is the fix going forward: it ends the rollback.
+	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
+	eventually(t, "revision 3 everywhere after the rollback", 90*time.Second, func() bool { return availableEverywhere(t, "shop", "web", "example.invalid/web:3") })
+	if bun := bundleOf(t, f, "shop-web"); bun.Spec.TargetRevision != nil || bun.Status.ReleasingRevision != 3 {
+		t.Errorf("the new commit did not end the rollback: targetRevision %v, releasing %d", bun.Spec.TargetRevision, bun.Status.ReleasingRevision)
+	}
 }
 
 func waitRepo(t *testing.T, f *fleetEnv, what string, cond func(*v1alpha1.GitRepo) bool) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,7 +57,7 @@ rolloutStrategy:
   maxUnavailablePartitions: 0
   partitions:
   - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
-  - {name: rest, clusterSelector: {matchLabels: {index: "1"}}}
+  - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
 `
 	up, f := deployWeb(t, fleetYAML)
 
@@ -66,13 +67,13 @@ rolloutStrategy:
 		cond := meta.FindStatusCondition(bundleOf(t, f, "shop-web").Status.Conditions, v1alpha1.RolloutPausedCondition)
 		return cond != nil && strings.Contains(cond.Message, "partitions NotReady (canary)")
 	})
-	// The second cluster still runs revision 1.
-	if !deploymentAvailable(t, workloads[1], "parts", "web", "example.invalid/web:1") {
+	// The rest partition still runs revision 1.
+	if !availableEverywhere(t, "parts", "web", "example.invalid/web:1", workloads[1:]...) {
 		t.Errorf("the rest partition received the broken revision")
 	}
 	// flotilla status shows where the rollout stands and why it waits.
 	wants := [][]string{{"Bundle shop-web", "revision 2"}, {"waiting:", "partitions NotReady (canary)"}, {"Partition canary", "NotReady"},
-		{workloads[0].Name, "NotReady", "not ready"}, {workloads[1].Name, "OutOfSync"}}
+		{workloads[0].Name, "NotReady", "not ready"}, {workloads[1].Name, "OutOfSync"}, {workloads[2].Name, "OutOfSync"}}
 	var out strings.Builder
 	eventually(t, "flotilla status explains the pause", 60*time.Second, func() bool {
 		out.Reset()
@@ -87,10 +88,8 @@ rolloutStrategy:
 		return true
 	})
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
-	eventually(t, "the fix reaches both clusters", 90*time.Second, func() bool {
-		return deploymentAvailable(t, workloads[0], "parts", "web", "example.invalid/web:3") && deploymentAvailable(t, workloads[1], "parts", "web", "example.invalid/web:3")
-	})
-	waitRepo(t, f, "2/2 ready after the fix", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	eventually(t, "the fix reaches every cluster", 90*time.Second, func() bool { return availableEverywhere(t, "parts", "web", "example.invalid/web:3") })
+	waitRepo(t, f, "all ready after the fix", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 }
 
 // e2e scenario 5: a commit with a broken fleet.yaml: the GitRepo condition names the file;
@@ -163,11 +162,13 @@ func TestClusterLeavingTheTargetsIsPruned(t *testing.T) {
 	if err := f.hub.Patch(ctx, &repo, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"targets":[{"clusterSelector":{"matchLabels":{"index":"0"}}}]}}`))); err != nil {
 		t.Fatal(err)
 	}
-	cs := kubernetes.NewForConfigOrDie(workloads[1].Config())
-	eventually(t, "the workload leaves the untargeted cluster", 60*time.Second, func() bool {
-		_, err := cs.AppsV1().Deployments("prune").Get(ctx, "web", metav1.GetOptions{})
-		return err != nil
-	})
+	for _, w := range workloads[1:] {
+		cs := kubernetes.NewForConfigOrDie(w.Config())
+		eventually(t, "the workload leaves untargeted cluster "+w.Name, 60*time.Second, func() bool {
+			_, err := cs.AppsV1().Deployments("prune").Get(ctx, "web", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
 	if !deploymentAvailable(t, workloads[0], "prune", "web", "") {
 		t.Errorf("the still-targeted cluster lost the workload")
 	}
@@ -188,7 +189,7 @@ func lineWith(text string, parts ...string) bool {
 }
 
 // deployWeb serves a repository with web/fleet.yaml and a web Deployment (image tag 1), starts a
-// fleet, creates a GitRepo targeting every cluster and waits until both run it.
+// fleet, creates a GitRepo targeting every cluster and waits until all of them run it.
 func deployWeb(t *testing.T, fleetYAML string) (*gitserver.Upstream, *fleetEnv) {
 	t.Helper()
 	up := gitserver.New(t)
@@ -196,6 +197,6 @@ func deployWeb(t *testing.T, fleetYAML string) (*gitserver.Upstream, *fleetEnv) 
 	srv := up.ServeHTTP("", "")
 	f := startFleet(t)
 	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
-	waitRepo(t, f, "2/2 ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == "2/2" })
+	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 	return up, f
 }

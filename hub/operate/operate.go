@@ -5,6 +5,9 @@ package operate
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,4 +87,81 @@ func Skip(ctx context.Context, c client.Client, ns, runName string, skip v1alpha
 		return fmt.Errorf("failed to update run %s: %w", r.Name, err)
 	}
 	return nil
+}
+
+// RollbackResult says what a rollback did.
+type RollbackResult struct {
+	// Run is the staged update run created for it, for bundles rolled out in stages.
+	Run string
+	// Superseded are the runs in flight that it stopped.
+	Superseded []string
+}
+
+// Rollback deploys an older revision of a bundle again, exactly as it was rendered then
+// (ROLLOUT.md §0: a revision is addressed by index). A continuous rollout rolls it out under the
+// bundle's strategy; a staged bundle gets a run for that revision (R3.7), and runs still in
+// flight are stopped so they do not push the newer revision on. The next new revision, from the
+// next commit, ends the rollback.
+func Rollback(ctx context.Context, c client.Client, ns, bundleName string, to int64, by string) (RollbackResult, error) {
+	var res RollbackResult
+	var bun v1alpha1.Bundle
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleName}, &bun); err != nil {
+		return res, &ErrInput{fmt.Errorf("bundle %s/%s: %w", ns, bundleName, err)}
+	}
+	var rev *v1alpha1.BundleRevision
+	for i := range bun.Spec.Revisions {
+		if bun.Spec.Revisions[i].Index == to {
+			rev = &bun.Spec.Revisions[i]
+		}
+	}
+	if rev == nil || rev.TargetsID == "" {
+		kept := make([]string, 0, len(bun.Spec.Revisions))
+		for _, r := range bun.Spec.Revisions {
+			if r.TargetsID != "" {
+				kept = append(kept, fmt.Sprint(r.Index))
+			}
+		}
+		return res, &ErrInput{fmt.Errorf("bundle %s: --to-revision %d: not a revision that can be deployed again (available: %s)", bundleName, to, strings.Join(kept, ", "))}
+	}
+	if bun.Spec.Sequence != nil {
+		return res, &ErrInput{fmt.Errorf("bundle %s follows sequence %s: cancel the bad revision there (spec.revisions[].cancelled) instead; groups keep the newest revision they qualified", bundleName, bun.Spec.Sequence.Name)}
+	}
+	orig := bun.DeepCopy()
+	bun.Spec.TargetRevision = &to
+	if bun.Annotations == nil {
+		bun.Annotations = map[string]string{}
+	}
+	bun.Annotations[v1alpha1.AnnotationRolledBack] = fmt.Sprintf("to revision %d by %s at %s", to, by, time.Now().UTC().Format(time.RFC3339))
+	if err := c.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
+		return res, fmt.Errorf("failed to roll back bundle %s: %w", bundleName, err)
+	}
+	if bun.Spec.StagedUpdate == nil {
+		return res, nil
+	}
+	var runs v1alpha1.StagedUpdateRunList
+	if err := c.List(ctx, &runs, client.InNamespace(ns)); err != nil {
+		return res, fmt.Errorf("failed to list runs: %w", err)
+	}
+	res.Run = fmt.Sprintf("%s-rollback-%d-%s", bundleName, to, strconv.FormatInt(time.Now().Unix(), 36))
+	for i := range runs.Items {
+		r := &runs.Items[i]
+		if r.Spec.Bundle != bundleName || r.Spec.State != v1alpha1.RunRun || rollout.RunState(r.Status.State).Terminal() {
+			continue
+		}
+		orig := r.DeepCopy()
+		if r.Annotations == nil {
+			r.Annotations = map[string]string{}
+		}
+		r.Annotations[v1alpha1.AnnotationSupersededBy] = res.Run
+		if err := c.Patch(ctx, r, client.MergeFrom(orig)); err != nil {
+			return res, fmt.Errorf("failed to stop run %s: %w", r.Name, err)
+		}
+		res.Superseded = append(res.Superseded, r.Name)
+	}
+	run := &v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Name: res.Run, Namespace: ns},
+		Spec: v1alpha1.StagedUpdateRunSpec{Bundle: bundleName, Strategy: bun.Spec.StagedUpdate.Strategy, RevisionIndex: &to, State: v1alpha1.RunRun}}
+	if err := c.Create(ctx, run); err != nil {
+		return res, fmt.Errorf("failed to start run %s: %w", res.Run, err)
+	}
+	return res, nil
 }

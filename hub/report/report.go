@@ -48,6 +48,8 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 			fmt.Fprintf(w, "  Bundle %s (%s)  revision %d  %s %s  %s\n", b.Name, b.Spec.Path, b.Status.ReleasingRevision, bar(b.Status.Summary), b.Status.Display.ReadyClusters, b.Status.Display.State)
 			if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
 				fmt.Fprintf(w, "    waiting: %s\n", cond.Message)
+			} else if b.Status.Display.Message != "" {
+				fmt.Fprintf(w, "    now: %s\n", b.Status.Display.Message)
 			}
 			for _, typ := range []string{v1alpha1.UnpartitionedClustersCondition, v1alpha1.UnsafeDefaultsCondition} {
 				if cond := meta.FindStatusCondition(b.Status.Conditions, typ); cond != nil {
@@ -60,6 +62,16 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 					state = "NotReady"
 				}
 				fmt.Fprintf(w, "    Partition %s\t%d clusters\t%d unavailable (max %d)\t%s\n", p.Name, p.Count, p.Unavailable, p.MaxUnavailable, state)
+			}
+			for _, s := range b.Status.Stages {
+				fmt.Fprintf(w, "    Stage %s\t%d/%d clusters done\t%s\n", s.Name, s.Completed, s.Clusters, s.State)
+			}
+			for _, g := range b.Status.Sequence {
+				for _, r := range g.Revisions {
+					if r.State != v1alpha1.SequenceIneligible || r.Index == b.Status.ReleasingRevision {
+						fmt.Fprintf(w, "    Group %s\trevision %d\t%s\t%s\n", g.Name, r.Index, r.State, r.Message)
+					}
+				}
 			}
 			var bds v1alpha1.BundleDeploymentList
 			if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundle: b.Name, hub.LabelBundleNamespace: b.Namespace}); err != nil {

@@ -30,7 +30,8 @@ type BundleSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="latestRevision must not decrease"
 	LatestRevision int64 `json:"latestRevision,omitempty"`
-	// TargetRevision, when set, deploys this older index instead of the latest (rollback).
+	// TargetRevision, when set, deploys this older index instead of the latest (rollback). The
+	// next new revision clears it: a commit after a rollback is the fix going forward.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	TargetRevision *int64 `json:"targetRevision,omitempty"`
@@ -68,6 +69,10 @@ type BundleRevision struct {
 	Commit string `json:"commit,omitempty"`
 	// Created is when the hub first saw this revision.
 	Created metav1.Time `json:"created"`
+	// TargetsID names the stored record of what this revision deploys to each cluster, so that
+	// it can be deployed again (rollback, runs of older revisions, sequences) without re-rendering.
+	// +optional
+	TargetsID string `json:"targetsID,omitempty"`
 }
 
 // StagedUpdateRef points a bundle at a StagedUpdateStrategy.
@@ -97,6 +102,9 @@ type BundleStatus struct {
 	// ReleasingRevision is the index being rolled out.
 	// +optional
 	ReleasingRevision int64 `json:"releasingRevision,omitempty"`
+	// Commit is the git commit of the revision being rolled out.
+	// +optional
+	Commit string `json:"commit,omitempty"`
 	// Summary counts targeted clusters per state.
 	// +optional
 	Summary StateCounts `json:"summary,omitempty"`
@@ -112,6 +120,10 @@ type BundleStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=31
 	Stages []StageProgress `json:"stages,omitempty"`
+	// Sequence reports every group of the bundle's RolloutSequence per revision (R4.6).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Sequence []SequenceGroupStatus `json:"sequence,omitempty"`
 	// +optional
 	Display Display `json:"display,omitempty"`
 	// +optional
@@ -149,6 +161,7 @@ type StageProgress struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=flotilla
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.releasingRevision`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.commit`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.display.readyClusters`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.display.state`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.display.message`,priority=1

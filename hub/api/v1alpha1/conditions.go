@@ -87,3 +87,12 @@ type StateCounts struct {
 	NotReady     int32 `json:"notReady,omitempty"`
 	Modified     int32 `json:"modified,omitempty"`
 }
+
+// Annotations people and the hub set on the hub's objects.
+const (
+	// AnnotationSupersededBy on a StagedUpdateRun names the newer run that replaces it; the run
+	// stops like Stop (R3.14).
+	AnnotationSupersededBy = "flotilla.dev/superseded-by"
+	// AnnotationRolledBack on a Bundle records the last rollback: to which revision, by whom, when.
+	AnnotationRolledBack = "flotilla.dev/rolled-back"
+)

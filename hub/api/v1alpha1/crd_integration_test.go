@@ -322,7 +322,7 @@ func TestPrinterColumns(t *testing.T) {
 		"StagedUpdateStrategy":     {"Name", "Age"},
 		"StagedUpdateRun":          {"Name", "Bundle", "Strategy", "Revision", "Requested", "State", "Failures", "Age"},
 		"ApprovalRequest":          {"Name", "Run", "Stage", "Gate", "Approved-By", "Age"},
-		"RolloutSequence":          {"Name", "Age"},
+		"RolloutSequence":          {"Name", "Bundles", "Ready", "Age"},
 		"Content":                  {"Name", "Size", "Chunks", "Age"},
 	}
 	cs := kubernetes.NewForConfigOrDie(hub.Config())

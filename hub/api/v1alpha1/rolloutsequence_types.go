@@ -81,13 +81,18 @@ const (
 	SequenceComplete      SequenceState = "COMPLETE"
 )
 
-// RolloutSequenceStatus reports every group's state per revision.
+// RolloutSequenceStatus reports the groups and the bundles that follow the sequence. Each
+// bundle's revisions are its own, so their progress per group is on the Bundle
+// (status.sequence).
 type RolloutSequenceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Groups in chain order.
+	// Groups in chain order, with their member counts.
 	// +optional
 	Groups []SequenceGroupStatus `json:"groups,omitempty"`
+	// Bundles following the sequence.
+	// +optional
+	Bundles []string `json:"bundles,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -124,6 +129,8 @@ type SequenceRevisionStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=flotilla
+// +kubebuilder:printcolumn:name="Bundles",type=string,JSONPath=`.status.bundles`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RolloutSequence struct {
 	metav1.TypeMeta   `json:",inline"`

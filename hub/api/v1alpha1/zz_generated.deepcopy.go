@@ -416,6 +416,13 @@ func (in *BundleStatus) DeepCopyInto(out *BundleStatus) {
 		*out = make([]StageProgress, len(*in))
 		copy(*out, *in)
 	}
+	if in.Sequence != nil {
+		in, out := &in.Sequence, &out.Sequence
+		*out = make([]SequenceGroupStatus, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	out.Display = in.Display
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
@@ -1533,6 +1540,11 @@ func (in *RolloutSequenceStatus) DeepCopyInto(out *RolloutSequenceStatus) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.Bundles != nil {
+		in, out := &in.Bundles, &out.Bundles
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions

@@ -1,0 +1,143 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
+)
+
+// A revision is immutable (ROLLOUT.md §0): what it deploys to each cluster is recorded when it is
+// created, so that a rollback, a run for an older index or a sequence group still on an older
+// revision deploys exactly what was rendered then, without the old commit or the charts it used.
+
+// revisionTarget is what a revision deploys to one cluster.
+type revisionTarget struct {
+	Ref     v1alpha1.RevisionRef       `json:"ref"`
+	Options v1alpha1.DeploymentOptions `json:"options"`
+}
+
+// revisionTargets maps cluster names to what the revision deploys there.
+type revisionTargets map[string]revisionTarget
+
+// revisionStore keeps revision targets in the content store, stored once per distinct map and
+// cached by id: a stored map never changes.
+type revisionStore struct {
+	content *contentstore.Store
+
+	mu    sync.Mutex
+	cache map[string]revisionTargets // id → targets; bounded by maxCachedRevisions
+}
+
+const maxCachedRevisions = 256
+
+// put stores the targets and returns the id a BundleRevision records.
+func (s *revisionStore) put(ctx context.Context, namespace string, t revisionTargets) (string, error) {
+	data, err := json.Marshal(t) // map keys are sorted: equal maps give equal ids
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	id := "t-" + hex.EncodeToString(sum[:])[:32]
+	if _, err := s.content.Put(ctx, namespace, id, data); err != nil {
+		return "", fmt.Errorf("failed to store revision targets: %w", err)
+	}
+	s.remember(id, t)
+	return id, nil
+}
+
+// targets reads what revision index of the bundle deploys per cluster.
+func (s *revisionStore) targets(ctx context.Context, bun *v1alpha1.Bundle, index int64) (revisionTargets, error) {
+	rev := findRevision(bun, index)
+	if rev == nil {
+		return nil, &missingRevisionError{fmt.Sprintf("revision %d of bundle %s is not in its history (%s)", index, bun.Name, historyRange(bun))}
+	}
+	if rev.TargetsID == "" {
+		return nil, &missingRevisionError{fmt.Sprintf("revision %d of bundle %s has no recorded targets; it cannot be deployed again", index, bun.Name)}
+	}
+	s.mu.Lock()
+	t, ok := s.cache[rev.TargetsID]
+	s.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	data, err := s.content.Get(ctx, bun.Namespace, rev.TargetsID)
+	if err != nil {
+		return nil, fmt.Errorf("revision %d of bundle %s: %w", index, bun.Name, err)
+	}
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("revision %d of bundle %s: corrupt targets: %w", index, bun.Name, err)
+	}
+	s.remember(rev.TargetsID, t)
+	return t, nil
+}
+
+// missingRevisionError is a revision that cannot be deployed: retrying does not help.
+type missingRevisionError struct{ msg string }
+
+func (e *missingRevisionError) Error() string { return e.msg }
+
+func (s *revisionStore) remember(id string, t revisionTargets) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache == nil || len(s.cache) >= maxCachedRevisions {
+		s.cache = map[string]revisionTargets{}
+	}
+	s.cache[id] = t
+}
+
+func findRevision(bun *v1alpha1.Bundle, index int64) *v1alpha1.BundleRevision {
+	for i := range bun.Spec.Revisions {
+		if bun.Spec.Revisions[i].Index == index {
+			return &bun.Spec.Revisions[i]
+		}
+	}
+	return nil
+}
+
+func historyRange(bun *v1alpha1.Bundle) string {
+	n := len(bun.Spec.Revisions)
+	if n == 0 {
+		return "it has none"
+	}
+	return fmt.Sprintf("kept: %d to %d", bun.Spec.Revisions[0].Index, bun.Spec.Revisions[n-1].Index)
+}
+
+// wantedRevision is the index a bundle rolls out: the rollback target when set, else the latest.
+func wantedRevision(bun *v1alpha1.Bundle) int64 {
+	if bun.Spec.TargetRevision != nil {
+		return *bun.Spec.TargetRevision
+	}
+	return bun.Spec.LatestRevision
+}
+
+// stageTarget points a deployment's staged revision at t, marking a step back as a rollback;
+// with release, the agent may apply it at once. It reports whether anything changed.
+func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) bool {
+	before := bd.DeepCopy()
+	bd.Spec.Staged, bd.Spec.Options = t.Ref, t.Options
+	switch {
+	case release:
+		ref := t.Ref
+		bd.Spec.Released, bd.Spec.Rollback = &ref, false
+	case bd.Spec.Released != nil && bd.Spec.Released.Index > t.Ref.Index:
+		bd.Spec.Rollback = true
+	}
+	return !equality.Semantic.DeepEqual(before.Spec, bd.Spec)
+}
+
+// patchDeployment writes a deployment's spec change.
+func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.BundleDeployment) error {
+	if err := c.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// sequenceReconciler moves the revisions of bundles that follow a RolloutSequence through its
+// chain of groups, with soak times (ROLLOUT.md §4): gather → rollout.StepSequence → release,
+// and the progress per group and revision on the Bundle. Downstream groups may run an older
+// revision than upstream ones (R4.4); each is deployed as recorded when it was created.
+type sequenceReconciler struct {
+	client    client.Client
+	revisions *revisionStore
+	now       func() time.Time
+}
+
+func (r *sequenceReconciler) setup(mgr ctrl.Manager) error {
+	followers := func(ctx context.Context, o client.Object) []reconcile.Request {
+		bundles, err := sequenceBundles(ctx, r.client, o.GetNamespace(), "")
+		if err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(bundles))
+		for _, b := range bundles {
+			if _, isSeq := o.(*v1alpha1.RolloutSequence); !isSeq || b.Spec.Sequence.Name == o.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
+			}
+		}
+		return out
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("bundle-sequence").
+		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			b, ok := o.(*v1alpha1.Bundle)
+			return ok && b.Spec.Sequence != nil
+		}))).
+		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
+		Watches(&v1alpha1.RolloutSequence{}, handler.EnqueueRequestsFromMapFunc(followers), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(followers), builder.WithPredicates(clusterMembershipChanged{})).
+		Complete(r)
+}
+
+// sequenceBundles lists the bundles of a namespace that follow a sequence (any, when name is "").
+func sequenceBundles(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.Bundle, error) {
+	var list v1alpha1.BundleList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var out []v1alpha1.Bundle
+	for _, b := range list.Items {
+		if b.Spec.Sequence != nil && (name == "" || b.Spec.Sequence.Name == name) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var bun v1alpha1.Bundle
+	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil || bun.Spec.Sequence == nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var seq v1alpha1.RolloutSequence
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: bun.Namespace, Name: bun.Spec.Sequence.Name}, &seq); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.stall(ctx, &bun, fmt.Sprintf("sequence: RolloutSequence %s not found", bun.Spec.Sequence.Name))
+		}
+		return ctrl.Result{}, fmt.Errorf("failed to get sequence: %w", err)
+	}
+	var plan rollout.Sequence
+	var prev rollout.SequenceStatus
+	if err := convertJSON(seq.Spec, &plan); err != nil {
+		return ctrl.Result{}, r.stall(ctx, &bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
+	}
+	if err := convertJSON(bun.Status.Sequence, &prev.Groups); err != nil {
+		return ctrl.Result{}, fmt.Errorf("status.sequence: %w", err)
+	}
+	fleet, bds, err := r.fleet(ctx, &bun)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var revisions []int64
+	for _, rev := range bun.Spec.Revisions {
+		if rev.TargetsID != "" {
+			revisions = append(revisions, rev.Index)
+		}
+	}
+	now := r.now()
+	res, err := rollout.StepSequence(&plan, prev, revisions, fleet, now)
+	if err != nil {
+		return ctrl.Result{}, r.stall(ctx, &bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
+	}
+	if err := r.release(ctx, &bun, bds, res.Release); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.report(ctx, &bun, bds, res.Status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !res.WakeAt.IsZero() {
+		return ctrl.Result{RequeueAfter: res.WakeAt.Sub(now)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.SequenceCluster, map[string]*v1alpha1.BundleDeployment, error) {
+	ps, err := placements(ctx, r.client, bun)
+	if err != nil {
+		return nil, nil, err
+	}
+	groupsOf, err := clusterGroups(ctx, r.client, bun.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	fleet := make([]rollout.SequenceCluster, 0, len(ps))
+	for _, p := range ps {
+		sc := rollout.SequenceCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster)}
+		for g := range groupsOf(p.cluster) {
+			sc.Groups = append(sc.Groups, g)
+		}
+		sort.Strings(sc.Groups)
+		fleet = append(fleet, sc)
+	}
+	return fleet, byCluster(ps), nil
+}
+
+// release stages and releases each cluster's revision from its record, in one write.
+func (r *sequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, release map[string]int64) error {
+	names := make([]string, 0, len(release))
+	for name := range release {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		targets, err := r.revisions.targets(ctx, bun, release[name])
+		if err != nil {
+			return err
+		}
+		bd, want := bds[name], targets[name]
+		if bd == nil || want.Ref.Index == 0 {
+			continue // the revision did not deploy to this cluster
+		}
+		orig := bd.DeepCopy()
+		if stageTarget(bd, want, true) {
+			if err := patchDeployment(ctx, r.client, bd, orig); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// report writes the sequence's progress and the bundle's summary when they changed.
+func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, st rollout.SequenceStatus) error {
+	orig := bun.DeepCopy()
+	s := &bun.Status
+	s.Sequence = nil
+	if err := convertJSON(st.Groups, &s.Sequence); err != nil {
+		return err
+	}
+	latest := bun.Spec.LatestRevision
+	counts := rollout.Counts{}
+	for _, bd := range bds {
+		counts[rollout.ClusterState(bdstate.Deployment(bd), latest)]++
+	}
+	var where []string
+	complete := len(st.Groups) > 0
+	for _, g := range st.Groups {
+		for _, rv := range g.Revisions {
+			if rv.Index != latest {
+				continue
+			}
+			complete = complete && rv.State == rollout.SeqComplete
+			if rv.State != rollout.SeqComplete {
+				w := fmt.Sprintf("group %s %s", g.Name, rv.State)
+				if rv.State == rollout.SeqSoaking || rv.State == rollout.SeqForcedSoaking {
+					w += " until " + rv.SoakUntil.UTC().Format(time.RFC3339)
+				}
+				if rv.Message != "" {
+					w += ": " + rv.Message
+				}
+				where = append(where, w)
+			}
+			break
+		}
+	}
+	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(bds), complete: complete, waiting: strings.Join(where, "; ")})
+	return patchBundleStatus(ctx, r.client, bun, orig)
+}
+
+func (r *sequenceReconciler) stall(ctx context.Context, bun *v1alpha1.Bundle, msg string) error {
+	return stallBundle(ctx, r.client, bun, msg)
+}
+
+// sequenceStatusReconciler reports on a RolloutSequence whether its chain is valid, how many
+// clusters each group holds and which bundles follow it.
+type sequenceStatusReconciler struct {
+	client client.Client
+}
+
+func (r *sequenceStatusReconciler) setup(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.RolloutSequenceList
+		if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, s := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("sequence-status").
+		For(&v1alpha1.RolloutSequence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Bundle{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Cluster{}, all, builder.WithPredicates(clusterMembershipChanged{})).
+		Complete(r)
+}
+
+func (r *sequenceStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var seq v1alpha1.RolloutSequence
+	if err := r.client.Get(ctx, req.NamespacedName, &seq); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := seq.DeepCopy()
+	st := &seq.Status
+	st.ObservedGeneration, st.Groups, st.Bundles = seq.Generation, nil, nil
+	bundles, err := sequenceBundles(ctx, r.client, seq.Namespace, seq.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, b := range bundles {
+		st.Bundles = append(st.Bundles, b.Name)
+	}
+	sort.Strings(st.Bundles)
+	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
+		Message: fmt.Sprintf("%d groups, followed by %d bundles", len(seq.Spec.Groups), len(bundles)), ObservedGeneration: seq.Generation}
+	var plan rollout.Sequence
+	err = convertJSON(seq.Spec, &plan)
+	var order []int
+	if err == nil {
+		order, err = plan.ChainOrder()
+	}
+	if err != nil {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.InvalidSpecReason, err.Error()
+	} else {
+		var clusters v1alpha1.ClusterList
+		if err := r.client.List(ctx, &clusters, client.InNamespace(seq.Namespace)); err != nil {
+			return ctrl.Result{}, err
+		}
+		groupsOf, err := clusterGroups(ctx, r.client, seq.Namespace)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		fleet := make([]rollout.SequenceCluster, 0, len(clusters.Items))
+		for i := range clusters.Items {
+			c := &clusters.Items[i]
+			sc := rollout.SequenceCluster{Name: c.Name, Labels: c.Labels}
+			for g := range groupsOf(c) {
+				sc.Groups = append(sc.Groups, g)
+			}
+			fleet = append(fleet, sc)
+		}
+		for _, gi := range order {
+			g := plan.Groups[gi]
+			st.Groups = append(st.Groups, v1alpha1.SequenceGroupStatus{Name: g.Name, Clusters: int32(rollout.CountGroupClusters(g, fleet))})
+		}
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	if equality.Semantic.DeepEqual(orig.Status, seq.Status) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &seq, client.MergeFrom(orig)))
+}
