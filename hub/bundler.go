@@ -297,8 +297,15 @@ func bundleSpec(repo *v1alpha1.GitRepo, src *bundle.Source) (v1alpha1.BundleSpec
 	if f.Sequence != nil {
 		spec.Sequence = &v1alpha1.LocalObjectReference{Name: f.Sequence.Name}
 	}
-	for _, d := range f.DependsOn {
-		spec.DependsOn = append(spec.DependsOn, v1alpha1.BundleDependency{Name: d.Name})
+	for i, d := range f.DependsOn {
+		dep := v1alpha1.BundleDependency{Name: d.Name}
+		if d.Selector != nil {
+			dep.Selector = &metav1.LabelSelector{}
+			if err := convert(d.Selector, dep.Selector, fmt.Sprintf("dependsOn[%d].selector", i)); err != nil {
+				return spec, err
+			}
+		}
+		spec.DependsOn = append(spec.DependsOn, dep)
 	}
 	return spec, nil
 }

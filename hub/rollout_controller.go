@@ -59,6 +59,9 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 		For(&v1alpha1.Bundle{}).
 		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
 		Watches(&v1alpha1.Cluster{}, allBundles).
+		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return dependents(ctx, r.client, o)
+		})).
 		Watches(&v1alpha1.StagedUpdateRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			run, ok := o.(*v1alpha1.StagedUpdateRun)
 			if !ok {
@@ -129,6 +132,10 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	held, err := dependencyHolds(ctx, r.client, bun)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	now := r.now()
 	revision := bun.Spec.LatestRevision
 	if bun.Spec.TargetRevision != nil {
@@ -147,7 +154,7 @@ func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*
 	var requeue time.Duration
 	for _, p := range ps {
 		c, bd, name := p.cluster, p.bd, p.cluster.Name
-		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Deployment: bdstate.Deployment(bd)}
+		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name), Deployment: bdstate.Deployment(bd)}
 		for g, gl := range groupsOf(c) {
 			t.Groups = append(t.Groups, g)
 			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
@@ -240,7 +247,7 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	for _, c := range d.Clusters {
 		counts[c.State]++
 	}
-	setProgress(bun, bundleProgress{revision: in.Revision, counts: counts, clusters: len(d.Clusters), complete: d.Complete, waiting: d.Paused})
+	setProgress(bun, bundleProgress{revision: in.Revision, counts: counts, clusters: len(d.Clusters), complete: d.Complete, waiting: waitReason(d)})
 	st.Partitions = nil
 	for _, p := range d.Partitions {
 		st.Partitions = append(st.Partitions, v1alpha1.PartitionStatus{Name: p.Name, Count: int32(len(p.Clusters)), MaxUnavailable: int32(p.MaxUnavailable),
@@ -379,6 +386,30 @@ func worstState(c rollout.Counts) string {
 		}
 	}
 	return string(rollout.Ready)
+}
+
+// waitReason is why a rollout is not complete: its pause, else what holds its clusters.
+func waitReason(d *rollout.Decision) string {
+	if d.Paused != "" {
+		return d.Paused
+	}
+	held := 0
+	first := ""
+	for _, c := range d.Clusters {
+		if c.Wait != "" {
+			if held == 0 {
+				first = c.Name + ": " + c.Wait
+			}
+			held++
+		}
+	}
+	switch held {
+	case 0:
+		return ""
+	case 1:
+		return first
+	}
+	return fmt.Sprintf("%s (and %d more clusters waiting)", first, held-1)
 }
 
 func firstWarning(ws []string, contains string) string {

@@ -83,8 +83,8 @@ func planPartitions(in *Input, sorted []*Target) *Decision {
 				var over string
 				for _, ti := range pending {
 					switch {
-					case sorted[ti].Paused:
-						plan.Clusters[ti].Wait = "cluster is paused"
+					case sorted[ti].held() != "":
+						plan.Clusters[ti].Wait = sorted[ti].held()
 					case batch == maxNew:
 						if over == "" {
 							over = fmt.Sprintf("maxNew: %d clusters of partition %s released in this pass; the rest follow once it is within maxUnavailable %d", maxNew, p.name, p.threshold)

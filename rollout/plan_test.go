@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,6 +214,20 @@ func TestR1_13_Pause(t *testing.T) {
 	d = Plan(&Input{Revision: 2, Targets: ts})
 	if len(d.Release) != 9 || d.Clusters[2].Wait != "cluster is paused" {
 		t.Errorf("paused cluster: released %d, wait %q", len(d.Release), d.Clusters[2].Wait)
+	}
+}
+
+// A cluster whose dependencies are not ready there (dependsOn) waits with the reason, in both
+// rollout kinds; the others go on.
+func TestBlockedClustersWaitWithTheirReason(t *testing.T) {
+	const why = "depends on bundle db, not ready on this cluster"
+	for _, placement := range []*Placement{nil, {RollingUpdate: &RollingUpdate{MaxUnavailable: Percent(100)}}} {
+		ts := fleet(4, false)
+		ts[1].Blocked = why
+		d := Plan(&Input{Revision: 2, Targets: ts, Placement: placement})
+		if len(d.Release) != 3 || slices.Contains(d.Release, ts[1].Cluster) || d.Clusters[1].Wait != why {
+			t.Errorf("placement %v: released %v, wait %q", placement != nil, d.Release, d.Clusters[1].Wait)
+		}
 	}
 }
 

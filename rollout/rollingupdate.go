@@ -76,7 +76,7 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 			case carrying[i] && !selected[i] && !available[i]:
 				remove[i] = true
 				up++
-			case needsUpdate(i) && !available[i] && !sorted[i].Paused:
+			case needsUpdate(i) && !available[i] && sorted[i].held() == "":
 				release[i] = true
 			}
 		}
@@ -86,8 +86,8 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 				continue
 			}
 			switch {
-			case t.Paused:
-				wait(i, "cluster is paused")
+			case t.held() != "":
+				wait(i, t.held())
 			case up <= 0:
 				wait(i, fmt.Sprintf("maxSurge: %d clusters carry the workload, at most N+maxSurge = %d (R2.4)", n+maxSurge-up, n+maxSurge))
 			default:
@@ -111,8 +111,8 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 				continue
 			}
 			switch {
-			case t.Paused:
-				wait(i, "cluster is paused")
+			case t.held() != "":
+				wait(i, t.held())
 			case down > 0:
 				release[i] = true
 				down--

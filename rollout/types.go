@@ -16,9 +16,20 @@ type Target struct {
 	Offline bool
 	// Paused: the cluster takes no new releases (R1.13).
 	Paused bool
+	// Blocked, when set, says why the cluster may not be released anything now, e.g. a bundle
+	// this one depends on is not ready there yet.
+	Blocked string
 	// Excluded: the cluster no longer matches the bundle's targets and is listed only because
 	// it still carries the workload; a placement (§2) removes it. Ignored by §1.
 	Excluded bool
+}
+
+// held says why the cluster takes no release now, or "" when it may.
+func (t *Target) held() string {
+	if t.Paused {
+		return "cluster is paused"
+	}
+	return t.Blocked
 }
 
 // Deployment is the state of a BundleDeployment, by revision index (0 = none).

@@ -21,10 +21,15 @@ rolloutStrategy:
   - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
 `
 
+// deploymentOn is the shop-web bundle's deployment on a cluster.
 func deploymentOn(t *testing.T, f *fleetEnv, cluster string) v1alpha1.BundleDeployment {
+	return deploymentOf(t, f, cluster, "shop-web")
+}
+
+func deploymentOf(t *testing.T, f *fleetEnv, cluster, bundle string) v1alpha1.BundleDeployment {
 	t.Helper()
 	var bds v1alpha1.BundleDeploymentList
-	if err := f.hub.List(context.Background(), &bds, client.MatchingLabels{hub.LabelCluster: cluster, hub.LabelBundleNamespace: f.ns}); err != nil || len(bds.Items) != 1 {
+	if err := f.hub.List(context.Background(), &bds, client.MatchingLabels{hub.LabelCluster: cluster, hub.LabelBundleNamespace: f.ns, hub.LabelBundle: bundle}); err != nil || len(bds.Items) != 1 {
 		return v1alpha1.BundleDeployment{}
 	}
 	return bds.Items[0]

@@ -34,3 +34,9 @@ func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
 func State(bd *v1alpha1.BundleDeployment) v1alpha1.ClusterState {
 	return v1alpha1.ClusterState(rollout.ClusterState(Deployment(bd), bd.Spec.Staged.Index))
 }
+
+// Available reports whether the deployment runs its staged revision Ready (or Modified): what
+// a bundle that depends on it waits for.
+func Available(bd *v1alpha1.BundleDeployment) bool {
+	return rollout.ClusterState(Deployment(bd), bd.Spec.Staged.Index).Available()
+}
