@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"time"
+
 	"k8s.io/client-go/rest"
 )
 
@@ -27,4 +29,7 @@ type Options struct {
 	// PollRecordInterval is how often an unchanged poll is still written to a GitRepo's
 	// status.lastPollTime; default 5m. Every change of commit or condition is written at once.
 	PollRecordInterval int64 // seconds
+	// StatusDelay gathers a cluster's deployment changes for this long before its Cluster and
+	// ClusterGroup status are written; default 5s.
+	StatusDelay time.Duration
 }

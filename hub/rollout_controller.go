@@ -348,15 +348,7 @@ func (r *repoStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	sum := v1alpha1.StateCounts{}
 	var waiting []string
 	for _, b := range bundles.Items {
-		s := b.Status.Summary
-		sum.DesiredReady += s.DesiredReady
-		sum.Ready += s.Ready
-		sum.Pending += s.Pending
-		sum.OutOfSync += s.OutOfSync
-		sum.WaitApplied += s.WaitApplied
-		sum.ErrApplied += s.ErrApplied
-		sum.NotReady += s.NotReady
-		sum.Modified += s.Modified
+		sum = sum.Add(b.Status.Summary)
 		if b.Status.Display.Message != "" {
 			waiting = append(waiting, b.Name+": "+b.Status.Display.Message)
 		}

@@ -88,6 +88,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&sequenceStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the sequence status controller: %w", err)
 	}
+	statusDelay := defaultStatusDelay
+	if opts.StatusDelay > 0 {
+		statusDelay = opts.StatusDelay
+	}
+	if err := (&clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the cluster status controller: %w", err)
+	}
+	if err := (&clusterGroupStatusReconciler{client: mgr.GetClient(), delay: statusDelay}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the cluster group status controller: %w", err)
+	}
 	kube, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -162,7 +163,7 @@ func (f *fleetEnv) stop(name string) {
 
 func (f *fleetEnv) startHub() {
 	f.start("hub", func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache})
+		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache, StatusDelay: time.Second})
 	})
 }
 
@@ -233,10 +234,34 @@ func TestFirstDeploymentAndUpdate(t *testing.T) {
 		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
 		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}},
 	}}
+	group := &v1alpha1.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: f.ns}, Spec: v1alpha1.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}
+	if err := f.hub.Create(ctx, group); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.hub.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
 	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
+	// Clusters and groups sum their bundles with the same state function.
+	eventually(t, "every Cluster reports its bundle ready", 30*time.Second, func() bool {
+		var clusters v1alpha1.ClusterList
+		if err := f.hub.List(ctx, &clusters, client.InNamespace(f.ns)); err != nil || len(clusters.Items) != len(workloads) {
+			return false
+		}
+		for _, c := range clusters.Items {
+			if c.Status.Display.ReadyClusters != "1/1" || !meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ReadyCondition) {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, "the ClusterGroup sums its members", 30*time.Second, func() bool {
+		var g v1alpha1.ClusterGroup
+		if err := f.hub.Get(ctx, client.ObjectKeyFromObject(group), &g); err != nil {
+			return false
+		}
+		return g.Status.ClusterCount == int32(len(workloads)) && g.Status.NonReadyClusterCount == 0 && g.Status.Display.ReadyClusters == allReady()
+	})
 	for _, w := range workloads {
 		if !deploymentAvailable(t, w, "shop", "web", "example.invalid/web:1") {
 			t.Errorf("%s: web is not Available", w.Name)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub"
@@ -71,6 +72,14 @@ func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 			t.Errorf("%s in the rest partition got revision %d while the canary was offline", w.Name, r)
 		}
 	}
+	eventually(t, "the canary's Cluster reports it offline", 30*time.Second, func() bool {
+		var c v1alpha1.Cluster
+		if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: canary.Name}, &c); err != nil {
+			return false
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ReadyCondition)
+		return c.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
+	})
 	f.startAgent(canary)
 	eventually(t, "every cluster catches up", 90*time.Second, func() bool { return availableEverywhere(t, "offline", "web", "example.invalid/web:2") })
 }

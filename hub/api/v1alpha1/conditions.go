@@ -88,6 +88,13 @@ type StateCounts struct {
 	Modified     int32 `json:"modified,omitempty"`
 }
 
+// Add returns the sum of two counts, for roll-ups (GitRepo, ClusterGroup).
+func (s StateCounts) Add(o StateCounts) StateCounts {
+	return StateCounts{DesiredReady: s.DesiredReady + o.DesiredReady, Ready: s.Ready + o.Ready, Pending: s.Pending + o.Pending,
+		OutOfSync: s.OutOfSync + o.OutOfSync, WaitApplied: s.WaitApplied + o.WaitApplied, ErrApplied: s.ErrApplied + o.ErrApplied,
+		NotReady: s.NotReady + o.NotReady, Modified: s.Modified + o.Modified}
+}
+
 // Annotations people and the hub set on the hub's objects.
 const (
 	// AnnotationSupersededBy on a StagedUpdateRun names the newer run that replaces it; the run

@@ -1,0 +1,227 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// Cluster and ClusterGroup status sum the per-cluster states (ROLLOUT.md §0) of every bundle on
+// a cluster. Those change several times per deployment during a rollout; the sums are written
+// at most once per statusDelay per object, so a rollout costs the API server a bounded number of
+// these writes however many bundles change at once.
+
+// defaultStatusDelay is how long deployment changes of one cluster are gathered before its
+// status is written.
+const defaultStatusDelay = 5 * time.Second
+
+// clusterStatusReconciler writes a Cluster's bundle summary and whether its agent is online
+// (R1.11: offline once the heartbeat deadline passed).
+type clusterStatusReconciler struct {
+	client client.Client
+	now    func() time.Time
+	delay  time.Duration
+}
+
+func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
+	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+		if l := o.GetLabels(); l[LabelCluster] != "" {
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelCluster]}}, r.delay)
+		}
+	}
+	stateChanged := handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o, ok1 := e.ObjectOld.(*v1alpha1.BundleDeployment)
+			n, ok2 := e.ObjectNew.(*v1alpha1.BundleDeployment)
+			if !ok1 || !ok2 || bdstate.State(o) != bdstate.State(n) {
+				later(q, e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			later(q, e.Object)
+		},
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("cluster-status").
+		For(&v1alpha1.Cluster{}).
+		Watches(&v1alpha1.BundleDeployment{}, stateChanged).
+		Complete(r)
+}
+
+func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var c v1alpha1.Cluster
+	if err := r.client.Get(ctx, req.NamespacedName, &c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if c.Status.Namespace != "" {
+		if err := r.client.List(ctx, &bds, client.InNamespace(c.Status.Namespace)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to list deployments of %s: %w", c.Name, err)
+		}
+	}
+	counts := rollout.Counts{}
+	for i := range bds.Items {
+		counts[rollout.State(bdstate.State(&bds.Items[i]))]++
+	}
+	orig := c.DeepCopy()
+	st := &c.Status
+	st.ObservedGeneration = c.Generation
+	st.Summary = stateCounts(counts, len(bds.Items))
+	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady), State: worstState(counts)}
+	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: c.Generation,
+		Message: fmt.Sprintf("%d bundles ready", st.Summary.Ready+st.Summary.Modified)}
+	online, requeue := r.online(&c)
+	switch {
+	case c.Status.AgentLastSeen == nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "AgentNotConnected", "no agent has reported for this cluster yet"
+		st.Display.State = "WaitingForAgent"
+	case !online:
+		ready.Status, ready.Reason = metav1.ConditionFalse, "Offline"
+		ready.Message = fmt.Sprintf("agent last seen %s, past the heartbeat deadline: the cluster counts as unavailable (R1.11)", c.Status.AgentLastSeen.UTC().Format(time.RFC3339))
+		st.Display.State = "Offline"
+	case st.Display.State != string(rollout.Ready):
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ProgressingReason
+		ready.Message = fmt.Sprintf("%d of %d bundles ready", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady)
+	}
+	st.Display.Message = ""
+	if ready.Status == metav1.ConditionFalse {
+		st.Display.Message = ready.Message
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	if !equality.Semantic.DeepEqual(orig.Status, c.Status) {
+		// A merge patch of these fields only: the agent's heartbeat fields are left to it.
+		if err := r.client.Status().Patch(ctx, &c, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to update cluster status: %w", client.IgnoreNotFound(err))
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// online reports whether the agent is within its heartbeat deadline and, if so, when to look
+// again to notice that it is not.
+func (r *clusterStatusReconciler) online(c *v1alpha1.Cluster) (bool, time.Duration) {
+	if c.Status.AgentLastSeen == nil {
+		return false, 0
+	}
+	deadline := DefaultHeartbeatDeadline
+	if c.Spec.HeartbeatDeadline != nil {
+		deadline = c.Spec.HeartbeatDeadline.Duration
+	}
+	left := c.Status.AgentLastSeen.Add(deadline).Sub(r.now())
+	if left < 0 {
+		return false, 0
+	}
+	return true, left + time.Second
+}
+
+// clusterGroupStatusReconciler sums a ClusterGroup's member Clusters.
+type clusterGroupStatusReconciler struct {
+	client client.Client
+	delay  time.Duration
+}
+
+func (r *clusterGroupStatusReconciler) setup(mgr ctrl.Manager) error {
+	groupsOf := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		var groups v1alpha1.ClusterGroupList
+		if err := r.client.List(ctx, &groups, client.InNamespace(o.GetNamespace())); err != nil {
+			return
+		}
+		for _, g := range groups.Items {
+			// Every group is looked at: a cluster whose labels changed may have left one.
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&g)}, r.delay)
+		}
+	}
+	clusterChanged := handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			groupsOf(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+			n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Summary != n.Status.Summary || o.Status.Display.State != n.Status.Display.State {
+				groupsOf(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			groupsOf(ctx, e.Object, q)
+		},
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("clustergroup-status").
+		For(&v1alpha1.ClusterGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Cluster{}, clusterChanged).
+		Complete(r)
+}
+
+func (r *clusterGroupStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var g v1alpha1.ClusterGroup
+	if err := r.client.Get(ctx, req.NamespacedName, &g); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := g.DeepCopy()
+	st := &g.Status
+	st.ObservedGeneration = g.Generation
+	sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
+	if err != nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.InvalidSpecReason,
+			Message: "spec.selector: " + err.Error(), ObservedGeneration: g.Generation})
+	} else {
+		var clusters v1alpha1.ClusterList
+		if err := r.client.List(ctx, &clusters, client.InNamespace(g.Namespace)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to list clusters: %w", err)
+		}
+		st.ClusterCount, st.NonReadyClusterCount, st.Summary = 0, 0, v1alpha1.StateCounts{}
+		var notReady []string
+		for _, c := range clusters.Items {
+			if !sel.Matches(labels.Set(c.Labels)) {
+				continue
+			}
+			st.ClusterCount++
+			st.Summary = st.Summary.Add(c.Status.Summary)
+			if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ReadyCondition); cond == nil || cond.Status != metav1.ConditionTrue {
+				st.NonReadyClusterCount++
+				notReady = append(notReady, c.Name)
+			}
+		}
+		st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady), State: string(rollout.Ready)}
+		ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: g.Generation,
+			Message: fmt.Sprintf("%d clusters ready", st.ClusterCount)}
+		if len(notReady) > 0 {
+			ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ProgressingReason
+			ready.Message = fmt.Sprintf("%d of %d clusters not ready: %s", len(notReady), st.ClusterCount, listSome(notReady, 5))
+			st.Display.State, st.Display.Message = "NotReady", ready.Message
+		}
+		meta.SetStatusCondition(&st.Conditions, ready)
+	}
+	if equality.Semantic.DeepEqual(orig.Status, g.Status) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &g, client.MergeFrom(orig)))
+}
+
+// listSome joins up to n names and says how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return fmt.Sprint(names)
+	}
+	return fmt.Sprintf("%v and %d more", names[:n], len(names)-n)
+}
