@@ -26,10 +26,10 @@ import (
 
 // Registration keys of a token's Secret: what an agent needs to register.
 const (
-	RegistrationToken     = "token"
-	RegistrationNamespace = "namespace"
-	RegistrationCA        = "ca.crt"
-	RegistrationServer    = "server"
+	RegistrationToken     = v1alpha1.RegistrationTokenKey
+	RegistrationNamespace = v1alpha1.RegistrationNamespaceKey
+	RegistrationCA        = v1alpha1.RegistrationCAKey
+	RegistrationServer    = v1alpha1.RegistrationServerKey
 )
 
 // tokenReconciler turns a ClusterRegistrationToken into a Secret holding a bearer token that may

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -21,11 +22,12 @@ var version = "dev"
 
 func main() {
 	var opts agent.RunOptions
-	var hubKubeconfig string
-	flag.StringVar(&hubKubeconfig, "hub-kubeconfig", "/etc/flotilla/hub/kubeconfig", "kubeconfig with this cluster's credentials on the hub")
-	flag.StringVar(&opts.Namespace, "namespace", "", "the cluster's namespace on the hub (its BundleDeployments)")
-	flag.StringVar(&opts.ClusterName, "cluster-name", "", "the cluster's Cluster object on the hub")
-	flag.StringVar(&opts.ClusterNamespace, "cluster-namespace", "", "the namespace of the Cluster object on the hub")
+	var hubKubeconfig, bootstrapSecret string
+	flag.StringVar(&bootstrapSecret, "bootstrap-secret", "flotilla-agent-bootstrap", "local Secret (in --state-namespace) to register with on first start; the granted credentials are kept in flotilla-agent-hub")
+	flag.StringVar(&hubKubeconfig, "hub-kubeconfig", "", "instead of registering: kubeconfig with this cluster's credentials on the hub (needs --namespace, --cluster-name, --cluster-namespace)")
+	flag.StringVar(&opts.Namespace, "namespace", "", "with --hub-kubeconfig: the cluster's namespace on the hub (its BundleDeployments)")
+	flag.StringVar(&opts.ClusterName, "cluster-name", "", "with --hub-kubeconfig: the cluster's Cluster object on the hub")
+	flag.StringVar(&opts.ClusterNamespace, "cluster-namespace", "", "with --hub-kubeconfig: the namespace of the Cluster object on the hub")
 	flag.StringVar(&opts.StateNamespace, "state-namespace", "flotilla-system", "local namespace for inventories")
 	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "time between heartbeats")
 	flag.DurationVar(&opts.ResyncInterval, "resync-interval", 30*time.Second, "time between readiness and drift checks")
@@ -38,17 +40,30 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flotilla-agent:", err)
 		os.Exit(code)
 	}
-	if opts.Namespace == "" || opts.ClusterName == "" || opts.ClusterNamespace == "" {
-		fail(2, fmt.Errorf("--namespace, --cluster-name and --cluster-namespace are required"))
-	}
 	var err error
-	if opts.HubConfig, err = clientcmd.BuildConfigFromFlags("", hubKubeconfig); err != nil {
-		fail(2, fmt.Errorf("hub kubeconfig: %w", err))
-	}
 	if opts.LocalConfig, err = ctrl.GetConfig(); err != nil {
 		fail(2, err)
 	}
-	if err := agent.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if hubKubeconfig != "" {
+		if opts.Namespace == "" || opts.ClusterName == "" || opts.ClusterNamespace == "" {
+			fail(2, fmt.Errorf("--hub-kubeconfig needs --namespace, --cluster-name and --cluster-namespace"))
+		}
+		if opts.HubConfig, err = clientcmd.BuildConfigFromFlags("", hubKubeconfig); err != nil {
+			fail(2, fmt.Errorf("hub kubeconfig: %w", err))
+		}
+	} else {
+		local, err := kubernetes.NewForConfig(opts.LocalConfig)
+		if err != nil {
+			fail(2, err)
+		}
+		reg, err := agent.Bootstrap(ctx, local, agent.BootstrapOptions{Namespace: opts.StateNamespace, BootstrapSecret: bootstrapSecret})
+		if err != nil {
+			fail(1, err)
+		}
+		opts.HubConfig, opts.Namespace, opts.ClusterName, opts.ClusterNamespace = reg.HubConfig, reg.Namespace, reg.ClusterName, reg.ClusterNamespace
+	}
+	if err := agent.Run(ctx, opts); err != nil {
 		fail(1, err)
 	}
 }

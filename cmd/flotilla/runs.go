@@ -19,7 +19,7 @@ type hubFlags struct {
 
 func (h *hubFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&h.kubeconfig, "kubeconfig", "", "kubeconfig of the hub (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "fleet-default", "namespace of the run or bundle")
+	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "fleet-default", "namespace on the hub (of the run, bundle or token)")
 }
 
 func (h *hubFlags) client() (client.Client, error) { return hubClient(h.kubeconfig) }
@@ -167,4 +167,41 @@ runs in flight stop. The next commit that changes the bundle ends the rollback.`
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "revision index to deploy (see `flotilla status` or the bundle's spec.revisions)")
 	_ = cmd.MarkFlagRequired("to-revision")
 	return cmd
+}
+
+func newAgentCommand() *cobra.Command {
+	root := &cobra.Command{Use: "agent", Short: "Install the agent of a downstream cluster"}
+	h := &hubFlags{}
+	in := operate.AgentInstall{}
+	install := &cobra.Command{
+		Use:   "install --token NAME --cluster-name NAME [--label k=v]...",
+		Short: "Print the agent manifest of one cluster, to apply there with kubectl apply -f -",
+		Long: `Install prints the agent's Namespace, RBAC and Deployment with a bootstrap Secret holding the
+registration token's values and the cluster's name and labels. On first start the agent
+registers with the hub, which creates the Cluster, its namespace and credentials that reach
+only that cluster's BundleDeployments; the agent keeps them in the Secret flotilla-agent-hub.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := h.client()
+			if err != nil {
+				return err
+			}
+			in.Namespace = h.namespace
+			out, err := operate.AgentManifest(cmd.Context(), c, in)
+			if err != nil {
+				return asInput(err)
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	h.add(install)
+	install.Flags().StringVar(&in.Token, "token", "", "ClusterRegistrationToken on the hub (required)")
+	install.Flags().StringVar(&in.ClusterName, "cluster-name", "", "name of the Cluster to register (required)")
+	install.Flags().StringToStringVar(&in.ClusterLabels, "label", nil, "label of the Cluster, key=value (repeatable)")
+	install.Flags().StringVar(&in.Image, "image", "", "agent image (default: the one manifests/agent names)")
+	_ = install.MarkFlagRequired("token")
+	_ = install.MarkFlagRequired("cluster-name")
+	root.AddCommand(install)
+	return root
 }

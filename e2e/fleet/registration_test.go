@@ -11,11 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/operate"
+	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 // Registration: a ClusterRegistrationToken yields what an agent needs; the agent registers; the
@@ -41,17 +45,49 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	if _, err := kubernetes.NewForConfigOrDie(regCfg).CoreV1().Secrets(f.ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the registration token lists secrets: %v", err)
 	}
-	reg, err := agent.Register(ctx, agent.RegisterOptions{Server: string(secret.Data[hub.RegistrationServer]), CA: secret.Data[hub.RegistrationCA],
-		Token: string(secret.Data[hub.RegistrationToken]), Namespace: string(secret.Data[hub.RegistrationNamespace]),
-		ClientID: "kube-system-uid-0001", ClusterName: "joined", ClusterLabels: map[string]string{"tier": "joined"}})
+	// `flotilla agent install` prints the cluster's manifest; applied there, the agent finds its
+	// bootstrap Secret, registers, and keeps the credentials it is granted.
+	w := workloads[0]
+	manifest, err := operate.AgentManifest(ctx, f.hub, operate.AgentInstall{Namespace: f.ns, Token: "new-clusters", ClusterName: "joined", ClusterLabels: map[string]string{"tier": "joined"}})
 	if err != nil {
-		t.Fatalf("register: %v", err)
+		t.Fatal(err)
+	}
+	applied, err := controlplane.Apply(ctx, w.Config(), manifest)
+	if err != nil {
+		t.Fatalf("apply the agent manifest: %v", err)
+	}
+	local := kubernetes.NewForConfigOrDie(w.Config())
+	t.Cleanup(func() {
+		_ = local.CoreV1().Namespaces().Delete(context.Background(), "flotilla-system", metav1.DeleteOptions{})
+		_ = local.RbacV1().ClusterRoleBindings().Delete(context.Background(), "flotilla-agent", metav1.DeleteOptions{})
+	})
+	kinds := map[string]bool{}
+	for _, o := range applied {
+		kinds[o.GetKind()] = true
+	}
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRoleBinding", "Deployment", "Secret"} {
+		if !kinds[k] {
+			t.Errorf("the agent manifest has no %s", k)
+		}
+	}
+	boot := agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"}
+	reg, err := agent.Bootstrap(ctx, local, boot)
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	// A restart uses the kept credentials: no second registration.
+	again, err := agent.Bootstrap(ctx, local, boot)
+	if err != nil || again.Namespace != reg.Namespace || again.HubConfig.BearerToken != reg.HubConfig.BearerToken {
+		t.Errorf("restart: %+v %v, want the kept credentials of %+v", again, err, reg)
+	}
+	var regs v1alpha1.ClusterRegistrationList
+	if err := f.hub.List(ctx, &regs, client.InNamespace(f.ns)); err != nil || len(regs.Items) != 1 {
+		t.Errorf("registrations: %d %v, want exactly 1", len(regs.Items), err)
 	}
 	var cl v1alpha1.Cluster
 	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "joined"}, &cl); err != nil || cl.Labels["tier"] != "joined" || cl.Status.Namespace != reg.Namespace {
 		t.Fatalf("cluster: %+v %v", cl, err)
 	}
-	w := workloads[0]
 	opts := agent.RunOptions{HubConfig: reg.HubConfig, LocalConfig: w.Config(), Namespace: reg.Namespace, ClusterName: reg.ClusterName, ClusterNamespace: reg.ClusterNamespace,
 		StateNamespace: "flotilla-joined-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second}
 	f.start("registered agent", func(ctx context.Context) error { return agent.Run(ctx, opts) })
@@ -62,5 +98,31 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	// The agent's credentials reach its own namespace and nothing else.
 	if _, err := kubernetes.NewForConfigOrDie(reg.HubConfig).CoreV1().Secrets(reg.Namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("registered agent lists secrets: %v", err)
+	}
+}
+
+// manifests/hub is what `kubectl apply -k manifests/hub` installs: the API server accepts every
+// object, and the hub's ServiceAccount gets the generated ClusterRole.
+func TestHubInstallManifestApplies(t *testing.T) {
+	stream, err := manifests.Build("hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	applied, err := controlplane.Apply(ctx, hubCluster.Config(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, _ := manifests.CRDs()
+	count := map[string]int{}
+	for _, o := range applied {
+		count[o.GetKind()]++
+	}
+	if count["CustomResourceDefinition"] != len(crds) || count["Deployment"] != 1 || count["Service"] != 1 || count["ClusterRole"] != 1 || count["ClusterRoleBinding"] != 1 {
+		t.Errorf("applied %v; want all %d CRDs, the hub's Deployment, Service and RBAC", count, len(crds))
+	}
+	binding, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).RbacV1().ClusterRoleBindings().Get(ctx, "flotilla-hub", metav1.GetOptions{})
+	if err != nil || binding.RoleRef.Name != "flotilla-hub" || len(binding.Subjects) != 1 || binding.Subjects[0].Namespace != "flotilla-system" || binding.Subjects[0].Name != "flotilla-hub" {
+		t.Errorf("hub binding: %+v %v", binding, err)
 	}
 }

@@ -1,18 +1,25 @@
 // Package operate holds what a person does to a fleet through the CLI: approve a gate, start,
-// stop or resume a run, skip part of it. The CLI calls it; tests call the same code.
+// stop or resume a run, skip part of it, roll a bundle back, install an agent. The CLI calls it; tests call the same code.
 package operate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/manifests"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -164,4 +171,64 @@ func Rollback(ctx context.Context, c client.Client, ns, bundleName string, to in
 		return res, fmt.Errorf("failed to start run %s: %w", res.Run, err)
 	}
 	return res, nil
+}
+
+// AgentInstall is what `flotilla agent install` needs to print one cluster's agent manifest.
+type AgentInstall struct {
+	// Namespace and Token name the ClusterRegistrationToken on the hub.
+	Namespace, Token string
+	// ClusterName and ClusterLabels are what the cluster asks to be.
+	ClusterName   string
+	ClusterLabels map[string]string
+	// Image replaces the agent image of manifests/agent when set.
+	Image string
+}
+
+// defaultAgentImage is the image manifests/agent names.
+const defaultAgentImage = "ghcr.io/flotilla-dev/flotilla-agent:latest"
+
+// AgentManifest returns manifests/agent with the bootstrap Secret of one cluster: the
+// registration token's values and the cluster's name and labels. Applied to the cluster, the
+// agent registers on first start and keeps the credentials the hub grants it.
+func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byte, error) {
+	if in.ClusterName == "" {
+		return nil, &ErrInput{errors.New("--cluster-name is required")}
+	}
+	if errs := validation.IsDNS1123Subdomain(in.ClusterName); len(errs) > 0 {
+		return nil, &ErrInput{fmt.Errorf("--cluster-name %q: %s", in.ClusterName, strings.Join(errs, "; "))}
+	}
+	var tok v1alpha1.ClusterRegistrationToken
+	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: in.Token}, &tok); err != nil {
+		return nil, &ErrInput{fmt.Errorf("registration token %s/%s: %w", in.Namespace, in.Token, err)}
+	}
+	if tok.Status.SecretName == "" {
+		return nil, &ErrInput{fmt.Errorf("registration token %s/%s has not been issued yet (is the hub running?)", in.Namespace, in.Token)}
+	}
+	var secret corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: tok.Status.SecretName}, &secret); err != nil {
+		return nil, fmt.Errorf("failed to read the token's secret %s: %w", tok.Status.SecretName, err)
+	}
+	labels, err := json.Marshal(in.ClusterLabels)
+	if err != nil {
+		return nil, err
+	}
+	boot := map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+		"metadata": map[string]any{"name": "flotilla-agent-bootstrap", "namespace": "flotilla-system"},
+		"data": map[string][]byte{
+			v1alpha1.RegistrationTokenKey: secret.Data[v1alpha1.RegistrationTokenKey], v1alpha1.RegistrationServerKey: secret.Data[v1alpha1.RegistrationServerKey],
+			v1alpha1.RegistrationCAKey: secret.Data[v1alpha1.RegistrationCAKey], v1alpha1.RegistrationNamespaceKey: secret.Data[v1alpha1.RegistrationNamespaceKey],
+			v1alpha1.RegistrationClusterNameKey: []byte(in.ClusterName), v1alpha1.RegistrationClusterLabelsKey: labels,
+		}}
+	bootYAML, err := yaml.Marshal(boot)
+	if err != nil {
+		return nil, err
+	}
+	base, err := manifests.Build("agent")
+	if err != nil {
+		return nil, err
+	}
+	if in.Image != "" {
+		base = bytes.ReplaceAll(base, []byte("image: "+defaultAgentImage), []byte("image: "+in.Image))
+	}
+	return append(append(base, "---\n"...), bootYAML...), nil
 }

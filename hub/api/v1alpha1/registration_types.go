@@ -4,6 +4,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Keys of a registration token's Secret (status.secretName): what an agent needs to register.
+// The agent's bootstrap Secret carries the same keys plus the cluster it asks to be.
+const (
+	RegistrationTokenKey     = "token"
+	RegistrationNamespaceKey = "namespace"
+	RegistrationCAKey        = "ca.crt"
+	RegistrationServerKey    = "server"
+	// RegistrationClusterNameKey and RegistrationClusterLabelsKey (JSON) are the agent's request.
+	RegistrationClusterNameKey   = "cluster-name"
+	RegistrationClusterLabelsKey = "cluster-labels"
+)
+
 // ClusterRegistrationTokenSpec configures a token that agents present to register.
 type ClusterRegistrationTokenSpec struct {
 	// TTL is how long the token is valid after creation; unset means it does not expire.
