@@ -18,7 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/hub/report"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
@@ -163,6 +165,11 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
+	// Clusters join as they would anywhere: a registration token, `flotilla agent install`
+	// applied to the cluster, and the agent registering on first start.
+	if err := c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "quickstart", Namespace: ns}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
 	regions := []string{"eu", "us", "ap"}
 	for i := range o.clusters {
 		name := fmt.Sprintf("edge-%d", i+1)
@@ -174,14 +181,15 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 		if i == 0 {
 			ring = "canary"
 		}
-		agentCfg, clusterNS, err := register(ctx, c, hubCluster.Config(), ns, name, map[string]string{"ring": ring, "region": regions[i%len(regions)]})
+		reg, err := joinCluster(ctx, c, w, operate.AgentInstall{Namespace: ns, Token: "quickstart", ClusterName: name,
+			ClusterLabels: map[string]string{"ring": ring, "region": regions[i%len(regions)]}})
 		if err != nil {
-			return err
+			return fmt.Errorf("cluster %s: %w", name, err)
 		}
-		opts := agent.RunOptions{HubConfig: agentCfg, LocalConfig: w.Config(), Namespace: clusterNS, ClusterName: name, ClusterNamespace: ns,
-			HeartbeatInterval: 5 * time.Second, ResyncInterval: 3 * time.Second, Version: "quickstart"}
+		opts := agent.RunOptions{HubConfig: reg.HubConfig, LocalConfig: w.Config(), Namespace: reg.Namespace, ClusterName: reg.ClusterName, ClusterNamespace: reg.ClusterNamespace,
+			StateNamespace: "flotilla-system", HeartbeatInterval: 5 * time.Second, ResyncInterval: 3 * time.Second, Version: "quickstart"}
 		background("agent "+name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
-		say("workload cluster %s (ring %s) registered, agent running", name, ring)
+		say("workload cluster %s (ring %s) registered with token quickstart, agent running", name, ring)
 	}
 
 	up := gitserver.New(t)
@@ -225,28 +233,26 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 	return nil
 }
 
-// register does what cluster registration does: the Cluster, its namespace, and credentials
-// that reach only what its agent needs.
-func register(ctx context.Context, c client.Client, hubCfg *rest.Config, ns, name string, labels map[string]string) (*rest.Config, string, error) {
-	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
-	if err := c.Create(ctx, cl); err != nil {
-		return nil, "", err
+// joinCluster applies the output of `flotilla agent install` to a workload cluster and does
+// what the agent binary does on first start: register with the bootstrap Secret.
+func joinCluster(ctx context.Context, c client.Client, w *controlplane.Cluster, in operate.AgentInstall) (*agent.Registration, error) {
+	var manifest []byte
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		manifest, err = operate.AgentManifest(ctx, c, in)
+		return err == nil, nil // the hub issues the token's secret shortly after it is created
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registration token %s was not issued: %w", in.Token, err)
 	}
-	if err := hub.AdmitCluster(ctx, c, cl); err != nil {
-		return nil, "", err
+	if _, err := controlplane.Apply(ctx, w.Config(), manifest); err != nil {
+		return nil, err
 	}
-	clusterNS := cl.Status.Namespace
-	deadline := time.Now().Add(time.Minute)
-	for {
-		cfg, err := hub.AgentConfig(ctx, hubCfg, clusterNS, 24*time.Hour)
-		if err == nil {
-			return cfg, clusterNS, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, "", err
-		}
-		time.Sleep(200 * time.Millisecond)
+	local, err := kubernetes.NewForConfig(w.Config())
+	if err != nil {
+		return nil, err
 	}
+	return agent.Bootstrap(ctx, local, agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"})
 }
 
 // follow shows the rollout until the GitRepo is on commit (any, when empty) and want clusters

@@ -80,6 +80,7 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 			sort.Slice(bds.Items, func(i, j int) bool {
 				return bds.Items[i].Labels[hub.LabelCluster] < bds.Items[j].Labels[hub.LabelCluster]
 			})
+			_ = w.Flush() // the cluster table aligns on its own, not with the partition lines
 			fmt.Fprintln(w, "    CLUSTER\tSTATE\tSTAGED\tRELEASED\tAPPLIED\tDETAIL")
 			for _, bd := range bds.Items {
 				released := "-"
