@@ -46,6 +46,7 @@ type bundler struct {
 	client       client.Client
 	content      *contentstore.Store
 	revisions    *revisionStore
+	created      *creations
 	charts       *bundle.ChartFetcher
 	historyLimit int
 	now          func() time.Time
@@ -90,7 +91,7 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		all = append(all, r)
 	}
 	// Everything rendered: only now write, so a broken commit changes nothing.
-	bundles := make([]*v1alpha1.Bundle, len(all))
+	plans := make([]staging, len(all))
 	for i, r := range all {
 		for _, res := range r.targets {
 			if _, err := b.content.Put(ctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
@@ -101,11 +102,9 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		if err != nil {
 			return err
 		}
-		if bun.Spec.TargetRevision != nil {
-			// Rolled back and nothing new: the rollout controller keeps the pinned revision staged.
-			all[i].targets = nil
+		if plans[i], err = b.planStaging(ctx, bun, r.targets); err != nil {
+			return err
 		}
-		bundles[i] = bun
 	}
 	// Cluster by cluster, so that each cluster's deployments change in one burst: its agent's
 	// access is then recomputed once per commit, not once per bundle. Clusters are independent,
@@ -114,14 +113,15 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	g.SetLimit(stageWorkers)
 	for _, c := range clusters {
 		g.Go(func() error {
-			for i, r := range all {
-				res, ok := r.targets[c.cluster.Name]
-				if !ok {
-					continue
-				}
-				ref := v1alpha1.RevisionRef{Index: bundles[i].Spec.LatestRevision, ContentID: res.ContentID, DeploymentID: res.DeploymentID}
-				if err := b.stageDeployment(gctx, bundles[i], c.cluster, ref, res); err != nil {
-					return err
+			for _, p := range plans {
+				if t, ok := p.want[c.cluster.Name]; ok {
+					existing := p.state.bds[c.cluster.Name]
+					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, existing, t, p.release[c.cluster.Name]); err != nil {
+						return err
+					}
+					if existing == nil {
+						b.created.add(deploymentKey(p.bundle, c.cluster), b.now())
+					}
 				}
 			}
 			return nil
@@ -218,13 +218,9 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	if latest == nil || latest.DeploymentID != aggregate {
 		spec.LatestRevision++
 		spec.TargetRevision = nil // a new revision supersedes a rollback
-		recorded := revisionTargets{}
-		for cluster, res := range targets {
-			t := revisionTarget{Ref: v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: res.ContentID, DeploymentID: res.DeploymentID}}
-			if err := convertJSON(res.Options, &t.Options); err != nil {
-				return nil, fmt.Errorf("failed to convert options of %s: %w", src.Name, err)
-			}
-			recorded[cluster] = t
+		recorded, err := recordedTargets(spec.LatestRevision, targets)
+		if err != nil {
+			return nil, err
 		}
 		targetsID, err := b.revisions.put(ctx, repo.Namespace, recorded)
 		if err != nil {
@@ -355,51 +351,57 @@ func DeploymentName(bundleNamespace, bundleName string) string {
 	return strings.TrimRight(name[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-// stageDeployment creates or updates a cluster's BundleDeployment with the staged revision. The
-// released revision is left alone: the rollout controller moves it.
-func (b *bundler) stageDeployment(ctx context.Context, bun *v1alpha1.Bundle, c *v1alpha1.Cluster, staged v1alpha1.RevisionRef, res *bundle.Rendered) error {
-	ns := c.Status.Namespace
-	if ns == "" {
-		return nil // not registered yet: nothing to stage into
+// staging is what a commit stages for one bundle: the revision per cluster, and the clusters
+// the planner releases it to at once.
+type staging struct {
+	bundle  *v1alpha1.Bundle
+	want    revisionTargets
+	state   *planState
+	release map[string]bool
+}
+
+// planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks
+// the planner which clusters it would release right away, so that those are staged and
+// released in one write, and creates no deployment for the others yet. A rolled-back bundle
+// stages nothing: its pinned revision stays.
+func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, rendered map[string]*bundle.Rendered) (staging, error) {
+	p := staging{bundle: bun}
+	if bun.Spec.TargetRevision != nil {
+		return p, nil
 	}
-	t := revisionTarget{Ref: staged}
-	if err := convertJSON(res.Options, &t.Options); err != nil {
-		return fmt.Errorf("failed to convert options of %s: %w", bun.Name, err)
+	var err error
+	if p.want, err = recordedTargets(bun.Spec.LatestRevision, rendered); err != nil {
+		return p, err
 	}
-	var bd v1alpha1.BundleDeployment
-	key := types.NamespacedName{Namespace: ns, Name: DeploymentName(bun.Namespace, bun.Name)}
-	err := b.client.Get(ctx, key, &bd)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to get bundledeployment %s: %w", key, err)
+	if p.state, err = gatherPlan(ctx, b.client, b.now(), bun, p.want); err != nil {
+		return p, err
 	}
-	exists := err == nil
-	orig := bd.DeepCopy()
-	bd.Name, bd.Namespace = key.Name, key.Namespace
-	bd.Labels = map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: c.Name}
-	bd.Spec.Bundle, bd.Spec.BundleNamespace = bun.Name, bun.Namespace
-	changed := stageTarget(&bd, t, false)
-	switch {
-	case !exists:
-		return b.client.Create(ctx, &bd)
-	case changed || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels):
-		return patchDeployment(ctx, b.client, &bd, orig)
+	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
+		p.release = releasedWithStaging(p.state, p.want)
+		// A cluster the rollout has not reached on its first deployment stays Pending, without
+		// a deployment (§0); the rollout controller creates it, released, when it gets there.
+		for name := range p.want {
+			if p.state.bds[name] == nil && !p.release[name] {
+				delete(p.want, name)
+			}
+		}
 	}
-	return nil
+	return p, nil
 }
 
 // dropUntargeted deletes the bundle's BundleDeployments on clusters it no longer targets; their
 // agents then remove the workload.
 func (b *bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targets map[string]*bundle.Rendered) error {
-	var bds v1alpha1.BundleDeploymentList
-	if err := b.client.List(ctx, &bds, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
-		return fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err)
+	bds, err := listDeployments(ctx, b.client, bun)
+	if err != nil {
+		return err
 	}
-	for i := range bds.Items {
-		bd := &bds.Items[i]
+	for i := range bds {
+		bd := &bds[i]
 		if _, ok := targets[bd.Labels[LabelCluster]]; ok {
 			continue
 		}
-		if err := b.client.Delete(ctx, bd); client.IgnoreNotFound(err) != nil {
+		if err := b.client.Delete(ctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("failed to remove %s from %s: %w", bun.Name, bd.Labels[LabelCluster], err)
 		}
 	}
@@ -426,13 +428,13 @@ func (b *bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sourc
 		if err := b.client.Delete(ctx, bun); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, err)
 		}
-		var bds v1alpha1.BundleDeploymentList
-		if err := b.client.List(ctx, &bds, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
-			errs = append(errs, fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err))
+		bds, err := listDeployments(ctx, b.client, bun)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		for j := range bds.Items {
-			if err := b.client.Delete(ctx, &bds.Items[j]); client.IgnoreNotFound(err) != nil {
+		for j := range bds {
+			if err := b.client.Delete(ctx, bds[j].DeepCopy()); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -10,12 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -42,26 +39,18 @@ type clusterStatusReconciler struct {
 }
 
 func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
-	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
-		if l := o.GetLabels(); l[LabelCluster] != "" {
-			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelCluster]}}, r.delay)
+	toCluster := func(_ context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		if l[LabelCluster] == "" {
+			return nil
 		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelCluster]}}}
 	}
-	stateChanged := handler.TypedFuncs[client.Object, reconcile.Request]{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			later(q, e.Object)
-		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			o, ok1 := e.ObjectOld.(*v1alpha1.BundleDeployment)
-			n, ok2 := e.ObjectNew.(*v1alpha1.BundleDeployment)
-			if !ok1 || !ok2 || bdstate.State(o) != bdstate.State(n) {
-				later(q, e.ObjectNew)
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			later(q, e.Object)
-		},
-	}
+	stateChanged := coalesced(r.delay, toCluster, func(old, new client.Object) bool {
+		o, ok1 := old.(*v1alpha1.BundleDeployment)
+		n, ok2 := new.(*v1alpha1.BundleDeployment)
+		return !ok1 || !ok2 || bdstate.State(o) != bdstate.State(n)
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-status").
 		For(&v1alpha1.Cluster{}).
 		Watches(&v1alpha1.BundleDeployment{}, stateChanged).
@@ -123,10 +112,7 @@ func (r *clusterStatusReconciler) online(c *v1alpha1.Cluster) (bool, time.Durati
 	if c.Status.AgentLastSeen == nil {
 		return false, 0
 	}
-	deadline := DefaultHeartbeatDeadline
-	if c.Spec.HeartbeatDeadline != nil {
-		deadline = c.Spec.HeartbeatDeadline.Duration
-	}
+	deadline := heartbeatDeadline(c)
 	left := c.Status.AgentLastSeen.Add(deadline).Sub(r.now())
 	if left < 0 {
 		return false, 0
@@ -141,31 +127,23 @@ type clusterGroupStatusReconciler struct {
 }
 
 func (r *clusterGroupStatusReconciler) setup(mgr ctrl.Manager) error {
-	groupsOf := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	// Every group is looked at: a cluster whose labels changed may have left one.
+	allGroups := func(ctx context.Context, o client.Object) []reconcile.Request {
 		var groups v1alpha1.ClusterGroupList
 		if err := r.client.List(ctx, &groups, client.InNamespace(o.GetNamespace())); err != nil {
-			return
+			return nil
 		}
+		out := make([]reconcile.Request, 0, len(groups.Items))
 		for _, g := range groups.Items {
-			// Every group is looked at: a cluster whose labels changed may have left one.
-			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&g)}, r.delay)
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&g)})
 		}
+		return out
 	}
-	clusterChanged := handler.TypedFuncs[client.Object, reconcile.Request]{
-		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			groupsOf(ctx, e.Object, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
-			n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
-			if !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Summary != n.Status.Summary || o.Status.Display.State != n.Status.Display.State {
-				groupsOf(ctx, e.ObjectNew, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			groupsOf(ctx, e.Object, q)
-		},
-	}
+	clusterChanged := coalesced(r.delay, allGroups, func(old, new client.Object) bool {
+		o, ok1 := old.(*v1alpha1.Cluster)
+		n, ok2 := new.(*v1alpha1.Cluster)
+		return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Summary != n.Status.Summary || o.Status.Display.State != n.Status.Display.State
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("clustergroup-status").
 		For(&v1alpha1.ClusterGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, clusterChanged).

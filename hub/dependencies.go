@@ -23,7 +23,7 @@ func dependencyHolds(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle)
 		return func(string) string { return "" }, nil
 	}
 	var list v1alpha1.BundleList
-	if err := c.List(ctx, &list, client.InNamespace(bun.Namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(bun.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("failed to list bundles: %w", err)
 	}
 	var missing []string
@@ -93,7 +93,7 @@ func dependents(ctx context.Context, c client.Reader, b client.Object) []reconci
 		return nil
 	}
 	var list v1alpha1.BundleList
-	if err := c.List(ctx, &list, client.InNamespace(bun.Namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(bun.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request

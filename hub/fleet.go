@@ -10,6 +10,43 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
+// deploymentsByBundle indexes BundleDeployments in the hub's cache by their bundle
+// ("namespace/name"): a bundle's deployments are found without scanning every deployment of
+// the fleet.
+const deploymentsByBundle = "flotilla.dev/bundle"
+
+func bundleKey(namespace, name string) string { return namespace + "/" + name }
+
+// indexDeployments registers deploymentsByBundle with the manager's cache.
+func indexDeployments(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByBundle, func(o client.Object) []string {
+		l := o.GetLabels()
+		if l[LabelBundle] == "" {
+			return nil
+		}
+		return []string{bundleKey(l[LabelBundleNamespace], l[LabelBundle])}
+	})
+}
+
+// listDeployments reads a bundle's BundleDeployments from the cache. They are the cache's own
+// objects, not copies: callers copy one before changing it.
+func listDeployments(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]v1alpha1.BundleDeployment, error) {
+	var list v1alpha1.BundleDeploymentList
+	if err := c.List(ctx, &list, client.MatchingFields{deploymentsByBundle: bundleKey(bun.Namespace, bun.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err)
+	}
+	return list.Items, nil
+}
+
+// listClusters reads a namespace's Clusters from the cache, read-only (not copied).
+func listClusters(ctx context.Context, c client.Reader, namespace string) ([]v1alpha1.Cluster, error) {
+	var list v1alpha1.ClusterList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("failed to list clusters: %w", err)
+	}
+	return list.Items, nil
+}
+
 // placed is a bundle's deployment on a cluster that still exists.
 type placed struct {
 	bd      *v1alpha1.BundleDeployment
@@ -17,23 +54,24 @@ type placed struct {
 }
 
 // placements reads a bundle's BundleDeployments with their Clusters, sorted by cluster name.
-// Deployments whose Cluster is gone are left out: nothing can be released to them.
+// Deployments whose Cluster is gone are left out: nothing can be released to them. Both are
+// the cache's objects: copy a deployment before changing it.
 func placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]placed, error) {
-	var list v1alpha1.BundleDeploymentList
-	if err := c.List(ctx, &list, client.MatchingLabels{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace}); err != nil {
-		return nil, fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err)
+	bds, err := listDeployments(ctx, c, bun)
+	if err != nil {
+		return nil, err
 	}
-	var clusters v1alpha1.ClusterList
-	if err := c.List(ctx, &clusters, client.InNamespace(bun.Namespace)); err != nil {
-		return nil, fmt.Errorf("failed to list clusters: %w", err)
+	clusters, err := listClusters(ctx, c, bun.Namespace)
+	if err != nil {
+		return nil, err
 	}
 	byName := map[string]*v1alpha1.Cluster{}
-	for i := range clusters.Items {
-		byName[clusters.Items[i].Name] = &clusters.Items[i]
+	for i := range clusters {
+		byName[clusters[i].Name] = &clusters[i]
 	}
-	out := make([]placed, 0, len(list.Items))
-	for i := range list.Items {
-		bd := &list.Items[i]
+	out := make([]placed, 0, len(bds))
+	for i := range bds {
+		bd := &bds[i]
 		if cl := byName[bd.Labels[LabelCluster]]; cl != nil {
 			out = append(out, placed{bd: bd, cluster: cl})
 		}

@@ -8,9 +8,14 @@ import (
 	"fmt"
 	"sync"
 
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
@@ -140,4 +145,96 @@ func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.Bu
 		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
 	}
 	return nil
+}
+
+// writeDeployment stages t on the bundle's deployment in the cluster's namespace, creating it
+// if bd is nil, and releases it too when release is set; it returns the deployment as written.
+// bd itself is not changed (it may be the cache's). Nothing is written when nothing changes; a
+// cluster not admitted yet has no namespace to stage into.
+func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+	if cl.Status.Namespace == "" {
+		return bd, nil
+	}
+	labels := map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: cl.Name}
+	if bd == nil {
+		bd = &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: DeploymentName(bun.Namespace, bun.Name), Namespace: cl.Status.Namespace, Labels: labels},
+			Spec: v1alpha1.BundleDeploymentSpec{Bundle: bun.Name, BundleNamespace: bun.Namespace}}
+		stageTarget(bd, t, release)
+		if err := c.Create(ctx, bd); err != nil {
+			return nil, fmt.Errorf("failed to create %s in %s: %w", bun.Name, cl.Status.Namespace, err)
+		}
+		return bd, nil
+	}
+	orig, bd := bd, bd.DeepCopy()
+	bd.Labels = labels
+	if stageTarget(bd, t, release) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
+		return bd, patchDeployment(ctx, c, bd, orig)
+	}
+	return bd, nil
+}
+
+// restage stages (and with release, releases) t on an existing deployment and returns it as
+// written; bd itself, possibly the cache's, is not changed.
+func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+	orig, bd := bd, bd.DeepCopy()
+	if stageTarget(bd, t, release) {
+		return bd, patchDeployment(ctx, c, bd, orig)
+	}
+	return bd, nil
+}
+
+// creations remembers the deployments this hub created until its cache shows them: a pass
+// planned on a cache a moment behind would otherwise create them again (and fail, at a cost).
+type creations struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+// creationMemory is how long a creation is remembered if the cache never shows it (it was
+// deleted meanwhile, or its event was lost to a watch restart).
+const creationMemory = 30 * time.Second
+
+func (c *creations) add(key types.NamespacedName, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil {
+		c.at = map[types.NamespacedName]time.Time{}
+	}
+	c.at[key] = now
+}
+
+// pending reports whether key was created recently and the cache may not show it yet.
+func (c *creations) pending(key types.NamespacedName, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[key]
+	if ok && now.Sub(at) > creationMemory {
+		delete(c.at, key)
+		return false
+	}
+	return ok
+}
+
+// seen forgets key: the cache shows it.
+func (c *creations) seen(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.at, key)
+}
+
+func deploymentKey(bun *v1alpha1.Bundle, cl *v1alpha1.Cluster) types.NamespacedName {
+	return types.NamespacedName{Namespace: cl.Status.Namespace, Name: DeploymentName(bun.Namespace, bun.Name)}
+}
+
+// recordedTargets is what a revision renders to each cluster, as its record keeps it.
+func recordedTargets(index int64, rendered map[string]*bundle.Rendered) (revisionTargets, error) {
+	out := revisionTargets{}
+	for cluster, res := range rendered {
+		t := revisionTarget{Ref: v1alpha1.RevisionRef{Index: index, ContentID: res.ContentID, DeploymentID: res.DeploymentID}}
+		if err := convertJSON(res.Options, &t.Options); err != nil {
+			return nil, fmt.Errorf("failed to convert the options of %s: %w", res.Bundle, err)
+		}
+		out[cluster] = t
+	}
+	return out, nil
 }

@@ -10,13 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,6 +29,9 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
+
+// bundleWorkers is how many bundles are planned at once.
+const bundleWorkers = 4
 
 // DefaultHeartbeatDeadline is how long after its last heartbeat a cluster counts as offline.
 const DefaultHeartbeatDeadline = 2 * time.Minute
@@ -35,13 +42,26 @@ const DefaultHeartbeatDeadline = 2 * time.Minute
 type rolloutReconciler struct {
 	client    client.Client
 	revisions *revisionStore
+	created   *creations
 	now       func() time.Time
 
 	// released remembers the deployment ids written to spec.released until the cache shows
 	// them, so a reconcile on a stale cache does not write the same release again.
 	mu       sync.Mutex
 	released map[types.UID]string
+	// reported is when each bundle's status was last written (see report).
+	reported map[types.UID]time.Time
 }
+
+func conditionMessage(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return string(c.Status) + c.Message
+	}
+	return ""
+}
+
+// progressEvery bounds how often a bundle's progress counts alone are written.
+const progressEvery = time.Second
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	allBundles := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -55,10 +75,13 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 		}
 		return out
 	})
+	// Bundles are independent: several are planned at once (one bundle is never planned twice
+	// at the same time: the work queue hands out each key to one worker).
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
+		WithOptions(controller.Options{MaxConcurrentReconciles: bundleWorkers}).
 		For(&v1alpha1.Bundle{}).
 		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
-		Watches(&v1alpha1.Cluster{}, allBundles).
+		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{now: r.now})).
 		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return dependents(ctx, r.client, o)
 		})).
@@ -70,6 +93,40 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}}}
 		})).
 		Complete(r)
+}
+
+// clusterPlanningChanged passes the cluster events that change a plan: membership (labels,
+// spec, namespace; see clusterMembershipChanged) and an agent coming back after its heartbeat
+// deadline. Routine heartbeats do not pass: with hundreds of clusters they would re-plan every
+// bundle several times a second. Going offline is noticed by the requeue at the deadline.
+type clusterPlanningChanged struct {
+	clusterMembershipChanged
+	now func() time.Time
+}
+
+func (p clusterPlanningChanged) Update(e event.UpdateEvent) bool {
+	if p.clusterMembershipChanged.Update(e) {
+		return true
+	}
+	oldC, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+	newC, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !online(oldC, p.now()) && online(newC, p.now())
+}
+
+// online reports whether a cluster's agent reported within its heartbeat deadline (R1.11).
+func online(c *v1alpha1.Cluster, now time.Time) bool {
+	seen := c.Status.AgentLastSeen
+	return seen != nil && now.Sub(seen.Time) <= heartbeatDeadline(c)
+}
+
+func heartbeatDeadline(c *v1alpha1.Cluster) time.Duration {
+	if c.Spec.HeartbeatDeadline != nil {
+		return c.Spec.HeartbeatDeadline.Duration
+	}
+	return DefaultHeartbeatDeadline
 }
 
 // deploymentToBundle maps a BundleDeployment event to its Bundle, from the labels the bundler sets.
@@ -84,7 +141,8 @@ var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(func(_ context.Conte
 // Reconcile plans one pass for a bundle and writes what changed.
 func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bun v1alpha1.Bundle
-	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
+	err := r.client.Get(ctx, req.NamespacedName, &bun)
+	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bun.Spec.StagedUpdate != nil {
@@ -96,24 +154,38 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if bun.Spec.Sequence != nil {
 		return ctrl.Result{}, nil // released by the sequence controller
 	}
-	in, bds, requeue, err := r.gather(ctx, &bun)
+	// Clusters of the revision's record that have no deployment yet are Pending (§0): the
+	// rollout has not reached them. Releasing one creates its deployment.
+	var recorded revisionTargets
+	if rev := wantedRevision(&bun); rev > 0 {
+		var missing *missingRevisionError
+		if recorded, err = r.revisions.targets(ctx, &bun, rev); err != nil && !errors.As(err, &missing) {
+			return ctrl.Result{}, err
+		}
+	}
+	st, err := gatherPlan(ctx, r.client, r.now(), &bun, recorded)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	in, requeue := st.in, st.requeue
 	if bun.Spec.TargetRevision != nil {
 		var missing *missingRevisionError
-		if err := r.pin(ctx, &bun, in, bds); errors.As(err, &missing) {
+		if err := r.pin(ctx, &bun, st); errors.As(err, &missing) {
 			return ctrl.Result{}, stallBundle(ctx, r.client, &bun, missing.Error())
 		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	decision := rollout.Plan(in)
-	if err := r.release(ctx, bds, decision); err != nil {
+	if err := r.release(ctx, &bun, st, recorded, decision); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.report(ctx, &bun, in, decision); err != nil {
+	wait, err := r.report(ctx, &bun, in, decision)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if wait > 0 && (requeue == 0 || wait < requeue) {
+		requeue = wait
 	}
 	if decision.RequeueAfter > 0 && (requeue == 0 || decision.RequeueAfter < requeue) {
 		requeue = decision.RequeueAfter
@@ -121,92 +193,161 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// gather reads the bundle's BundleDeployments and their clusters into the planner's input. It
-// also returns when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
-func (r *rolloutReconciler) gather(ctx context.Context, bun *v1alpha1.Bundle) (*rollout.Input, map[string]*v1alpha1.BundleDeployment, time.Duration, error) {
-	ps, err := placements(ctx, r.client, bun)
+// planState is what the planner needs about a bundle, read from the cache, and the objects it
+// was read from (the cache's own: copy before changing).
+type planState struct {
+	in       *rollout.Input
+	bds      map[string]*v1alpha1.BundleDeployment
+	clusters map[string]*v1alpha1.Cluster
+	// requeue is when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
+	requeue time.Duration
+}
+
+// gatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
+// dependencies) into the planner's input. Clusters named in also take part even before they
+// have a deployment: they are about to be staged.
+func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
+	bds, err := listDeployments(ctx, c, bun)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
-	groupsOf, err := clusterGroups(ctx, r.client, bun.Namespace)
+	clusters, err := listClusters(ctx, c, bun.Namespace)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
-	held, err := dependencyHolds(ctx, r.client, bun)
+	groupsOf, err := clusterGroups(ctx, c, bun.Namespace)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
-	now := r.now()
-	revision := bun.Spec.LatestRevision
-	if bun.Spec.TargetRevision != nil {
-		revision = *bun.Spec.TargetRevision
+	held, err := dependencyHolds(ctx, c, bun)
+	if err != nil {
+		return nil, err
 	}
-	in := &rollout.Input{Revision: revision, Paused: bun.Spec.Paused, Now: now}
+	st := &planState{in: &rollout.Input{Revision: wantedRevision(bun), Paused: bun.Spec.Paused, Now: now},
+		bds: map[string]*v1alpha1.BundleDeployment{}, clusters: map[string]*v1alpha1.Cluster{}}
+	in := st.in
 	if err := convertJSON(bun.Spec.RolloutStrategy, &in.Strategy); err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
 	if bun.Spec.Placement != nil {
 		in.Placement = &rollout.Placement{}
 		if err := convertJSON(bun.Spec.Placement, in.Placement); err != nil {
-			return nil, nil, 0, err
+			return nil, err
 		}
 	}
-	var requeue time.Duration
-	for _, p := range ps {
-		c, bd, name := p.cluster, p.bd, p.cluster.Name
-		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name), Deployment: bdstate.Deployment(bd)}
+	for i := range bds {
+		st.bds[bds[i].Labels[LabelCluster]] = &bds[i]
+	}
+	for i := range clusters {
+		c := &clusters[i]
+		name := c.Name
+		bd, deployed := st.bds[name]
+		if _, staging := also[name]; !deployed && !staging {
+			continue
+		}
+		st.clusters[name] = c
+		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name)}
+		if deployed {
+			t.Deployment = bdstate.Deployment(bd)
+		}
 		for g, gl := range groupsOf(c) {
 			t.Groups = append(t.Groups, g)
 			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
 		}
 		sort.Strings(t.Groups)
-		deadline := DefaultHeartbeatDeadline
-		if c.Spec.HeartbeatDeadline != nil {
-			deadline = c.Spec.HeartbeatDeadline.Duration
-		}
+		deadline := heartbeatDeadline(c)
 		if seen := c.Status.AgentLastSeen; seen == nil || now.Sub(seen.Time) > deadline {
 			t.Offline = seen != nil // a cluster that never reported is not offline, just pending
-		} else if d := seen.Add(deadline).Sub(now); requeue == 0 || d < requeue {
-			requeue = d + time.Second
+		} else if d := seen.Add(deadline).Sub(now); st.requeue == 0 || d < st.requeue {
+			st.requeue = d + time.Second
 		}
 		in.Targets = append(in.Targets, t)
 	}
-	return in, byCluster(ps), requeue, nil
+	for name := range st.bds {
+		if st.clusters[name] == nil {
+			delete(st.bds, name) // its cluster is gone
+		}
+	}
+	return st, nil
+}
+
+// releasedWithStaging plans as if want were staged already and returns the clusters the planner
+// releases at once: their deployment is staged and released in one write instead of two.
+func releasedWithStaging(st *planState, want revisionTargets) map[string]bool {
+	in := *st.in
+	in.Targets = append([]rollout.Target(nil), st.in.Targets...)
+	for i := range in.Targets {
+		t := &in.Targets[i]
+		w, ok := want[t.Cluster]
+		if !ok {
+			continue
+		}
+		d := rollout.Deployment{}
+		if t.Deployment != nil {
+			d = *t.Deployment
+		}
+		if bd := st.bds[t.Cluster]; bd == nil || bd.Spec.Staged != w.Ref {
+			d.Staged = w.Ref.Index
+		}
+		t.Deployment = &d
+	}
+	out := map[string]bool{}
+	for _, name := range rollout.Plan(&in).Release {
+		out[name] = true
+	}
+	return out
 }
 
 // pin stages a rollback's revision on the bundle's deployments, as recorded when the revision
-// was created. Clusters that revision did not deploy to keep what they run and are left out of
-// the rollout. A revision gone from the history stalls the bundle with the reason.
-func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, bds map[string]*v1alpha1.BundleDeployment) error {
-	targets, err := r.revisions.targets(ctx, bun, *bun.Spec.TargetRevision)
+// was created, releasing it at once where the planner allows. Clusters that revision did not
+// deploy to keep what they run and are left out of the rollout. A revision gone from the
+// history stalls the bundle with the reason.
+func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *planState) error {
+	recorded, err := r.revisions.targets(ctx, bun, *bun.Spec.TargetRevision)
 	if err != nil {
 		return err
 	}
-	kept := in.Targets[:0]
-	for _, t := range in.Targets {
-		bd, ok := bds[t.Cluster]
-		want, recorded := targets[t.Cluster]
-		if !ok || !recorded {
-			delete(bds, t.Cluster)
+	kept := st.in.Targets[:0]
+	want := revisionTargets{}
+	for _, t := range st.in.Targets {
+		w, ok := recorded[t.Cluster]
+		if bd := st.bds[t.Cluster]; bd == nil || !ok {
+			delete(st.bds, t.Cluster)
 			continue
+		} else if bd.Spec.Staged != w.Ref {
+			want[t.Cluster] = w
 		}
-		orig := bd.DeepCopy()
-		if stageTarget(bd, want, false) {
-			if err := patchDeployment(ctx, r.client, bd, orig); err != nil {
-				return err
-			}
-		}
-		t.Deployment = bdstate.Deployment(bd)
 		kept = append(kept, t)
 	}
-	in.Targets = kept
+	st.in.Targets = kept
+	release := releasedWithStaging(st, want)
+	for i := range st.in.Targets {
+		t := &st.in.Targets[i]
+		w, ok := want[t.Cluster]
+		if !ok {
+			continue
+		}
+		bd, err := writeDeployment(ctx, r.client, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
+		if err != nil {
+			return err
+		}
+		st.bds[t.Cluster], t.Deployment = bd, bdstate.Deployment(bd)
+	}
 	return nil
 }
 
-// release writes spec.released = spec.staged for the clusters the planner released.
-func (r *rolloutReconciler) release(ctx context.Context, bds map[string]*v1alpha1.BundleDeployment, d *rollout.Decision) error {
+// release lets the agents of the clusters the planner released apply the revision. A Pending
+// cluster gets its deployment, and one whose staging is behind (the cache lags the bundler, or
+// the bundler stopped mid-commit) is staged from the revision's record: each in one write.
+func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *planState, recorded revisionTargets, d *rollout.Decision) error {
+	revision, bds := st.in.Revision, st.bds
+	type write struct {
+		cluster string
+		bd      *v1alpha1.BundleDeployment // nil: create
+		target  revisionTarget
+	}
+	var todo []write
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.released == nil {
 		r.released = map[types.UID]string{}
 	}
@@ -214,33 +355,69 @@ func (r *rolloutReconciler) release(ctx context.Context, bds map[string]*v1alpha
 		if bd.Spec.Released != nil && r.released[bd.UID] == bd.Spec.Released.DeploymentID {
 			delete(r.released, bd.UID) // the cache caught up
 		}
+		r.created.seen(client.ObjectKeyFromObject(bd))
 	}
 	for _, name := range d.Release {
-		bd := bds[name]
-		if bd == nil || r.released[bd.UID] == bd.Spec.Staged.DeploymentID {
-			continue
+		bd, cl := bds[name], st.clusters[name]
+		rec, isRecorded := recorded[name]
+		switch {
+		case cl == nil:
+		case bd == nil:
+			if isRecorded && !r.created.pending(deploymentKey(bun, cl), r.now()) {
+				todo = append(todo, write{name, nil, rec})
+			}
+		case bd.Spec.Staged.Index != revision:
+			if isRecorded && r.released[bd.UID] != rec.Ref.DeploymentID {
+				todo = append(todo, write{name, bd, rec})
+			}
+		case r.released[bd.UID] == bd.Spec.Staged.DeploymentID || bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged:
+			// released already; the cache may not show it yet
+		default:
+			todo = append(todo, write{name, bd, revisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}})
 		}
-		orig := bd.DeepCopy()
-		staged := bd.Spec.Staged
-		bd.Spec.Released = &staged
-		bd.Spec.Rollback = false
-		if err := r.client.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
-			return fmt.Errorf("failed to release %s to %s: %w", bd.Spec.Bundle, name, err)
-		}
-		r.released[bd.UID] = staged.DeploymentID
+	}
+	r.mu.Unlock()
+	// A pass releases up to maxNew clusters: their writes go out together.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(stageWorkers)
+	for _, w := range todo {
+		g.Go(func() error {
+			cl := st.clusters[w.cluster]
+			written, err := writeDeployment(gctx, r.client, bun, cl, w.bd, w.target, true)
+			switch {
+			case w.bd == nil && apierrors.IsAlreadyExists(err):
+				return nil // created by a pass the cache does not show yet
+			case err != nil:
+				return fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster, err)
+			case w.bd == nil:
+				r.created.add(deploymentKey(bun, cl), r.now())
+			default:
+				r.mu.Lock()
+				r.released[written.UID] = w.target.Ref.DeploymentID
+				r.mu.Unlock()
+			}
+			return nil
+		})
 	}
 	for _, name := range d.Remove {
 		if bd := bds[name]; bd != nil {
-			if err := r.client.Delete(ctx, bd); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("failed to remove %s from %s: %w", bd.Spec.Bundle, name, err)
-			}
+			g.Go(func() error {
+				if err := r.client.Delete(gctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("failed to remove %s from %s: %w", bd.Spec.Bundle, name, err)
+				}
+				return nil
+			})
 		}
 	}
-	return nil
+	return g.Wait()
 }
 
 // report writes the Bundle's status when it changed.
-func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) error {
+//
+// Progress counts change with every cluster a rollout passes; they are written at most every
+// progressEvery per bundle. A change of state, condition or wait reason is written at once.
+// It returns when to look again to write held-back counts.
+func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) (time.Duration, error) {
 	orig := bun.DeepCopy()
 	st := &bun.Status
 	counts := rollout.Counts{}
@@ -257,7 +434,26 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	setWarning(st, v1alpha1.UnpartitionedClustersCondition, len(d.Unpartitioned) > 0, "UnpartitionedClusters", firstWarning(d.Warnings, "match no partition"), bun.Generation)
 	setWarning(st, v1alpha1.UnsafeDefaultsCondition, firstWarning(d.Warnings, "R1.14") != "", "MaxUnavailable100Percent", firstWarning(d.Warnings, "R1.14"), bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
-	return patchBundleStatus(ctx, r.client, bun, orig)
+	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
+		return 0, nil
+	}
+	key, now := bun.UID, r.now()
+	r.mu.Lock()
+	last := r.reported[key]
+	r.mu.Unlock()
+	significant := orig.Status.Display.State != st.Display.State || orig.Status.ReleasingRevision != st.ReleasingRevision ||
+		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
+		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
+	if !significant && now.Sub(last) < progressEvery {
+		return progressEvery - now.Sub(last), nil
+	}
+	r.mu.Lock()
+	if r.reported == nil {
+		r.reported = map[types.UID]time.Time{}
+	}
+	r.reported[key] = now
+	r.mu.Unlock()
+	return 0, patchBundleStatus(ctx, r.client, bun, orig)
 }
 
 // reportStaged reports a staged bundle from its current run: the newest one created. Its
@@ -316,6 +512,10 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	return patchBundleStatus(ctx, r.client, bun, orig)
 }
 
+// repoStatusDelay gathers bundle changes before a GitRepo's sum is written: a repository of
+// many bundles would otherwise be rewritten for every bundle's progress.
+const repoStatusDelay = time.Second
+
 // repoStatusReconciler sums a GitRepo's bundles into its status. It runs on Bundle events, which
 // arrive after the cache holds the new bundle status, so the sum never misses a write.
 type repoStatusReconciler struct {
@@ -323,12 +523,12 @@ type repoStatusReconciler struct {
 }
 
 func (r *repoStatusReconciler) setup(mgr ctrl.Manager) error {
-	toRepo := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	toRepo := coalesced(repoStatusDelay, func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[LabelGitRepo]; name != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		}
 		return nil
-	})
+	}, nil)
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-status").
 		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, toRepo).

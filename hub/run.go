@@ -74,6 +74,9 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if err := indexDeployments(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("failed to index deployments: %w", err)
+	}
 	recordEvery := 5 * time.Minute
 	if opts.PollRecordInterval > 0 {
 		recordEvery = time.Duration(opts.PollRecordInterval) * time.Second
@@ -90,10 +93,11 @@ func Run(ctx context.Context, opts Options) error {
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
-	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions,
+	created := &creations{}
+	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, created: created,
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
+	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, created: created, now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
 	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {

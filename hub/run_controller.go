@@ -144,11 +144,8 @@ func (r *runReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, bds m
 			}
 			want = t
 		}
-		orig := bd.DeepCopy()
-		if stageTarget(bd, want, true) {
-			if err := patchDeployment(ctx, r.client, bd, orig); err != nil {
-				return err
-			}
+		if _, err := restage(ctx, r.client, bd, want, true); err != nil {
+			return err
 		}
 	}
 	return nil

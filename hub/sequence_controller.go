@@ -62,7 +62,7 @@ func (r *sequenceReconciler) setup(mgr ctrl.Manager) error {
 // sequenceBundles lists the bundles of a namespace that follow a sequence (any, when name is "").
 func sequenceBundles(ctx context.Context, c client.Reader, namespace, name string) ([]v1alpha1.Bundle, error) {
 	var list v1alpha1.BundleList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []v1alpha1.Bundle
@@ -158,11 +158,8 @@ func (r *sequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 		if bd == nil || want.Ref.Index == 0 {
 			continue // the revision did not deploy to this cluster
 		}
-		orig := bd.DeepCopy()
-		if stageTarget(bd, want, true) {
-			if err := patchDeployment(ctx, r.client, bd, orig); err != nil {
-				return err
-			}
+		if _, err := restage(ctx, r.client, bd, want, true); err != nil {
+			return err
 		}
 	}
 	return nil

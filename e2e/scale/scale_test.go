@@ -289,25 +289,79 @@ func simulateAgents(ctx context.Context, b *testing.B, c client.Client) {
 	}
 }
 
-// waitAllReady waits until every BundleDeployment of the fleet namespace runs revision rev, ready.
+// waitAllReady waits until every BundleDeployment of the fleet namespace runs revision rev,
+// ready. It lists once and then follows a watch: polling with lists would load the server under
+// measurement (a list of every deployment each second took a noticeable share of its CPU).
 func waitAllReady(b *testing.B, c client.Client, ns string, total int, rev int64) {
-	deadline := time.Now().Add(20 * time.Minute)
-	for time.Now().Before(deadline) {
-		var bds v1alpha1.BundleDeploymentList
-		if err := c.List(context.Background(), &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err == nil {
-			ready := 0
-			for _, bd := range bds.Items {
-				if bd.Status.Ready && bd.Status.AppliedRevision == rev && bd.Spec.Staged.Index == rev {
-					ready++
-				}
+	wc, err := client.NewWithWatch(fastConfig(), client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	done := map[string]bool{}
+	ready := 0
+	start := time.Now()
+	var firstStaged, allStaged, allReleased time.Duration
+	staged, released := map[string]bool{}, map[string]bool{}
+	defer func() {
+		if os.Getenv("SCALE_WRITES") != "" {
+			b.Logf("revision %d: first staged %v, all staged %v, all released %v, all ready %v", rev, firstStaged, allStaged, allReleased, time.Since(start))
+		}
+	}()
+	record := func(bd *v1alpha1.BundleDeployment) {
+		key := bd.Namespace + "/" + bd.Name
+		if bd.Spec.Staged.Index == rev && !staged[key] {
+			staged[key] = true
+			if len(staged) == 1 {
+				firstStaged = time.Since(start)
 			}
-			if ready == total {
-				return
+			if len(staged) == total {
+				allStaged = time.Since(start)
 			}
 		}
-		// Each pass lists every deployment from the API server: polling faster would load the
-		// server under measurement (at 100 ms it took a third of the process's CPU).
-		time.Sleep(time.Second)
+		if bd.Spec.Released != nil && bd.Spec.Released.Index == rev && !released[key] {
+			released[key] = true
+			if len(released) == total {
+				allReleased = time.Since(start)
+			}
+		}
+		now := bd.Status.Ready && bd.Status.AppliedRevision == rev && bd.Spec.Staged.Index == rev
+		if now != done[key] {
+			done[key] = now
+			if now {
+				ready++
+			} else {
+				ready--
+			}
+		}
 	}
-	b.Fatalf("not all %d deployments ready on revision %d", total, rev)
+	count := func() int { return ready }
+	for ctx.Err() == nil {
+		var bds v1alpha1.BundleDeploymentList
+		if err := wc.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
+			continue
+		}
+		for i := range bds.Items {
+			record(&bds.Items[i])
+		}
+		if count() == total {
+			return
+		}
+		w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{}, client.MatchingLabels{hub.LabelBundleNamespace: ns}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: bds.ResourceVersion}})
+		if err != nil {
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if bd, ok := ev.Object.(*v1alpha1.BundleDeployment); ok && ev.Type != watch.Deleted {
+				record(bd)
+				if count() == total {
+					w.Stop()
+					return
+				}
+			}
+		}
+		w.Stop() // the watch ended (timeout, compaction): list again and follow a new one
+	}
+	b.Fatalf("not all %d deployments ready on revision %d: %d are", total, rev, count())
 }

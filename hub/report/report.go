@@ -89,6 +89,9 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 				}
 				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", bd.Labels[hub.LabelCluster], bdstate.State(&bd), bd.Spec.Staged.Index, released, bd.Status.AppliedRevision, detail(&bd))
 			}
+			if n := b.Status.Summary.Pending; n > 0 {
+				fmt.Fprintf(w, "    (%d more clusters Pending: the rollout has not reached them)\n", n)
+			}
 		}
 	}
 	return w.Flush()
