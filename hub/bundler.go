@@ -46,7 +46,8 @@ type bundler struct {
 	client       client.Client
 	content      *contentstore.Store
 	revisions    *revisionStore
-	created      *creations
+	released     *releases
+	staging      *stagingNow
 	charts       *bundle.ChartFetcher
 	historyLimit int
 	now          func() time.Time
@@ -90,6 +91,12 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		}
 		all = append(all, r)
 	}
+	keys := make([]types.NamespacedName, len(all))
+	for i, r := range all {
+		keys[i] = types.NamespacedName{Namespace: repo.Namespace, Name: r.src.Name}
+	}
+	b.staging.begin(keys)
+	defer b.staging.end(keys)
 	// Everything rendered: only now write, so a broken commit changes nothing.
 	plans := make([]staging, len(all))
 	for i, r := range all {
@@ -115,12 +122,12 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		g.Go(func() error {
 			for _, p := range plans {
 				if t, ok := p.want[c.cluster.Name]; ok {
-					existing := p.state.bds[c.cluster.Name]
-					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, existing, t, p.release[c.cluster.Name]); err != nil {
+					release := p.release[c.cluster.Name]
+					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release); err != nil {
 						return err
 					}
-					if existing == nil {
-						b.created.add(deploymentKey(p.bundle, c.cluster), b.now())
+					if release {
+						b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref.DeploymentID, b.now())
 					}
 				}
 			}

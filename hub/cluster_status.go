@@ -128,17 +128,7 @@ type clusterGroupStatusReconciler struct {
 
 func (r *clusterGroupStatusReconciler) setup(mgr ctrl.Manager) error {
 	// Every group is looked at: a cluster whose labels changed may have left one.
-	allGroups := func(ctx context.Context, o client.Object) []reconcile.Request {
-		var groups v1alpha1.ClusterGroupList
-		if err := r.client.List(ctx, &groups, client.InNamespace(o.GetNamespace())); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(groups.Items))
-		for _, g := range groups.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&g)})
-		}
-		return out
-	}
+	allGroups := allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.ClusterGroupList{} })
 	clusterChanged := coalesced(r.delay, allGroups, func(old, new client.Object) bool {
 		o, ok1 := old.(*v1alpha1.Cluster)
 		n, ok2 := new.(*v1alpha1.Cluster)

@@ -38,6 +38,16 @@ func listDeployments(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle)
 	return list.Items, nil
 }
 
+// readFleet reads a bundle's deployments and the Clusters of its namespace from the cache.
+func readFleet(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]v1alpha1.BundleDeployment, []v1alpha1.Cluster, error) {
+	bds, err := listDeployments(ctx, c, bun)
+	if err != nil {
+		return nil, nil, err
+	}
+	clusters, err := listClusters(ctx, c, bun.Namespace)
+	return bds, clusters, err
+}
+
 // listClusters reads a namespace's Clusters from the cache, read-only (not copied).
 func listClusters(ctx context.Context, c client.Reader, namespace string) ([]v1alpha1.Cluster, error) {
 	var list v1alpha1.ClusterList
@@ -57,11 +67,7 @@ type placed struct {
 // Deployments whose Cluster is gone are left out: nothing can be released to them. Both are
 // the cache's objects: copy a deployment before changing it.
 func placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]placed, error) {
-	bds, err := listDeployments(ctx, c, bun)
-	if err != nil {
-		return nil, err
-	}
-	clusters, err := listClusters(ctx, c, bun.Namespace)
+	bds, clusters, err := readFleet(ctx, c, bun)
 	if err != nil {
 		return nil, err
 	}

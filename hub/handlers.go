@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -33,5 +34,27 @@ func coalesced(delay time.Duration, m handler.MapFunc, changed func(old, new cli
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(ctx, e.Object, q)
 		},
+	}
+}
+
+// allInNamespace maps an event to every object listed by newList in the event's namespace, for
+// controllers whose objects all depend on the one that changed (a Cluster for every Bundle).
+func allInNamespace(c client.Reader, newList func() client.ObjectList) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(items))
+		for _, item := range items {
+			if obj, ok := item.(client.Object); ok {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+			}
+		}
+		return out
 	}
 }

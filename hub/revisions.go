@@ -183,43 +183,91 @@ func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment
 	return bd, nil
 }
 
-// creations remembers the deployments this hub created until its cache shows them: a pass
-// planned on a cache a moment behind would otherwise create them again (and fail, at a cost).
-type creations struct {
+// releases remembers the releases this hub wrote (by the bundler or the rollout controller)
+// until its cache shows them: a pass planned on a cache a moment behind would otherwise write
+// them again.
+type releases struct {
 	mu sync.Mutex
-	at map[types.NamespacedName]time.Time
+	at map[types.NamespacedName]release
 }
 
-// creationMemory is how long a creation is remembered if the cache never shows it (it was
-// deleted meanwhile, or its event was lost to a watch restart).
-const creationMemory = 30 * time.Second
+type release struct {
+	deploymentID string
+	at           time.Time
+}
 
-func (c *creations) add(key types.NamespacedName, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.at == nil {
-		c.at = map[types.NamespacedName]time.Time{}
+// releaseMemory is how long a release is remembered if the cache never shows it (the deployment
+// was deleted meanwhile, or its event was lost to a watch restart).
+const releaseMemory = 30 * time.Second
+
+func (r *releases) add(key types.NamespacedName, deploymentID string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[types.NamespacedName]release{}
 	}
-	c.at[key] = now
+	r.at[key] = release{deploymentID: deploymentID, at: now}
 }
 
-// pending reports whether key was created recently and the cache may not show it yet.
-func (c *creations) pending(key types.NamespacedName, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.at[key]
-	if ok && now.Sub(at) > creationMemory {
-		delete(c.at, key)
+// pending reports whether deploymentID was released to key recently and the cache may not
+// show it yet.
+func (r *releases) pending(key types.NamespacedName, deploymentID string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rel, ok := r.at[key]
+	if ok && now.Sub(rel.at) > releaseMemory {
+		delete(r.at, key)
 		return false
 	}
-	return ok
+	return ok && rel.deploymentID == deploymentID
 }
 
-// seen forgets key: the cache shows it.
-func (c *creations) seen(key types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.at, key)
+// seen forgets what the cache shows released.
+func (r *releases) seen(bd *v1alpha1.BundleDeployment) {
+	if bd.Spec.Released == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(bd)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rel, ok := r.at[key]; ok && rel.deploymentID == bd.Spec.Released.DeploymentID {
+		delete(r.at, key)
+	}
+}
+
+// stagingNow marks the bundles the bundler is staging a commit for. While it writes their
+// deployments, the rollout controller leaves deployments whose staging is behind to it: writing
+// them too would only write the same thing twice.
+type stagingNow struct {
+	mu sync.Mutex
+	n  map[types.NamespacedName]int
+}
+
+func (s *stagingNow) begin(keys []types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[types.NamespacedName]int{}
+	}
+	for _, k := range keys {
+		s.n[k]++
+	}
+}
+
+func (s *stagingNow) end(keys []types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if s.n[k]--; s.n[k] <= 0 {
+			delete(s.n, k)
+		}
+	}
+}
+
+func (s *stagingNow) active(key types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[key] > 0
 }
 
 func deploymentKey(bun *v1alpha1.Bundle, cl *v1alpha1.Cluster) types.NamespacedName {

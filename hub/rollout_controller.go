@@ -42,13 +42,12 @@ const DefaultHeartbeatDeadline = 2 * time.Minute
 type rolloutReconciler struct {
 	client    client.Client
 	revisions *revisionStore
-	created   *creations
-	now       func() time.Time
+	// released remembers releases until the cache shows them, shared with the bundler.
+	released *releases
+	staging  *stagingNow
+	now      func() time.Time
 
-	// released remembers the deployment ids written to spec.released until the cache shows
-	// them, so a reconcile on a stale cache does not write the same release again.
-	mu       sync.Mutex
-	released map[types.UID]string
+	mu sync.Mutex
 	// reported is when each bundle's status was last written (see report).
 	reported map[types.UID]time.Time
 }
@@ -64,17 +63,7 @@ func conditionMessage(conds []metav1.Condition, typ string) string {
 const progressEvery = time.Second
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
-	allBundles := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.BundleList
-		if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, b := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
-		}
-		return out
-	})
+	allBundles := handler.EnqueueRequestsFromMapFunc(allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.BundleList{} }))
 	// Bundles are independent: several are planned at once (one bundle is never planned twice
 	// at the same time: the work queue hands out each key to one worker).
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
@@ -190,6 +179,9 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if decision.RequeueAfter > 0 && (requeue == 0 || decision.RequeueAfter < requeue) {
 		requeue = decision.RequeueAfter
 	}
+	if r.staging.active(req.NamespacedName) && (requeue == 0 || requeue > time.Second) {
+		requeue = time.Second // what the bundler leaves to this controller is looked at after it
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -207,11 +199,7 @@ type planState struct {
 // dependencies) into the planner's input. Clusters named in also take part even before they
 // have a deployment: they are about to be staged.
 func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
-	bds, err := listDeployments(ctx, c, bun)
-	if err != nil {
-		return nil, err
-	}
-	clusters, err := listClusters(ctx, c, bun.Namespace)
+	bds, clusters, err := readFleet(ctx, c, bun)
 	if err != nil {
 		return nil, err
 	}
@@ -347,15 +335,9 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		target  revisionTarget
 	}
 	var todo []write
-	r.mu.Lock()
-	if r.released == nil {
-		r.released = map[types.UID]string{}
-	}
+	now := r.now()
 	for _, bd := range bds {
-		if bd.Spec.Released != nil && r.released[bd.UID] == bd.Spec.Released.DeploymentID {
-			delete(r.released, bd.UID) // the cache caught up
-		}
-		r.created.seen(client.ObjectKeyFromObject(bd))
+		r.released.seen(bd)
 	}
 	for _, name := range d.Release {
 		bd, cl := bds[name], st.clusters[name]
@@ -363,39 +345,34 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		switch {
 		case cl == nil:
 		case bd == nil:
-			if isRecorded && !r.created.pending(deploymentKey(bun, cl), r.now()) {
+			if isRecorded && !r.staging.active(client.ObjectKeyFromObject(bun)) && !r.released.pending(deploymentKey(bun, cl), rec.Ref.DeploymentID, now) {
 				todo = append(todo, write{name, nil, rec})
 			}
 		case bd.Spec.Staged.Index != revision:
-			if isRecorded && r.released[bd.UID] != rec.Ref.DeploymentID {
+			if isRecorded && !r.staging.active(client.ObjectKeyFromObject(bun)) && !r.released.pending(client.ObjectKeyFromObject(bd), rec.Ref.DeploymentID, now) {
 				todo = append(todo, write{name, bd, rec})
 			}
-		case r.released[bd.UID] == bd.Spec.Staged.DeploymentID || bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged:
+		case bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged ||
+			r.released.pending(client.ObjectKeyFromObject(bd), bd.Spec.Staged.DeploymentID, now):
 			// released already; the cache may not show it yet
 		default:
 			todo = append(todo, write{name, bd, revisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}})
 		}
 	}
-	r.mu.Unlock()
 	// A pass releases up to maxNew clusters: their writes go out together.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(stageWorkers)
 	for _, w := range todo {
 		g.Go(func() error {
 			cl := st.clusters[w.cluster]
-			written, err := writeDeployment(gctx, r.client, bun, cl, w.bd, w.target, true)
+			_, err := writeDeployment(gctx, r.client, bun, cl, w.bd, w.target, true)
 			switch {
 			case w.bd == nil && apierrors.IsAlreadyExists(err):
 				return nil // created by a pass the cache does not show yet
 			case err != nil:
 				return fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster, err)
-			case w.bd == nil:
-				r.created.add(deploymentKey(bun, cl), r.now())
-			default:
-				r.mu.Lock()
-				r.released[written.UID] = w.target.Ref.DeploymentID
-				r.mu.Unlock()
 			}
+			r.released.add(deploymentKey(bun, cl), w.target.Ref.DeploymentID, r.now())
 			return nil
 		})
 	}

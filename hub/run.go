@@ -93,11 +93,11 @@ func Run(ctx context.Context, opts Options) error {
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
-	created := &creations{}
-	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, created: created,
+	released, staging := &releases{}, &stagingNow{}
+	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging,
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, created: created, now: time.Now}).setup(mgr); err != nil {
+	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
 	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {

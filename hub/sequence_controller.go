@@ -214,17 +214,7 @@ type sequenceStatusReconciler struct {
 }
 
 func (r *sequenceStatusReconciler) setup(mgr ctrl.Manager) error {
-	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.RolloutSequenceList
-		if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(list.Items))
-		for _, s := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
-		}
-		return out
-	})
+	all := handler.EnqueueRequestsFromMapFunc(allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.RolloutSequenceList{} }))
 	return ctrl.NewControllerManagedBy(mgr).Named("sequence-status").
 		For(&v1alpha1.RolloutSequence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -243,19 +244,14 @@ func parallel(n int, f func(i int)) {
 }
 
 // simulateAgents watches every BundleDeployment and reports each release applied and ready with
-// one status write.
+// one status write, as agents do: a failed write is retried, and a watch that ends is followed
+// by a list and a new watch, so no release is left unanswered.
 func simulateAgents(ctx context.Context, b *testing.B, c client.Client) {
 	wc, err := client.NewWithWatch(fastConfig(), client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		b.Error(err)
 		return
 	}
-	w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{})
-	if err != nil {
-		b.Error(err)
-		return
-	}
-	defer w.Stop()
 	work := make(chan *v1alpha1.BundleDeployment, 10000)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -267,25 +263,40 @@ func simulateAgents(ctx context.Context, b *testing.B, c client.Client) {
 				now := metav1.Now()
 				bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
 				bd.Status.Ready, bd.Status.State = true, v1alpha1.StateReady
-				_ = c.Status().Patch(ctx, bd, client.MergeFrom(orig))
+				for attempt := 0; ctx.Err() == nil; attempt++ {
+					err := c.Status().Patch(ctx, bd, client.MergeFrom(orig))
+					if err == nil || apierrors.IsNotFound(err) {
+						break
+					}
+					time.Sleep(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond)
+				}
 			}
 		}()
 	}
 	defer func() { close(work); wg.Wait() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return
-			}
-			bd, isBD := ev.Object.(*v1alpha1.BundleDeployment)
-			if !isBD || ev.Type == watch.Deleted || bd.Spec.Released == nil || bd.Spec.Released.DeploymentID == bd.Status.AppliedDeploymentID {
-				continue
-			}
-			work <- bd
+	needsAck := func(bd *v1alpha1.BundleDeployment) bool {
+		return bd.Spec.Released != nil && bd.Spec.Released.DeploymentID != bd.Status.AppliedDeploymentID
+	}
+	for ctx.Err() == nil {
+		var bds v1alpha1.BundleDeploymentList
+		if err := wc.List(ctx, &bds); err != nil {
+			continue
 		}
+		for i := range bds.Items {
+			if needsAck(&bds.Items[i]) {
+				work <- &bds.Items[i]
+			}
+		}
+		w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: bds.ResourceVersion}})
+		if err != nil {
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if bd, isBD := ev.Object.(*v1alpha1.BundleDeployment); isBD && ev.Type != watch.Deleted && needsAck(bd) {
+				work <- bd
+			}
+		}
+		w.Stop()
 	}
 }
 
