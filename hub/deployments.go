@@ -1,0 +1,169 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// Writing BundleDeployments: the bundler stages revisions, the rollout, run and sequence
+// controllers release them. Each deployment change is one write, and a write the cache does not
+// show yet is not made twice.
+
+// stageTarget points a deployment's staged revision at t, marking a step back as a rollback;
+// with release, the agent may apply it at once. It reports whether anything changed.
+func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) bool {
+	before := bd.DeepCopy()
+	bd.Spec.Staged, bd.Spec.Options = t.Ref, t.Options
+	switch {
+	case release:
+		ref := t.Ref
+		bd.Spec.Released, bd.Spec.Rollback = &ref, false
+	case bd.Spec.Released != nil && bd.Spec.Released.Index > t.Ref.Index:
+		bd.Spec.Rollback = true
+	}
+	return !equality.Semantic.DeepEqual(before.Spec, bd.Spec)
+}
+
+// patchDeployment writes a deployment's spec change.
+func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.BundleDeployment) error {
+	if err := c.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
+	}
+	return nil
+}
+
+// writeDeployment stages t on the bundle's deployment in the cluster's namespace, creating it
+// if bd is nil, and releases it too when release is set; it returns the deployment as written.
+// bd itself is not changed (it may be the cache's). Nothing is written when nothing changes; a
+// cluster not admitted yet has no namespace to stage into.
+func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+	if cl.Status.Namespace == "" {
+		return bd, nil
+	}
+	labels := map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: cl.Name}
+	if bd == nil {
+		bd = &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: DeploymentName(bun.Namespace, bun.Name), Namespace: cl.Status.Namespace, Labels: labels},
+			Spec: v1alpha1.BundleDeploymentSpec{Bundle: bun.Name, BundleNamespace: bun.Namespace}}
+		stageTarget(bd, t, release)
+		if err := c.Create(ctx, bd); err != nil {
+			return nil, fmt.Errorf("failed to create %s in %s: %w", bun.Name, cl.Status.Namespace, err)
+		}
+		return bd, nil
+	}
+	orig, bd := bd, bd.DeepCopy()
+	bd.Labels = labels
+	if stageTarget(bd, t, release) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
+		return bd, patchDeployment(ctx, c, bd, orig)
+	}
+	return bd, nil
+}
+
+// restage stages (and with release, releases) t on an existing deployment and returns it as
+// written; bd itself, possibly the cache's, is not changed.
+func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+	orig, bd := bd, bd.DeepCopy()
+	if stageTarget(bd, t, release) {
+		return bd, patchDeployment(ctx, c, bd, orig)
+	}
+	return bd, nil
+}
+
+// releases remembers the releases this hub wrote (by the bundler or the rollout controller)
+// until its cache shows them: a pass planned on a cache a moment behind would otherwise write
+// them again.
+type releases struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]release
+}
+
+type release struct {
+	deploymentID string
+	at           time.Time
+}
+
+// releaseMemory is how long a release is remembered if the cache never shows it (the deployment
+// was deleted meanwhile, or its event was lost to a watch restart).
+const releaseMemory = 30 * time.Second
+
+func (r *releases) add(key types.NamespacedName, deploymentID string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[types.NamespacedName]release{}
+	}
+	r.at[key] = release{deploymentID: deploymentID, at: now}
+}
+
+// pending reports whether deploymentID was released to key recently and the cache may not
+// show it yet.
+func (r *releases) pending(key types.NamespacedName, deploymentID string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rel, ok := r.at[key]
+	if ok && now.Sub(rel.at) > releaseMemory {
+		delete(r.at, key)
+		return false
+	}
+	return ok && rel.deploymentID == deploymentID
+}
+
+// seen forgets what the cache shows released.
+func (r *releases) seen(bd *v1alpha1.BundleDeployment) {
+	if bd.Spec.Released == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(bd)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rel, ok := r.at[key]; ok && rel.deploymentID == bd.Spec.Released.DeploymentID {
+		delete(r.at, key)
+	}
+}
+
+// stagingNow marks the bundles the bundler is staging a commit for. While it writes their
+// deployments, the rollout controller leaves deployments whose staging is behind to it: writing
+// them too would only write the same thing twice.
+type stagingNow struct {
+	mu sync.Mutex
+	n  map[types.NamespacedName]int
+}
+
+func (s *stagingNow) begin(keys []types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[types.NamespacedName]int{}
+	}
+	for _, k := range keys {
+		s.n[k]++
+	}
+}
+
+func (s *stagingNow) end(keys []types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if s.n[k]--; s.n[k] <= 0 {
+			delete(s.n, k)
+		}
+	}
+}
+
+func (s *stagingNow) active(key types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[key] > 0
+}
+
+func deploymentKey(bun *v1alpha1.Bundle, cl *v1alpha1.Cluster) types.NamespacedName {
+	return types.NamespacedName{Namespace: cl.Status.Namespace, Name: DeploymentName(bun.Namespace, bun.Name)}
+}
