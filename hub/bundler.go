@@ -98,20 +98,33 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	b.staging.begin(keys)
 	defer b.staging.end(keys)
 	// Everything rendered: only now write, so a broken commit changes nothing.
+	// Bundles are independent: their content, revision and staging plan are written several at
+	// a time.
 	plans := make([]staging, len(all))
+	pg, pctx := errgroup.WithContext(ctx)
+	pg.SetLimit(stageWorkers)
 	for i, r := range all {
-		for _, res := range r.targets {
-			if _, err := b.content.Put(ctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
+		pg.Go(func() error {
+			stored := map[string]bool{}
+			for _, res := range r.targets {
+				if stored[res.ContentID] {
+					continue // every cluster that renders alike shares one content
+				}
+				stored[res.ContentID] = true
+				if _, err := b.content.Put(pctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
+					return err
+				}
+			}
+			bun, err := b.stage(pctx, repo, commit, r.src, r.targets)
+			if err != nil {
 				return err
 			}
-		}
-		bun, err := b.stage(ctx, repo, commit, r.src, r.targets)
-		if err != nil {
+			plans[i], err = b.planStaging(pctx, bun, r.targets)
 			return err
-		}
-		if plans[i], err = b.planStaging(ctx, bun, r.targets); err != nil {
-			return err
-		}
+		})
+	}
+	if err := pg.Wait(); err != nil {
+		return err
 	}
 	// Cluster by cluster, so that each cluster's deployments change in one burst: its agent's
 	// access is then recomputed once per commit, not once per bundle. Clusters are independent,

@@ -60,7 +60,7 @@ func conditionMessage(conds []metav1.Condition, typ string) string {
 }
 
 // progressEvery bounds how often a bundle's progress counts alone are written.
-const progressEvery = time.Second
+const progressEvery = 3 * time.Second
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	allBundles := handler.EnqueueRequestsFromMapFunc(allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.BundleList{} }))
@@ -391,8 +391,9 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 
 // report writes the Bundle's status when it changed.
 //
-// Progress counts change with every cluster a rollout passes; they are written at most every
-// progressEvery per bundle. A change of state, condition or wait reason is written at once.
+// Progress (counts, the least advanced state) changes with every cluster a rollout passes; it
+// is written at most every progressEvery per bundle. A new revision, readiness reached or lost,
+// and a pause or its reason are written at once.
 // It returns when to look again to write held-back counts.
 func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) (time.Duration, error) {
 	orig := bun.DeepCopy()
@@ -418,7 +419,7 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	r.mu.Lock()
 	last := r.reported[key]
 	r.mu.Unlock()
-	significant := orig.Status.Display.State != st.Display.State || orig.Status.ReleasingRevision != st.ReleasingRevision ||
+	significant := orig.Status.ReleasingRevision != st.ReleasingRevision ||
 		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
 		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
 	if !significant && now.Sub(last) < progressEvery {
