@@ -243,6 +243,9 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
+// simFailures counts simulated agents' failed status writes (each is retried).
+var simFailures atomic.Int64
+
 // simulateAgents watches every BundleDeployment and reports each release applied and ready with
 // one status write, as agents do: a failed write is retried, and a watch that ends is followed
 // by a list and a new watch, so no release is left unanswered.
@@ -267,6 +270,10 @@ func simulateAgents(ctx context.Context, b *testing.B, c client.Client) {
 					err := c.Status().Patch(ctx, bd, client.MergeFrom(orig))
 					if err == nil || apierrors.IsNotFound(err) {
 						break
+					}
+					simFailures.Add(1)
+					if os.Getenv("SCALE_WRITES") != "" && simFailures.Load() <= 3 {
+						b.Logf("simulated agent: status write failed (retrying): %v", err)
 					}
 					time.Sleep(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond)
 				}
