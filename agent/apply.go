@@ -33,7 +33,8 @@ type Options struct {
 	NamespaceAnnotations map[string]string
 	// KeepResources leaves objects that left the bundle in place.
 	KeepResources bool
-	// DeleteNamespace deletes namespaces the bundle created when their objects are pruned away.
+	// DeleteNamespace deletes, when the bundle leaves the cluster, the namespaces its objects
+	// were in (never default, kube-* or the agent's own); see Inventory.Namespaces.
 	DeleteNamespace bool
 	// IgnoreConditions: conditions matching every key/value of an entry do not make an object
 	// unready.

@@ -72,3 +72,32 @@ func Diff(old, new Inventory) Inventory {
 	}
 	return prune
 }
+
+// protectedNamespaces are never deleted with a bundle, whatever it asks.
+var protectedNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// Namespaces lists, sorted, the namespaces that hold the inventory's namespaced objects or are
+// themselves in it, leaving out protected namespaces and those in except: what deleteNamespace
+// removes with the bundle.
+func (inv Inventory) Namespaces(except ...string) []string {
+	skip := map[string]bool{}
+	for _, e := range except {
+		skip[e] = true
+	}
+	set := map[string]bool{}
+	for _, o := range inv {
+		ns := o.Namespace
+		if o.Group == "" && o.Kind == "Namespace" {
+			ns = o.Name
+		}
+		if ns != "" && !protectedNamespaces[ns] && !skip[ns] {
+			set[ns] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -280,6 +280,9 @@ func (d *deployer) loadInventory(ctx context.Context, name string) (Inventory, e
 func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory, opts Options) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: inventoryName(name), Namespace: d.opts.StateNamespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "flotilla-agent"}},
 		Data: map[string]string{"inventory": strings.Join(inv.Strings(), "\n"), "keepResources": fmt.Sprint(opts.KeepResources)}}
+	if opts.DeleteNamespace && !opts.KeepResources {
+		cm.Data["deleteNamespaces"] = strings.Join(inv.Namespaces(d.opts.StateNamespace), "\n")
+	}
 	if _, err := d.local.CoreV1().Namespaces().Get(ctx, d.opts.StateNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		if _, err := d.local.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.opts.StateNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create %s: %w", d.opts.StateNamespace, err)
@@ -311,6 +314,12 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 	if cm.Data["keepResources"] != "true" {
 		if _, err := d.applier.Apply(ctx, nil, inv, Options{}); err != nil {
 			return err
+		}
+		// deleteNamespace: the namespaces the bundle deployed into go with it.
+		for _, ns := range strings.Fields(cm.Data["deleteNamespaces"]) {
+			if err := d.local.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("failed to delete namespace %s: %w", ns, err)
+			}
 		}
 	}
 	return client.IgnoreNotFound(d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}))

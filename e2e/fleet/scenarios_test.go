@@ -151,9 +151,10 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 	}
 }
 
-// e2e scenario 9: a cluster removed from the targets loses the workload.
+// e2e scenario 9: a cluster removed from the targets loses the workload, and with deleteNamespace
+// the namespace it was deployed into.
 func TestClusterLeavingTheTargetsIsPruned(t *testing.T) {
-	_, f := deployWeb(t, "defaultNamespace: prune\n")
+	_, f := deployWeb(t, "defaultNamespace: prune\ndeleteNamespace: true\n")
 	ctx := context.Background()
 	var repo v1alpha1.GitRepo
 	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "shop"}, &repo); err != nil {
@@ -167,6 +168,11 @@ func TestClusterLeavingTheTargetsIsPruned(t *testing.T) {
 		eventually(t, "the workload leaves untargeted cluster "+w.Name, 60*time.Second, func() bool {
 			_, err := cs.AppsV1().Deployments("prune").Get(ctx, "web", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
+		})
+		// deleteNamespace: the namespace the bundle deployed into goes with it.
+		eventually(t, "namespace prune is deleted on "+w.Name, 60*time.Second, func() bool {
+			ns, err := cs.CoreV1().Namespaces().Get(ctx, "prune", metav1.GetOptions{})
+			return apierrors.IsNotFound(err) || err == nil && ns.DeletionTimestamp != nil
 		})
 	}
 	if !deploymentAvailable(t, workloads[0], "prune", "web", "") {
