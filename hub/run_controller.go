@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -226,8 +227,24 @@ func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdat
 		return nil, err
 	}
 	out := map[string]bool{}
-	for _, ar := range list.Items {
-		if ar.Spec.Run == run.Name && ar.Status.Approval != nil {
+	for i := range list.Items {
+		ar := &list.Items[i]
+		if ar.Spec.Run != run.Name {
+			continue
+		}
+		cond := meta.FindStatusCondition(ar.Status.Conditions, v1alpha1.ApprovedCondition)
+		switch {
+		case ar.Status.Approval != nil:
+			out[ar.Name] = true
+		case cond != nil && cond.Status == metav1.ConditionTrue:
+			// Approved through the condition: record it where the CLI records approvals. The API
+			// does not say who wrote a condition; its reason and message do, by convention.
+			orig := ar.DeepCopy()
+			by := strings.TrimSpace(cond.Reason + " " + cond.Message)
+			ar.Status.Approval = &v1alpha1.ApprovalRecord{By: "Approved condition: " + by, At: cond.LastTransitionTime}
+			if err := r.client.Status().Patch(ctx, ar, client.MergeFrom(orig)); err != nil {
+				return nil, fmt.Errorf("failed to record the approval of %s: %w", ar.Name, err)
+			}
 			out[ar.Name] = true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -105,10 +106,18 @@ func TestPushStartsStagedRunWithApprovalAndWait(t *testing.T) {
 	eventually(t, "the rollback run waits at the gate", 60*time.Second, func() bool {
 		return strings.Contains(runOf(res.Run).Status.Message, "waiting for approval "+res.Run+"-before-rest")
 	})
-	if _, _, err := operate.Approve(ctx, f.hub, f.ns, res.Run, "rest", "", false, "e2e-operator", "rollback"); err != nil {
+	// This gate is approved the other way R3.9 allows: the Approved condition on the request's
+	// status, as `kubectl patch --subresource status` would set it.
+	gate := res.Run + "-before-rest"
+	approval := []byte(`{"status":{"conditions":[{"type":"Approved","status":"True","reason":"OnCall","message":"jane: rollback confirmed","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`)
+	if err := f.hub.Status().Patch(ctx, &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate, Namespace: f.ns}}, client.RawPatch(types.MergePatchType, approval)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the rollback run completes", 60*time.Second, func() bool { return runOf(res.Run).Status.State == v1alpha1.RunCompleted })
+	var recorded v1alpha1.ApprovalRequest
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gate}, &recorded); err != nil || recorded.Status.Approval == nil || !strings.Contains(recorded.Status.Approval.By, "jane") {
+		t.Errorf("the condition's approval was not recorded: %+v %v", recorded.Status, err)
+	}
 	if !availableEverywhere(t, "staged", "web", "example.invalid/web:1") {
 		t.Errorf("revision 1 is not back everywhere")
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,7 +59,10 @@ func Approve(ctx context.Context, c client.Client, ns, runName, stage, group str
 		return name, true, nil
 	}
 	orig := ar.DeepCopy()
-	ar.Status.Approval = &v1alpha1.ApprovalRecord{By: by, At: metav1.Now(), Comment: comment}
+	now := metav1.Now()
+	ar.Status.Approval = &v1alpha1.ApprovalRecord{By: by, At: now, Comment: comment}
+	meta.SetStatusCondition(&ar.Status.Conditions, metav1.Condition{Type: v1alpha1.ApprovedCondition, Status: metav1.ConditionTrue, Reason: "ApprovedWithCLI",
+		Message: strings.TrimSpace("by " + by + " " + comment), LastTransitionTime: now})
 	if err := c.Status().Patch(ctx, &ar, client.MergeFrom(orig)); err != nil {
 		return name, false, fmt.Errorf("failed to approve %s: %w", name, err)
 	}

@@ -33,7 +33,8 @@ const (
 	AppliedCondition = "Applied"
 	// InSyncCondition (BundleDeployment) is False when live objects drifted from the revision.
 	InSyncCondition = "InSync"
-	// ApprovedCondition (ApprovalRequest) is True once a person approved the gate.
+	// ApprovedCondition (ApprovalRequest) is True once a person approved the gate. Setting it is
+	// one way to approve (R3.9); the hub then records the approval in status.approval too.
 	ApprovedCondition = "Approved"
 	// SupersededCondition (StagedUpdateRun) is True when a newer revision replaced this run (R3.14).
 	SupersededCondition = "Superseded"
