@@ -65,15 +65,40 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	if err != nil {
 		return err
 	}
-	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts, Values: &valuesResolver{client: b.client, namespace: repo.Namespace}})
+	all, err := b.render(ctx, repo, checkout, sources, clusters)
 	if err != nil {
 		return err
 	}
-	type rendered struct {
-		src     *bundle.Source
-		targets map[string]*bundle.Rendered // cluster → render
+	keys := make([]types.NamespacedName, len(all))
+	for i, r := range all {
+		keys[i] = types.NamespacedName{Namespace: repo.Namespace, Name: r.src.Name}
 	}
-	var all []rendered
+	b.staging.begin(keys)
+	defer b.staging.end(keys)
+	// Everything rendered: only now write, so a broken commit changes nothing.
+	plans, err := b.record(ctx, repo, commit, all)
+	if err != nil {
+		return err
+	}
+	if err := b.writeStaging(ctx, clusters, plans); err != nil {
+		return err
+	}
+	return b.removeStale(ctx, repo, sources)
+}
+
+// rendered is one bundle of a commit, rendered for each cluster it targets.
+type rendered struct {
+	src     *bundle.Source
+	targets map[string]*bundle.Rendered // cluster → render
+}
+
+// render renders every bundle for every cluster it targets; any error is the commit's.
+func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, error) {
+	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts, Values: &valuesResolver{client: b.client, namespace: repo.Namespace}})
+	if err != nil {
+		return nil, err
+	}
+	all := make([]rendered, 0, len(sources))
 	for i := range sources {
 		src := &sources[i]
 		r := rendered{src: src, targets: map[string]*bundle.Rendered{}}
@@ -83,7 +108,7 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 			}
 			res, err := renderer.Render(ctx, src, c.target)
 			if err != nil {
-				return &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
+				return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
 			}
 			if !res.DoNotDeploy {
 				r.targets[c.cluster.Name] = res
@@ -91,66 +116,64 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		}
 		all = append(all, r)
 	}
-	keys := make([]types.NamespacedName, len(all))
-	for i, r := range all {
-		keys[i] = types.NamespacedName{Namespace: repo.Namespace, Name: r.src.Name}
-	}
-	b.staging.begin(keys)
-	defer b.staging.end(keys)
-	// Everything rendered: only now write, so a broken commit changes nothing.
-	// Bundles are independent: their content, revision and staging plan are written several at
-	// a time.
+	return all, nil
+}
+
+// record stores each bundle's content, its Bundle with the new revision, and decides what to
+// stage. Bundles are independent: several are written at a time.
+func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit string, all []rendered) ([]staging, error) {
 	plans := make([]staging, len(all))
-	pg, pctx := errgroup.WithContext(ctx)
-	pg.SetLimit(stageWorkers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(stageWorkers)
 	for i, r := range all {
-		pg.Go(func() error {
+		g.Go(func() error {
 			stored := map[string]bool{}
 			for _, res := range r.targets {
 				if stored[res.ContentID] {
 					continue // every cluster that renders alike shares one content
 				}
 				stored[res.ContentID] = true
-				if _, err := b.content.Put(pctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
+				if _, err := b.content.Put(gctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
 					return err
 				}
 			}
-			bun, err := b.stage(pctx, repo, commit, r.src, r.targets)
+			bun, err := b.stage(gctx, repo, commit, r.src, r.targets)
 			if err != nil {
 				return err
 			}
-			plans[i], err = b.planStaging(pctx, bun, r.targets)
+			plans[i], err = b.planStaging(gctx, bun, r.targets)
 			return err
 		})
 	}
-	if err := pg.Wait(); err != nil {
-		return err
-	}
-	// Cluster by cluster, so that each cluster's deployments change in one burst: its agent's
-	// access is then recomputed once per commit, not once per bundle. Clusters are independent,
-	// so several are staged at once, as many as the client's share of API server concurrency.
+	return plans, g.Wait()
+}
+
+// writeStaging writes the deployments, cluster by cluster, so that each cluster's deployments
+// change in one burst: its agent's access is then recomputed once per commit, not once per
+// bundle. Clusters are independent, so several are staged at once, as many as the client's
+// share of API server concurrency.
+func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(stageWorkers)
 	for _, c := range clusters {
 		g.Go(func() error {
 			for _, p := range plans {
-				if t, ok := p.want[c.cluster.Name]; ok {
-					release := p.release[c.cluster.Name]
-					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release); err != nil {
-						return err
-					}
-					if release {
-						b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref.DeploymentID, b.now())
-					}
+				t, ok := p.want[c.cluster.Name]
+				if !ok {
+					continue
+				}
+				release := p.release[c.cluster.Name]
+				if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release); err != nil {
+					return err
+				}
+				if release {
+					b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref.DeploymentID, b.now())
 				}
 			}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return b.removeStale(ctx, repo, sources)
+	return g.Wait()
 }
 
 type targetCluster struct {

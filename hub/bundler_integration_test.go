@@ -133,3 +133,48 @@ func waitForBundle(t *testing.T, c client.Client, key types.NamespacedName, into
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// R1.12 and §0: on a first deployment the clusters the rollout has not reached are Pending and
+// have no BundleDeployment; a reached cluster's deployment is created staged and released in
+// one write. No agent runs here, so the canary never becomes ready and holds the rest (R1.6).
+func TestR1_12_FirstDeploymentCreatesDeploymentsOnlyWhereReleased(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml": `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`,
+		"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+	})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	registerCluster(t, c, ns, "canary-1", map[string]string{"ring": "canary"})
+	registerCluster(t, c, ns, "main-1", map[string]string{"ring": "main"})
+	registerCluster(t, c, ns, "main-2", map[string]string{"ring": "main"})
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if err := c.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	var bun v1alpha1.Bundle
+	waitForBundle(t, c, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &bun, func(b *v1alpha1.Bundle) bool {
+		return b.Status.Summary.Pending == 2 && b.Status.Summary.WaitApplied == 1
+	})
+	bds := deploymentsOf(t, c, ns, "shop-web")
+	if len(bds) != 1 {
+		t.Fatalf("deployments on %d clusters, want only the canary's: %+v", len(bds), bds)
+	}
+	canary := bds["canary-1"]
+	if canary.Spec.Released == nil || *canary.Spec.Released != canary.Spec.Staged || canary.Generation != 1 {
+		t.Errorf("the canary's deployment must be created staged and released in one write: generation %d, %+v", canary.Generation, canary.Spec)
+	}
+	if cond := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.RolloutPausedCondition); cond == nil || !strings.Contains(cond.Message, "canary") {
+		t.Errorf("the rollout must say it waits for the canary: %+v", bun.Status.Conditions)
+	}
+}

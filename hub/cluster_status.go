@@ -79,7 +79,11 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady), State: worstState(counts)}
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: c.Generation,
 		Message: fmt.Sprintf("%d bundles ready", st.Summary.Ready+st.Summary.Modified)}
-	online, requeue := r.online(&c)
+	online, left := heartbeat(&c, r.now())
+	var requeue time.Duration
+	if online {
+		requeue = left + time.Second // to notice the deadline passing
+	}
 	switch {
 	case c.Status.AgentLastSeen == nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "AgentNotConnected", "no agent has reported for this cluster yet"
@@ -104,20 +108,6 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-// online reports whether the agent is within its heartbeat deadline and, if so, when to look
-// again to notice that it is not.
-func (r *clusterStatusReconciler) online(c *v1alpha1.Cluster) (bool, time.Duration) {
-	if c.Status.AgentLastSeen == nil {
-		return false, 0
-	}
-	deadline := heartbeatDeadline(c)
-	left := c.Status.AgentLastSeen.Add(deadline).Sub(r.now())
-	if left < 0 {
-		return false, 0
-	}
-	return true, left + time.Second
 }
 
 // clusterGroupStatusReconciler sums a ClusterGroup's member Clusters.

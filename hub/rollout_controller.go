@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -50,13 +48,6 @@ type rolloutReconciler struct {
 	mu sync.Mutex
 	// reported is when each bundle's status was last written (see report).
 	reported map[types.UID]time.Time
-}
-
-func conditionMessage(conds []metav1.Condition, typ string) string {
-	if c := meta.FindStatusCondition(conds, typ); c != nil {
-		return string(c.Status) + c.Message
-	}
-	return ""
 }
 
 // progressEvery bounds how often a bundle's progress counts alone are written.
@@ -107,15 +98,23 @@ func (p clusterPlanningChanged) Update(e event.UpdateEvent) bool {
 
 // online reports whether a cluster's agent reported within its heartbeat deadline (R1.11).
 func online(c *v1alpha1.Cluster, now time.Time) bool {
-	seen := c.Status.AgentLastSeen
-	return seen != nil && now.Sub(seen.Time) <= heartbeatDeadline(c)
+	ok, _ := heartbeat(c, now)
+	return ok
 }
 
-func heartbeatDeadline(c *v1alpha1.Cluster) time.Duration {
-	if c.Spec.HeartbeatDeadline != nil {
-		return c.Spec.HeartbeatDeadline.Duration
+// heartbeat says whether a cluster's agent reported within its heartbeat deadline (R1.11) and,
+// if so, how long until the deadline passes. An agent that never reported is not online.
+func heartbeat(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration) {
+	seen := c.Status.AgentLastSeen
+	if seen == nil {
+		return false, 0
 	}
-	return DefaultHeartbeatDeadline
+	deadline := DefaultHeartbeatDeadline
+	if c.Spec.HeartbeatDeadline != nil {
+		deadline = c.Spec.HeartbeatDeadline.Duration
+	}
+	left = seen.Add(deadline).Sub(now)
+	return left >= 0, max(left, 0)
 }
 
 // deploymentToBundle maps a BundleDeployment event to its Bundle, from the labels the bundler sets.
@@ -145,12 +144,15 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	// Clusters of the revision's record that have no deployment yet are Pending (§0): the
 	// rollout has not reached them. Releasing one creates its deployment.
-	var recorded revisionTargets
-	if rev := wantedRevision(&bun); rev > 0 {
-		var missing *missingRevisionError
-		if recorded, err = r.revisions.targets(ctx, &bun, rev); err != nil && !errors.As(err, &missing) {
-			return ctrl.Result{}, err
-		}
+	recorded, err := r.revisions.targets(ctx, &bun, wantedRevision(&bun))
+	var missing *missingRevisionError
+	switch {
+	case errors.As(err, &missing) && bun.Spec.TargetRevision != nil:
+		return ctrl.Result{}, stallBundle(ctx, r.client, &bun, missing.Error()) // nothing to roll back to
+	case errors.As(err, &missing):
+		recorded = nil // no revision yet, or one from before records: only existing deployments take part
+	case err != nil:
+		return ctrl.Result{}, err
 	}
 	st, err := gatherPlan(ctx, r.client, r.now(), &bun, recorded)
 	if err != nil {
@@ -158,10 +160,7 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	in, requeue := st.in, st.requeue
 	if bun.Spec.TargetRevision != nil {
-		var missing *missingRevisionError
-		if err := r.pin(ctx, &bun, st); errors.As(err, &missing) {
-			return ctrl.Result{}, stallBundle(ctx, r.client, &bun, missing.Error())
-		} else if err != nil {
+		if err := r.pin(ctx, &bun, st, recorded); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -173,128 +172,25 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if wait > 0 && (requeue == 0 || wait < requeue) {
-		requeue = wait
-	}
-	if decision.RequeueAfter > 0 && (requeue == 0 || decision.RequeueAfter < requeue) {
-		requeue = decision.RequeueAfter
-	}
-	if r.staging.active(req.NamespacedName) && (requeue == 0 || requeue > time.Second) {
-		requeue = time.Second // what the bundler leaves to this controller is looked at after it
+	requeue = sooner(sooner(requeue, wait), decision.RequeueAfter)
+	if r.staging.active(req.NamespacedName) {
+		requeue = sooner(requeue, time.Second) // what the bundler leaves to this controller is looked at after it
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// planState is what the planner needs about a bundle, read from the cache, and the objects it
-// was read from (the cache's own: copy before changing).
-type planState struct {
-	in       *rollout.Input
-	bds      map[string]*v1alpha1.BundleDeployment
-	clusters map[string]*v1alpha1.Cluster
-	// requeue is when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
-	requeue time.Duration
-}
-
-// gatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
-// dependencies) into the planner's input. Clusters named in also take part even before they
-// have a deployment: they are about to be staged.
-func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
-	bds, clusters, err := readFleet(ctx, c, bun)
-	if err != nil {
-		return nil, err
+// sooner is the earlier of two requeue delays, zero meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || b > 0 && b < a {
+		return b
 	}
-	groupsOf, err := clusterGroups(ctx, c, bun.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	held, err := dependencyHolds(ctx, c, bun)
-	if err != nil {
-		return nil, err
-	}
-	st := &planState{in: &rollout.Input{Revision: wantedRevision(bun), Paused: bun.Spec.Paused, Now: now},
-		bds: map[string]*v1alpha1.BundleDeployment{}, clusters: map[string]*v1alpha1.Cluster{}}
-	in := st.in
-	if err := convertJSON(bun.Spec.RolloutStrategy, &in.Strategy); err != nil {
-		return nil, err
-	}
-	if bun.Spec.Placement != nil {
-		in.Placement = &rollout.Placement{}
-		if err := convertJSON(bun.Spec.Placement, in.Placement); err != nil {
-			return nil, err
-		}
-	}
-	for i := range bds {
-		st.bds[bds[i].Labels[LabelCluster]] = &bds[i]
-	}
-	for i := range clusters {
-		c := &clusters[i]
-		name := c.Name
-		bd, deployed := st.bds[name]
-		if _, staging := also[name]; !deployed && !staging {
-			continue
-		}
-		st.clusters[name] = c
-		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name)}
-		if deployed {
-			t.Deployment = bdstate.Deployment(bd)
-		}
-		for g, gl := range groupsOf(c) {
-			t.Groups = append(t.Groups, g)
-			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
-		}
-		sort.Strings(t.Groups)
-		deadline := heartbeatDeadline(c)
-		if seen := c.Status.AgentLastSeen; seen == nil || now.Sub(seen.Time) > deadline {
-			t.Offline = seen != nil // a cluster that never reported is not offline, just pending
-		} else if d := seen.Add(deadline).Sub(now); st.requeue == 0 || d < st.requeue {
-			st.requeue = d + time.Second
-		}
-		in.Targets = append(in.Targets, t)
-	}
-	for name := range st.bds {
-		if st.clusters[name] == nil {
-			delete(st.bds, name) // its cluster is gone
-		}
-	}
-	return st, nil
-}
-
-// releasedWithStaging plans as if want were staged already and returns the clusters the planner
-// releases at once: their deployment is staged and released in one write instead of two.
-func releasedWithStaging(st *planState, want revisionTargets) map[string]bool {
-	in := *st.in
-	in.Targets = append([]rollout.Target(nil), st.in.Targets...)
-	for i := range in.Targets {
-		t := &in.Targets[i]
-		w, ok := want[t.Cluster]
-		if !ok {
-			continue
-		}
-		d := rollout.Deployment{}
-		if t.Deployment != nil {
-			d = *t.Deployment
-		}
-		if bd := st.bds[t.Cluster]; bd == nil || bd.Spec.Staged != w.Ref {
-			d.Staged = w.Ref.Index
-		}
-		t.Deployment = &d
-	}
-	out := map[string]bool{}
-	for _, name := range rollout.Plan(&in).Release {
-		out[name] = true
-	}
-	return out
+	return a
 }
 
 // pin stages a rollback's revision on the bundle's deployments, as recorded when the revision
 // was created, releasing it at once where the planner allows. Clusters that revision did not
-// deploy to keep what they run and are left out of the rollout. A revision gone from the
-// history stalls the bundle with the reason.
-func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *planState) error {
-	recorded, err := r.revisions.targets(ctx, bun, *bun.Spec.TargetRevision)
-	if err != nil {
-		return err
-	}
+// deploy to keep what they run and are left out of the rollout.
+func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *planState, recorded revisionTargets) error {
 	kept := st.in.Targets[:0]
 	want := revisionTargets{}
 	for _, t := range st.in.Targets {
@@ -434,6 +330,14 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	return 0, patchBundleStatus(ctx, r.client, bun, orig)
 }
 
+// conditionMessage is a condition's status and message, "" when it is absent.
+func conditionMessage(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return string(c.Status) + c.Message
+	}
+	return ""
+}
+
 // reportStaged reports a staged bundle from its current run: the newest one created. Its
 // stages become the bundle's, and its message is why the rollout waits.
 func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bundle) error {
@@ -488,59 +392,6 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	p.complete = current != nil && current.Status.State == v1alpha1.RunCompleted && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
 	return patchBundleStatus(ctx, r.client, bun, orig)
-}
-
-// repoStatusDelay gathers bundle changes before a GitRepo's sum is written: a repository of
-// many bundles would otherwise be rewritten for every bundle's progress.
-const repoStatusDelay = time.Second
-
-// repoStatusReconciler sums a GitRepo's bundles into its status. It runs on Bundle events, which
-// arrive after the cache holds the new bundle status, so the sum never misses a write.
-type repoStatusReconciler struct {
-	client client.Client
-}
-
-func (r *repoStatusReconciler) setup(mgr ctrl.Manager) error {
-	toRepo := coalesced(repoStatusDelay, func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()[LabelGitRepo]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-		}
-		return nil
-	}, nil)
-	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-status").
-		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.Bundle{}, toRepo).
-		Complete(r)
-}
-
-func (r *repoStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var repo v1alpha1.GitRepo
-	if err := r.client.Get(ctx, req.NamespacedName, &repo); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	var bundles v1alpha1.BundleList
-	if err := r.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
-		return ctrl.Result{}, err
-	}
-	orig := repo.DeepCopy()
-	sum := v1alpha1.StateCounts{}
-	var waiting []string
-	for _, b := range bundles.Items {
-		sum = sum.Add(b.Status.Summary)
-		if b.Status.Display.Message != "" {
-			waiting = append(waiting, b.Name+": "+b.Status.Display.Message)
-		}
-	}
-	sort.Strings(waiting)
-	repo.Status.Bundles, repo.Status.Summary = int32(len(bundles.Items)), sum
-	repo.Status.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
-	repo.Status.Display.State = worstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
-		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
-	repo.Status.Display.Message = strings.Join(waiting, "; ")
-	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFrom(orig)))
 }
 
 func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {

@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -133,10 +135,7 @@ func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([
 	fleet := make([]rollout.SequenceCluster, 0, len(ps))
 	for _, p := range ps {
 		sc := rollout.SequenceCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster)}
-		for g := range groupsOf(p.cluster) {
-			sc.Groups = append(sc.Groups, g)
-		}
-		sort.Strings(sc.Groups)
+		sc.Groups = slices.Sorted(maps.Keys(groupsOf(p.cluster)))
 		fleet = append(fleet, sc)
 	}
 	return fleet, byCluster(ps), nil
@@ -261,9 +260,7 @@ func (r *sequenceStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		for i := range clusters.Items {
 			c := &clusters.Items[i]
 			sc := rollout.SequenceCluster{Name: c.Name, Labels: c.Labels}
-			for g := range groupsOf(c) {
-				sc.Groups = append(sc.Groups, g)
-			}
+			sc.Groups = slices.Sorted(maps.Keys(groupsOf(c)))
 			fleet = append(fleet, sc)
 		}
 		for _, gi := range order {

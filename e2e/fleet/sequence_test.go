@@ -15,7 +15,7 @@ import (
 // A bundle that follows a RolloutSequence: each revision reaches the canary group first, soaks
 // there, and only then goes to the rest (R4.2, R4.3); the group's state per revision is
 // reported on the Bundle (R4.6).
-func TestR4_2_R4_3_SequenceSoaksBeforeTheNextGroup(t *testing.T) {
+func TestR4_2_R4_3_R4_6_SequenceSoaksBeforeTheNextGroup(t *testing.T) {
 	const soak = 5 * time.Second
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{

@@ -19,7 +19,7 @@ import (
 // e2e scenario 3: a git push starts a staged run by itself (R3.14); it waits at a before-stage
 // approval, approved the way the CLI does it, then at a timed wait, and completes. A rollback to
 // the older revision then runs through the same stages (R3.7) and stops the run in flight.
-func TestPushStartsStagedRunWithApprovalAndWait(t *testing.T) {
+func TestR3_14_R3_9_R3_7_PushStartsStagedRunThenRollback(t *testing.T) {
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{
 		"web/fleet.yaml":      "defaultNamespace: staged\nstagedUpdate: {strategy: canary-then-rest, autoRun: true}\n",

@@ -1,0 +1,116 @@
+package hub
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// The gather step of a continuous rollout: what the bundler and the rollout controller hand to
+// rollout.Plan.
+
+// planState is what the planner needs about a bundle, read from the cache, and the objects it
+// was read from (the cache's own: copy before changing).
+type planState struct {
+	in       *rollout.Input
+	bds      map[string]*v1alpha1.BundleDeployment
+	clusters map[string]*v1alpha1.Cluster
+	// requeue is when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
+	requeue time.Duration
+}
+
+// gatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
+// dependencies) into the planner's input. Clusters named in also take part even before they
+// have a deployment: they are about to be staged.
+func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
+	bds, clusters, err := readFleet(ctx, c, bun)
+	if err != nil {
+		return nil, err
+	}
+	groupsOf, err := clusterGroups(ctx, c, bun.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	held, err := dependencyHolds(ctx, c, bun)
+	if err != nil {
+		return nil, err
+	}
+	st := &planState{in: &rollout.Input{Revision: wantedRevision(bun), Paused: bun.Spec.Paused, Now: now},
+		bds: map[string]*v1alpha1.BundleDeployment{}, clusters: map[string]*v1alpha1.Cluster{}}
+	in := st.in
+	if err := convertJSON(bun.Spec.RolloutStrategy, &in.Strategy); err != nil {
+		return nil, err
+	}
+	if bun.Spec.Placement != nil {
+		in.Placement = &rollout.Placement{}
+		if err := convertJSON(bun.Spec.Placement, in.Placement); err != nil {
+			return nil, err
+		}
+	}
+	for i := range bds {
+		st.bds[bds[i].Labels[LabelCluster]] = &bds[i]
+	}
+	for i := range clusters {
+		c := &clusters[i]
+		name := c.Name
+		bd, deployed := st.bds[name]
+		if _, staging := also[name]; !deployed && !staging {
+			continue
+		}
+		st.clusters[name] = c
+		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name)}
+		if deployed {
+			t.Deployment = bdstate.Deployment(bd)
+		}
+		for g, gl := range groupsOf(c) {
+			t.Groups = append(t.Groups, g)
+			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
+		}
+		sort.Strings(t.Groups)
+		if ok, left := heartbeat(c, now); ok {
+			st.requeue = sooner(st.requeue, left+time.Second)
+		} else {
+			t.Offline = c.Status.AgentLastSeen != nil // a cluster that never reported is not offline, just pending
+		}
+		in.Targets = append(in.Targets, t)
+	}
+	for name := range st.bds {
+		if st.clusters[name] == nil {
+			delete(st.bds, name) // its cluster is gone
+		}
+	}
+	return st, nil
+}
+
+// releasedWithStaging plans as if want were staged already and returns the clusters the planner
+// releases at once: their deployment is staged and released in one write instead of two.
+func releasedWithStaging(st *planState, want revisionTargets) map[string]bool {
+	in := *st.in
+	in.Targets = append([]rollout.Target(nil), st.in.Targets...)
+	for i := range in.Targets {
+		t := &in.Targets[i]
+		w, ok := want[t.Cluster]
+		if !ok {
+			continue
+		}
+		d := rollout.Deployment{}
+		if t.Deployment != nil {
+			d = *t.Deployment
+		}
+		if bd := st.bds[t.Cluster]; bd == nil || bd.Spec.Staged != w.Ref {
+			d.Staged = w.Ref.Index
+		}
+		t.Deployment = &d
+	}
+	out := map[string]bool{}
+	for _, name := range rollout.Plan(&in).Release {
+		out[name] = true
+	}
+	return out
+}
