@@ -147,7 +147,7 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		// cluster) usually passes, and nothing else would wake us.
 		requeue = min(5*time.Second, d.opts.ResyncInterval)
 	}
-	bd.Status.State = bdstate.State(&bd)
+	bd.Status.State = bdstate.State(&bd, bd.Spec.Staged.Index) // the newest revision the agent knows of
 	bd.Status.ObservedGeneration = bd.Generation
 	if !equality.Semantic.DeepEqual(orig.Status, bd.Status) {
 		if err := d.hub.Status().Patch(ctx, &bd, client.MergeFrom(orig)); err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -97,51 +98,63 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, &c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ns := c.Status.Namespace
+	return ctrl.Result{}, grantAccess(ctx, r.client, &c, nil)
+}
+
+// grantAccess writes the Roles of a cluster's agent: its deployments, its Cluster, and the
+// Content its deployments reference plus staging (bundle namespace → content ids), which the
+// bundler passes just before it stages them: the agent can read a revision's content as soon
+// as it sees the revision, and a commit costs one Role write per cluster, not one per bundle.
+//
+// A Role that already grants at least the content needed is left alone: the content of the
+// revision a cluster ran before stays readable until its next Role write (the next revision),
+// which saves a second write per cluster and revision.
+func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, staging map[string][]string) error {
+	ns := cl.Status.Namespace
 	if ns == "" {
-		return ctrl.Result{}, nil
+		return nil
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: ns}}
 	// In the cluster's namespace: its BundleDeployments.
-	if err := r.ensureRole(ctx, ns, "flotilla-agent", []rbacv1.PolicyRule{
+	if err := ensureRole(ctx, c, ns, "flotilla-agent", []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}},
 	}, subject); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	// In the Cluster's namespace: its own Cluster, for heartbeats.
 	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, ResourceNames: []string{c.Name}, Verbs: []string{"get"}},
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, ResourceNames: []string{c.Name}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, ResourceNames: []string{cl.Name}, Verbs: []string{"get"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, ResourceNames: []string{cl.Name}, Verbs: []string{"get", "update", "patch"}},
 	}
 	// Content referenced by its deployments, by name, per bundle namespace.
-	contents, err := r.referencedContent(ctx, ns)
+	contents, err := referencedContent(ctx, c, ns, staging)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
-	roleName := "flotilla-agent-" + c.Name
+	roleName := "flotilla-agent-" + cl.Name
 	for bundleNS, names := range contents {
 		nsRules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}}
-		if bundleNS == c.Namespace {
+		if bundleNS == cl.Namespace {
 			nsRules = append(nsRules, rules...)
 		}
-		if err := r.ensureRole(ctx, bundleNS, roleName, nsRules, subject); err != nil {
-			return ctrl.Result{}, err
+		if err := ensureRole(ctx, c, bundleNS, roleName, nsRules, subject); err != nil {
+			return err
 		}
 	}
-	if _, ok := contents[c.Namespace]; !ok {
-		if err := r.ensureRole(ctx, c.Namespace, roleName, rules, subject); err != nil {
-			return ctrl.Result{}, err
+	if _, ok := contents[cl.Namespace]; !ok {
+		if err := ensureRole(ctx, c, cl.Namespace, roleName, rules, subject); err != nil {
+			return err
 		}
 	}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
-// staged and released revisions of the namespace's BundleDeployments reference.
-func (r *accessReconciler) referencedContent(ctx context.Context, ns string) (map[string][]string, error) {
+// staged and released revisions of the namespace's BundleDeployments reference, and staging's.
+func referencedContent(ctx context.Context, c client.Client, ns string, staging map[string][]string) (map[string][]string, error) {
 	var bds v1alpha1.BundleDeploymentList
-	if err := r.client.List(ctx, &bds, client.InNamespace(ns)); err != nil {
+	if err := c.List(ctx, &bds, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("failed to list deployments: %w", err)
 	}
 	sets := map[string]map[string]bool{}
@@ -154,13 +167,20 @@ func (r *accessReconciler) referencedContent(ctx context.Context, ns string) (ma
 		}
 		sets[bundleNS][id] = true
 		var head v1alpha1.Content
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: id}, &head); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: id}, &head); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		for i := 1; i < int(head.Chunks); i++ {
 			sets[bundleNS][fmt.Sprintf("%s-%d", id, i)] = true
 		}
 		return nil
+	}
+	for bundleNS, ids := range staging {
+		for _, id := range ids {
+			if err := add(bundleNS, id); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, bd := range bds.Items {
 		if err := add(bd.Spec.BundleNamespace, bd.Spec.Staged.ContentID); err != nil {
@@ -182,12 +202,12 @@ func (r *accessReconciler) referencedContent(ctx context.Context, ns string) (ma
 	return out, nil
 }
 
-// ensureRole creates or updates a Role, writing only what changed. A new Role gets its
-// RoleBinding and, for service-account subjects of its namespace, the ServiceAccount: those never
-// change, so they are written once, not on every reconcile.
-func (r *accessReconciler) ensureRole(ctx context.Context, ns, name string, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
+// ensureRole creates a Role or updates one whose rules do not cover rules (see rulesCover). A
+// new Role gets its RoleBinding and, for service-account subjects of its namespace, the
+// ServiceAccount: those never change, so they are written once, not on every reconcile.
+func ensureRole(ctx context.Context, c client.Client, ns, name string, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
 	var role rbacv1.Role
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &role)
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &role)
 	switch {
 	case apierrors.IsNotFound(err):
 		for _, s := range subjects {
@@ -197,28 +217,46 @@ func (r *accessReconciler) ensureRole(ctx context.Context, ns, name string, rule
 				continue
 			}
 			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
-			if err := r.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("failed to create service account %s/%s: %w", s.Namespace, s.Name, err)
 			}
 		}
 		role = rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
-		if err := r.client.Create(ctx, &role); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Create(ctx, &role); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create role %s/%s: %w", ns, name, err)
 		}
 		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
-		if err := r.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to bind role %s/%s: %w", ns, name, err)
 		}
 	case err != nil:
 		return err
-	case !equality.Semantic.DeepEqual(role.Rules, rules):
+	case !rulesCover(role.Rules, rules):
 		role.Rules = rules
-		if err := r.client.Update(ctx, &role); err != nil {
+		if err := c.Update(ctx, &role); err != nil {
 			return fmt.Errorf("failed to update role %s/%s: %w", ns, name, err)
 		}
 	}
 	return nil
+}
+
+// rulesCover reports whether have grants what want does and nothing of another kind: the
+// same rules in the same order, each naming at least want's resource names. Extra names are
+// content a cluster's previous revision used.
+func rulesCover(have, want []rbacv1.PolicyRule) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range want {
+		h, w := have[i], want[i]
+		if !equality.Semantic.DeepEqual(h.APIGroups, w.APIGroups) || !equality.Semantic.DeepEqual(h.Resources, w.Resources) ||
+			!equality.Semantic.DeepEqual(h.Verbs, w.Verbs) || !equality.Semantic.DeepEqual(h.NonResourceURLs, w.NonResourceURLs) ||
+			len(h.ResourceNames) == 0 != (len(w.ResourceNames) == 0) || !sets.New(h.ResourceNames...).HasAll(w.ResourceNames...) {
+			return false
+		}
+	}
+	return true
 }
 
 // AgentConfig issues a token for a cluster's agent and returns a client config for the hub

@@ -3,6 +3,8 @@ package hub
 import (
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -44,5 +46,33 @@ func TestClusterOfReadsTheBundlerLabels(t *testing.T) {
 	req, ok := clusterOf(bd)
 	if !ok || req.Namespace != "fleet-default" || req.Name != "edge-1" {
 		t.Errorf("clusterOf = %v, %v; want fleet-default/edge-1", req, ok)
+	}
+}
+
+// A Role is rewritten only when it lacks something: the content of the revision a cluster ran
+// before may stay granted until the next write, but nothing of another kind may.
+func TestRulesCoverOnlyWhatIsNeeded(t *testing.T) {
+	content := func(names ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}
+	}
+	anyContent := rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, Verbs: []string{"get"}}
+	listContent := content("s-new")
+	listContent.Verbs = []string{"get", "list"}
+	for _, tc := range []struct {
+		name       string
+		have, want []rbacv1.PolicyRule
+		covers     bool
+	}{
+		{"same grants", []rbacv1.PolicyRule{content("s-new")}, []rbacv1.PolicyRule{content("s-new")}, true},
+		{"the previous revision's content still granted", []rbacv1.PolicyRule{content("s-new", "s-old")}, []rbacv1.PolicyRule{content("s-new")}, true},
+		{"new content missing", []rbacv1.PolicyRule{content("s-old")}, []rbacv1.PolicyRule{content("s-new")}, false},
+		{"every content instead of named ones", []rbacv1.PolicyRule{anyContent}, []rbacv1.PolicyRule{content("s-new")}, false},
+		{"more verbs", []rbacv1.PolicyRule{listContent}, []rbacv1.PolicyRule{content("s-new")}, false},
+		{"an extra rule", []rbacv1.PolicyRule{content("s-new"), anyContent}, []rbacv1.PolicyRule{content("s-new")}, false},
+		{"a rule missing", nil, []rbacv1.PolicyRule{content("s-new")}, false},
+	} {
+		if got := rulesCover(tc.have, tc.want); got != tc.covers {
+			t.Errorf("%s: rulesCover = %v, want %v", tc.name, got, tc.covers)
+		}
 	}
 }

@@ -148,15 +148,27 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 	return plans, g.Wait()
 }
 
-// writeStaging writes the deployments, cluster by cluster, so that each cluster's deployments
-// change in one burst: its agent's access is then recomputed once per commit, not once per
-// bundle. Clusters are independent, so several are staged at once, as many as the client's
-// share of API server concurrency.
+// writeStaging writes the deployments cluster by cluster, each cluster's agent first granted
+// the content it is about to be staged (one Role write per cluster and commit). Clusters are
+// independent, so several are staged at once, as many as the client's share of API server
+// concurrency.
 func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(stageWorkers)
 	for _, c := range clusters {
 		g.Go(func() error {
+			staged := map[string][]string{}
+			for _, p := range plans {
+				if t, ok := p.want[c.cluster.Name]; ok {
+					staged[p.bundle.Namespace] = append(staged[p.bundle.Namespace], t.Ref.ContentID)
+				}
+			}
+			if len(staged) == 0 {
+				return nil
+			}
+			if err := grantAccess(gctx, b.client, c.cluster, staged); err != nil {
+				return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
+			}
 			for _, p := range plans {
 				t, ok := p.want[c.cluster.Name]
 				if !ok {
@@ -421,10 +433,13 @@ func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, rendere
 	}
 	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
 		p.release = releasedWithStaging(p.state, p.want)
-		// A cluster the rollout has not reached on its first deployment stays Pending, without
-		// a deployment (§0); the rollout controller creates it, released, when it gets there.
+		// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged
+		// and released in one write: the rollout controller does it from the revision's record.
+		// Until then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision
+		// staged). Paused bundles and clusters are staged at once (R1.13).
 		for name := range p.want {
-			if p.state.bds[name] == nil && !p.release[name] {
+			cl := p.state.clusters[name]
+			if !p.release[name] && (p.state.bds[name] == nil || !bun.Spec.Paused && (cl == nil || !cl.Spec.Paused)) {
 				delete(p.want, name)
 			}
 		}

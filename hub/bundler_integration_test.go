@@ -134,21 +134,11 @@ func waitForBundle(t *testing.T, c client.Client, key types.NamespacedName, into
 	}
 }
 
-// R1.12 and §0: on a first deployment the clusters the rollout has not reached are Pending and
-// have no BundleDeployment; a reached cluster's deployment is created staged and released in
-// one write. No agent runs here, so the canary never becomes ready and holds the rest (R1.6).
-func TestR1_12_FirstDeploymentCreatesDeploymentsOnlyWhereReleased(t *testing.T) {
+// partitionedShop serves a bundle with a canary partition ahead of two main clusters, no
+// unavailability allowed, to a hub, and waits for its first pass: the canary released.
+func partitionedShop(t *testing.T) (client.Client, string, *gitserver.Upstream, types.NamespacedName) {
 	up := gitserver.New(t)
-	up.Commit("main", map[string]string{
-		"web/fleet.yaml": `defaultNamespace: web
-rolloutStrategy:
-  maxUnavailable: 0
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
-  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
-`,
-		"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
-	})
+	up.Commit("main", map[string]string{"web/fleet.yaml": partitionedFleetYAML, "web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"})
 	srv := up.ServeHTTP("", "")
 	c, _ := startHub(t, Options{})
 	ns := namespace(t, c)
@@ -162,8 +152,24 @@ rolloutStrategy:
 	if err := c.Create(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
+	return c, ns, up, types.NamespacedName{Namespace: ns, Name: "shop-web"}
+}
+
+const partitionedFleetYAML = `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`
+
+// R1.12 and §0: on a first deployment the clusters the rollout has not reached are Pending and
+// have no BundleDeployment; a reached cluster's deployment is created staged and released in
+// one write. No agent runs here, so the canary never becomes ready and holds the rest (R1.6).
+func TestR1_12_FirstDeploymentCreatesDeploymentsOnlyWhereReleased(t *testing.T) {
+	c, ns, _, key := partitionedShop(t)
 	var bun v1alpha1.Bundle
-	waitForBundle(t, c, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &bun, func(b *v1alpha1.Bundle) bool {
+	waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
 		return b.Status.Summary.Pending == 2 && b.Status.Summary.WaitApplied == 1
 	})
 	bds := deploymentsOf(t, c, ns, "shop-web")
@@ -176,5 +182,81 @@ rolloutStrategy:
 	}
 	if cond := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.RolloutPausedCondition); cond == nil || !strings.Contains(cond.Message, "canary") {
 		t.Errorf("the rollout must say it waits for the canary: %+v", bun.Status.Conditions)
+	}
+}
+
+// R1.12, R1.13: an update stages a cluster's deployment when the rollout reaches it, staged and
+// released in one write; until then the cluster keeps its revision and is OutOfSync. A paused
+// bundle receives staged revisions on every cluster and releases none.
+func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
+	c, ns, up, key := partitionedShop(t)
+	var bun v1alpha1.Bundle
+	rollOut := func(rev int64) {
+		t.Helper()
+		// Agents report each release ready, as they would; the rollout moves on.
+		waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
+			for _, bd := range deploymentsOf(t, c, ns, "shop-web") {
+				if bd.Spec.Released != nil && bd.Status.AppliedDeploymentID != bd.Spec.Released.DeploymentID {
+					reportReady(t, c, bd)
+				}
+			}
+			return b.Status.ReleasingRevision == rev && b.Status.Summary.Ready == 3
+		})
+	}
+	rollOut(1)
+	before := deploymentsOf(t, c, ns, "shop-web")
+
+	up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"2\"}\n"})
+	waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
+		return b.Status.ReleasingRevision == 2 && b.Status.Summary.WaitApplied == 1 && b.Status.Summary.OutOfSync == 2
+	})
+	held := deploymentsOf(t, c, ns, "shop-web")
+	if rel := held["canary-1"].Spec.Released; rel == nil || rel.Index != 2 || held["canary-1"].Spec.Staged.Index != 2 {
+		t.Errorf("the canary must run revision 2 first: %+v", held["canary-1"].Spec)
+	}
+	for _, name := range []string{"main-1", "main-2"} {
+		bd := held[name]
+		if bd.Spec.Staged.Index != 1 || bd.Generation != before[name].Generation {
+			t.Errorf("%s was written before the rollout reached it: generation %d → %d, %+v", name, before[name].Generation, bd.Generation, bd.Spec)
+		}
+		if got := DeploymentState(&bun, &bd); got != v1alpha1.StateOutOfSync {
+			t.Errorf("%s: state %s, want OutOfSync", name, got)
+		}
+	}
+
+	rollOut(2)
+	for name, bd := range deploymentsOf(t, c, ns, "shop-web") {
+		if bd.Spec.Released == nil || *bd.Spec.Released != bd.Spec.Staged || bd.Spec.Staged.Index != 2 || bd.Generation != before[name].Generation+1 {
+			t.Errorf("%s: revision 2 must be staged and released in one write: generation %d → %d, %+v", name, before[name].Generation, bd.Generation, bd.Spec)
+		}
+	}
+
+	up.Commit("main", map[string]string{"web/fleet.yaml": "paused: true\n" + partitionedFleetYAML,
+		"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"3\"}\n"})
+	waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
+		bds := deploymentsOf(t, c, ns, "shop-web")
+		for _, bd := range bds {
+			if bd.Spec.Staged.Index != 3 {
+				return false
+			}
+		}
+		return len(bds) == 3
+	})
+	for name, bd := range deploymentsOf(t, c, ns, "shop-web") {
+		if bd.Spec.Released.Index != 2 {
+			t.Errorf("%s: a paused bundle released revision %d", name, bd.Spec.Released.Index)
+		}
+	}
+}
+
+// reportReady writes what an agent writes once the deployment's release is applied and ready.
+func reportReady(t *testing.T, c client.Client, bd v1alpha1.BundleDeployment) {
+	t.Helper()
+	orig := bd.DeepCopy()
+	now := metav1.Now()
+	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
+	bd.Status.Ready, bd.Status.State = true, v1alpha1.StateReady
+	if err := c.Status().Patch(context.Background(), &bd, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
 	}
 }

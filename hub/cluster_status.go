@@ -36,6 +36,9 @@ type clusterStatusReconciler struct {
 	client client.Client
 	now    func() time.Time
 	delay  time.Duration
+	// progress spaces out writes that only move the bundle counts along: a rollout changes
+	// every cluster's counts several times, and nothing acts on them but a reader.
+	progress progressThrottle
 }
 
 func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
@@ -49,11 +52,19 @@ func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
 	stateChanged := coalesced(r.delay, toCluster, func(old, new client.Object) bool {
 		o, ok1 := old.(*v1alpha1.BundleDeployment)
 		n, ok2 := new.(*v1alpha1.BundleDeployment)
-		return !ok1 || !ok2 || bdstate.State(o) != bdstate.State(n)
+		return !ok1 || !ok2 || bdstate.State(o, n.Spec.Staged.Index) != bdstate.State(n, n.Spec.Staged.Index)
+	})
+	// A new revision makes the clusters the rollout has not reached OutOfSync without
+	// touching their deployments.
+	revisionChanged := coalesced(r.delay, allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.ClusterList{} }), func(old, new client.Object) bool {
+		o, ok1 := old.(*v1alpha1.Bundle)
+		n, ok2 := new.(*v1alpha1.Bundle)
+		return !ok1 || !ok2 || wantedRevision(o) != wantedRevision(n)
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-status").
 		For(&v1alpha1.Cluster{}).
 		Watches(&v1alpha1.BundleDeployment{}, stateChanged).
+		Watches(&v1alpha1.Bundle{}, revisionChanged).
 		Complete(r)
 }
 
@@ -68,9 +79,18 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, fmt.Errorf("failed to list deployments of %s: %w", c.Name, err)
 		}
 	}
+	var bundles v1alpha1.BundleList
+	if err := r.client.List(ctx, &bundles, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list bundles: %w", err)
+	}
+	byName := make(map[string]*v1alpha1.Bundle, len(bundles.Items))
+	for i := range bundles.Items {
+		byName[bundles.Items[i].Name] = &bundles.Items[i]
+	}
 	counts := rollout.Counts{}
 	for i := range bds.Items {
-		counts[rollout.State(bdstate.State(&bds.Items[i]))]++
+		bd := &bds.Items[i]
+		counts[rollout.State(DeploymentState(byName[bd.Spec.Bundle], bd))]++
 	}
 	orig := c.DeepCopy()
 	st := &c.Status
@@ -102,6 +122,11 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	if !equality.Semantic.DeepEqual(orig.Status, c.Status) {
+		old := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ReadyCondition)
+		significant := old == nil || old.Status != ready.Status || old.Reason != ready.Reason
+		if wait := r.progress.hold(c.UID, significant, r.now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: sooner(requeue, wait)}, nil
+		}
 		// A merge patch of these fields only: the agent's heartbeat fields are left to it.
 		if err := r.client.Status().Patch(ctx, &c, client.MergeFrom(orig)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to update cluster status: %w", client.IgnoreNotFound(err))

@@ -52,7 +52,7 @@ func dependencyHolds(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle)
 		}
 		ready[i] = map[string]bool{}
 		for _, p := range ps {
-			ready[i][p.cluster.Name] = bdstate.Available(p.bd)
+			ready[i][p.cluster.Name] = bdstate.Available(p.bd, measuredRevision(dep, p.bd))
 		}
 	}
 	return func(cluster string) string {

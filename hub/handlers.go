@@ -2,9 +2,11 @@ package hub
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -57,4 +59,29 @@ func allInNamespace(c client.Reader, newList func() client.ObjectList) handler.M
 		}
 		return out
 	}
+}
+
+// progressThrottle spaces out status writes that only report progress (counts moving along):
+// each object's are written at most once per interval. Changes a reader acts on (readiness
+// reached or lost, a pause and its reason) are written at once.
+type progressThrottle struct {
+	every time.Duration
+
+	mu      sync.Mutex
+	written map[types.UID]time.Time
+}
+
+// hold says how long a progress-only write for uid must wait; zero means write now. A write
+// that goes ahead is recorded.
+func (p *progressThrottle) hold(uid types.UID, significant bool, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if last, ok := p.written[uid]; ok && !significant && now.Sub(last) < p.every {
+		return p.every - now.Sub(last)
+	}
+	if p.written == nil {
+		p.written = map[types.UID]time.Time{}
+	}
+	p.written[uid] = now
+	return 0
 }

@@ -30,6 +30,6 @@ type Options struct {
 	// status.lastPollTime; default 5m. Every change of commit or condition is written at once.
 	PollRecordInterval int64 // seconds
 	// StatusDelay gathers a cluster's deployment changes for this long before its Cluster and
-	// ClusterGroup status are written; default 5s.
+	// ClusterGroup status are written; default 5s. A change of counts alone waits for three.
 	StatusDelay time.Duration
 }

@@ -59,8 +59,7 @@ func (r *tokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return ctrl.Result{}, err
 	}
-	acc := &accessReconciler{client: r.client}
-	if err := acc.ensureRole(ctx, ns, sa, []rbacv1.PolicyRule{
+	if err := ensureRole(ctx, r.client, ns, sa, []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create", "get"}},
 	}, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}); err != nil {
 		return ctrl.Result{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
 
@@ -115,6 +116,20 @@ func wantedRevision(bun *v1alpha1.Bundle) int64 {
 		return *bun.Spec.TargetRevision
 	}
 	return bun.Spec.LatestRevision
+}
+
+// DeploymentState is a cluster's state (§0) for what its bundle rolls out there. A continuous
+// rollout stages a cluster only when it reaches it, so the bundle's revision is the measure;
+// staged runs and sequences stage every revision at once, so the deployment's own is.
+func DeploymentState(bun *v1alpha1.Bundle, bd *v1alpha1.BundleDeployment) v1alpha1.ClusterState {
+	return bdstate.State(bd, measuredRevision(bun, bd))
+}
+
+func measuredRevision(bun *v1alpha1.Bundle, bd *v1alpha1.BundleDeployment) int64 {
+	if bun == nil || bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
+		return bd.Spec.Staged.Index
+	}
+	return wantedRevision(bun)
 }
 
 // recordedTargets is what a revision renders to each cluster, as its record keeps it.

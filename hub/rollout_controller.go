@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -45,9 +45,8 @@ type rolloutReconciler struct {
 	staging  *stagingNow
 	now      func() time.Time
 
-	mu sync.Mutex
-	// reported is when each bundle's status was last written (see report).
-	reported map[types.UID]time.Time
+	// progress spaces out writes of a bundle's progress counts (see report).
+	progress progressThrottle
 }
 
 // progressEvery bounds how often a bundle's progress counts alone are written.
@@ -59,8 +58,10 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	// at the same time: the work queue hands out each key to one worker).
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
 		WithOptions(controller.Options{MaxConcurrentReconciles: bundleWorkers}).
-		For(&v1alpha1.Bundle{}).
-		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
+		// Its own status writes do not come back as passes: only the spec, labels and
+		// annotations (approvals, skips) of a Bundle change a plan.
+		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.BundleDeployment{}, coalesced(passCoalesce, bundleOfDeployment, deploymentPlanChanged)).
 		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{now: r.now})).
 		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return dependents(ctx, r.client, o)
@@ -117,14 +118,31 @@ func heartbeat(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Durat
 	return left >= 0, max(left, 0)
 }
 
-// deploymentToBundle maps a BundleDeployment event to its Bundle, from the labels the bundler sets.
-var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+// passCoalesce is how long a deployment's change waits for others before its bundle is planned
+// again. Agents report in bursts (hundreds of clusters acknowledge a batch within a second);
+// planning once per burst instead of once per report keeps the hub's CPU, which shares the
+// machine with the API server, flat. The rollout still moves on events, never on a timer (R1.10).
+const passCoalesce = 200 * time.Millisecond
+
+// bundleOfDeployment maps a BundleDeployment to its Bundle, from the labels the bundler sets.
+func bundleOfDeployment(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	if l[LabelBundle] == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelBundle]}}}
-})
+}
+
+// deploymentToBundle enqueues a BundleDeployment's Bundle at once.
+var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(bundleOfDeployment)
+
+// deploymentPlanChanged passes deployment updates that change what the planner sees: reports
+// of which resources are not ready yet, or drift details, do not.
+func deploymentPlanChanged(old, new client.Object) bool {
+	o, ok1 := old.(*v1alpha1.BundleDeployment)
+	n, ok2 := new.(*v1alpha1.BundleDeployment)
+	return !ok1 || !ok2 || *bdstate.Deployment(o) != *bdstate.Deployment(n) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
+}
 
 // Reconcile plans one pass for a bundle and writes what changed.
 func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -311,22 +329,12 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
 		return 0, nil
 	}
-	key, now := bun.UID, r.now()
-	r.mu.Lock()
-	last := r.reported[key]
-	r.mu.Unlock()
 	significant := orig.Status.ReleasingRevision != st.ReleasingRevision ||
 		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
 		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
-	if !significant && now.Sub(last) < progressEvery {
-		return progressEvery - now.Sub(last), nil
+	if wait := r.progress.hold(bun.UID, significant, r.now()); wait > 0 {
+		return wait, nil
 	}
-	r.mu.Lock()
-	if r.reported == nil {
-		r.reported = map[types.UID]time.Time{}
-	}
-	r.reported[key] = now
-	r.mu.Unlock()
 	return 0, patchBundleStatus(ctx, r.client, bun, orig)
 }
 

@@ -97,7 +97,7 @@ func Run(ctx context.Context, opts Options) error {
 	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging,
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, now: time.Now}).setup(mgr); err != nil {
+	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, now: time.Now, progress: progressThrottle{every: progressEvery}}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
 	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
@@ -110,7 +110,9 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.StatusDelay > 0 {
 		statusDelay = opts.StatusDelay
 	}
-	if err := (&clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay}).setup(mgr); err != nil {
+	// A cluster's counts alone are written at most every three status delays (15 s by default).
+	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay, progress: progressThrottle{every: 3 * statusDelay}}
+	if err := clusterStatus.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster status controller: %w", err)
 	}
 	if err := (&clusterGroupStatusReconciler{client: mgr.GetClient(), delay: statusDelay}).setup(mgr); err != nil {

@@ -298,15 +298,23 @@ func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.
 	}
 }
 
-// allApplied reports whether every BundleDeployment of the namespace's bundles runs its staged
-// revision and is Ready.
+// allApplied reports whether every BundleDeployment of the namespace's bundles runs its
+// bundle's revision and is Ready.
 func allApplied(ctx context.Context, c client.Client, ns string) (bool, error) {
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+		return false, err
+	}
+	byName := map[string]*v1alpha1.Bundle{}
+	for i := range bundles.Items {
+		byName[bundles.Items[i].Name] = &bundles.Items[i]
+	}
 	var bds v1alpha1.BundleDeploymentList
 	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
 		return false, err
 	}
 	for _, bd := range bds.Items {
-		if bd.Status.AppliedRevision != bd.Spec.Staged.Index || bd.Status.State != v1alpha1.StateReady {
+		if hub.DeploymentState(byName[bd.Spec.Bundle], &bd) != v1alpha1.StateReady {
 			return false, nil
 		}
 	}

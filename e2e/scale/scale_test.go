@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -139,10 +140,14 @@ func runScenario(b *testing.B, bundles, clusters int) {
 		defer wg.Done()
 		_ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4})
 	}()
-	go func() { defer wg.Done(); simulateAgents(ctx, b, c) }()
+	fleet := &fleetWatch{}
+	go func() { defer wg.Done(); fleet.simulateAgents(ctx, b, c, ns.Name) }()
 	defer wg.Wait()
 	defer cancel()
 
+	// Registration is not part of a deployment: the clock starts once the hub has given every
+	// cluster its identity (ServiceAccount, Roles, RoleBindings) and written its status.
+	registration := settle(b, counter, int64(5*clusters))
 	start := time.Now()
 	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: ns.Name}, Spec: v1alpha1.GitRepoSpec{
 		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
@@ -151,26 +156,28 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	if err := c.Create(ctx, repo); err != nil {
 		b.Fatal(err)
 	}
-	waitAllReady(b, c, ns.Name, total, 1)
+	fleet.waitAllReady(b, total, 1, start)
 	deploy := time.Since(start)
-	writesDeploy := counter.writes.Load()
+	writesDeploy := counter.writes.Load() - registration
 
 	for i := range bundles {
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"2\"}\n", i)
 	}
 	start = time.Now()
 	up.Commit("main", files)
-	waitAllReady(b, c, ns.Name, total, 2)
+	fleet.waitAllReady(b, total, 2, start)
 	update := time.Since(start)
-	writesUpdate := counter.writes.Load() - writesDeploy
+	writesUpdate := counter.writes.Load() - writesDeploy - registration
 
 	var heap runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&heap)
 	if os.Getenv("SCALE_WRITES") != "" {
 		counter.mu.Lock()
-		b.Logf("hub writes by kind: %v", counter.byKind)
+		b.Logf("hub writes by kind (registration %d included): %v", registration, counter.byKind)
+		b.Logf("watches started by the simulated agents: %d; their failed writes: %d", fleet.watches.Load(), fleet.failures.Load())
 		counter.mu.Unlock()
+		logSizes(b, c, ns.Name)
 	}
 	b.ReportMetric(deploy.Seconds(), "deploy-s")
 	b.ReportMetric(update.Seconds(), "update-s")
@@ -180,6 +187,38 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	b.ReportMetric(float64(writesDeploy)/float64(total), "hub-writes/bd-deploy")
 	b.ReportMetric(float64(writesUpdate)/float64(total), "hub-writes/bd-update")
 	b.ReportMetric(float64(heap.HeapInuse-min(heap.HeapInuse, heapBefore.HeapInuse))/(1<<20), "heap-MB")
+}
+
+// logSizes logs how large a Bundle and a BundleDeployment are as stored (JSON, managed fields
+// included): the API server's cost per write grows with it.
+func logSizes(b *testing.B, c client.Client, ns string) {
+	var bundles v1alpha1.BundleList
+	var bds v1alpha1.BundleDeploymentList
+	if c.List(context.Background(), &bundles, client.InNamespace(ns), client.Limit(1)) != nil || len(bundles.Items) == 0 ||
+		c.List(context.Background(), &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}, client.Limit(1)) != nil || len(bds.Items) == 0 {
+		return
+	}
+	bun, _ := json.Marshal(bundles.Items[0])
+	bd, _ := json.Marshal(bds.Items[0])
+	b.Logf("stored sizes: Bundle %d bytes, BundleDeployment %d bytes", len(bun), len(bd))
+}
+
+// settle waits until the hub made at least atLeast writes and then none for a second, and returns
+// how many it made.
+func settle(b *testing.B, counter *writeCounter, atLeast int64) int64 {
+	deadline := time.Now().Add(2 * time.Minute)
+	last, quietSince := counter.writes.Load(), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		switch n := counter.writes.Load(); {
+		case n != last:
+			last, quietSince = n, time.Now()
+		case n >= atLeast && time.Since(quietSince) >= time.Second:
+			return n
+		}
+	}
+	b.Fatalf("the hub did not settle after registering the clusters: %d writes, expected at least %d", last, atLeast)
+	return 0
 }
 
 // writeFloor creates n small objects and writes each one's status once, with the same client
@@ -243,26 +282,134 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// simFailures counts simulated agents' failed status writes (each is retried).
-var simFailures atomic.Int64
+// simWriters is how many status writes the simulated agents have in flight. Real agents are
+// one writer each, but more than the hub's own concurrency only makes the API server thrash:
+// with 32, 500 agents acknowledged further behind the hub's releases than with 8.
+const simWriters = 8
 
-// simulateAgents watches every BundleDeployment and reports each release applied and ready with
-// one status write, as agents do: a failed write is retried, and a watch that ends is followed
-// by a list and a new watch, so no release is left unanswered.
-func simulateAgents(ctx context.Context, b *testing.B, c client.Client) {
+// fleetWatch follows the fleet's BundleDeployments with one watch, as the simulated agents
+// (acknowledging each release) and as the measurement (counting what is staged, released and
+// ready): a second watch would double the decoding the benchmark process does beside the hub.
+type fleetWatch struct {
+	watches, failures atomic.Int64
+
+	mu   sync.Mutex
+	last map[string]*v1alpha1.BundleDeployment
+	goal *revisionGoal
+}
+
+// revisionGoal is what waitAllReady waits for: every deployment on rev, ready.
+type revisionGoal struct {
+	rev                                int64
+	total                              int
+	start                              time.Time
+	staged, released, ready            map[string]bool
+	firstStaged, allStaged, allRelease time.Duration
+	done                               chan struct{}
+}
+
+func (g *revisionGoal) record(key string, bd *v1alpha1.BundleDeployment) {
+	since := time.Since(g.start)
+	if bd.Spec.Staged.Index == g.rev && !g.staged[key] {
+		g.staged[key] = true
+		if len(g.staged) == 1 {
+			g.firstStaged = since
+		}
+		if len(g.staged) == g.total {
+			g.allStaged = since
+		}
+	}
+	if bd.Spec.Released != nil && bd.Spec.Released.Index == g.rev && !g.released[key] {
+		g.released[key] = true
+		if len(g.released) == g.total {
+			g.allRelease = since
+		}
+	}
+	if bd.Status.Ready && bd.Status.AppliedRevision == g.rev && bd.Spec.Staged.Index == g.rev {
+		g.ready[key] = true
+	} else {
+		delete(g.ready, key)
+	}
+	if len(g.ready) == g.total {
+		select {
+		case <-g.done:
+		default:
+			close(g.done)
+		}
+	}
+}
+
+func (f *fleetWatch) observe(bd *v1alpha1.BundleDeployment) {
+	key := bd.Namespace + "/" + bd.Name
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last == nil {
+		f.last = map[string]*v1alpha1.BundleDeployment{}
+	}
+	f.last[key] = bd
+	if f.goal != nil {
+		f.goal.record(key, bd)
+	}
+}
+
+// waitAllReady waits until every deployment of the fleet runs revision rev, ready, and logs
+// when the first and the last were staged, released and ready (counted from start).
+func (f *fleetWatch) waitAllReady(b *testing.B, total int, rev int64, start time.Time) {
+	g := &revisionGoal{rev: rev, total: total, start: start, staged: map[string]bool{}, released: map[string]bool{}, ready: map[string]bool{}, done: make(chan struct{})}
+	f.mu.Lock()
+	f.goal = g
+	for key, bd := range f.last {
+		g.record(key, bd)
+	}
+	f.mu.Unlock()
+	select {
+	case <-g.done:
+	case <-time.After(20 * time.Minute):
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		b.Fatalf("not all %d deployments ready on revision %d: %d are", total, rev, len(g.ready))
+	}
+	if os.Getenv("SCALE_WRITES") != "" {
+		f.mu.Lock()
+		b.Logf("revision %d: first staged %v, all staged %v, all released %v, all ready %v", rev, g.firstStaged, g.allStaged, g.allRelease, time.Since(start))
+		f.mu.Unlock()
+	}
+}
+
+// simulateAgents watches the fleet's BundleDeployments and reports each release applied and
+// ready with one status write, as agents do: a failed write is retried, and a watch that ends
+// is followed by a list and a new watch, so no release is left unanswered.
+func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.Client, ns string) {
 	wc, err := client.NewWithWatch(fastConfig(), client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		b.Error(err)
 		return
 	}
 	work := make(chan *v1alpha1.BundleDeployment, 10000)
+	// queued holds the release each deployment waits to acknowledge: a relist after a watch
+	// ended must not acknowledge it twice.
+	var queuedMu sync.Mutex
+	queued := map[string]string{}
+	ack := func(bd *v1alpha1.BundleDeployment) {
+		if bd.Spec.Released == nil || bd.Spec.Released.DeploymentID == bd.Status.AppliedDeploymentID {
+			return
+		}
+		key := bd.Namespace + "/" + bd.Name
+		queuedMu.Lock()
+		fresh := queued[key] != bd.Spec.Released.DeploymentID
+		queued[key] = bd.Spec.Released.DeploymentID
+		queuedMu.Unlock()
+		if fresh {
+			work <- bd
+		}
+	}
 	var wg sync.WaitGroup
-	for range 8 {
+	for range simWriters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for bd := range work {
-				orig := bd.DeepCopy()
+			for orig := range work {
+				bd := orig.DeepCopy() // orig is also the measurement's
 				now := metav1.Now()
 				bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
 				bd.Status.Ready, bd.Status.State = true, v1alpha1.StateReady
@@ -271,115 +418,43 @@ func simulateAgents(ctx context.Context, b *testing.B, c client.Client) {
 					if err == nil || apierrors.IsNotFound(err) {
 						break
 					}
-					simFailures.Add(1)
-					if os.Getenv("SCALE_WRITES") != "" && simFailures.Load() <= 3 {
+					if f.failures.Add(1) <= 3 && os.Getenv("SCALE_WRITES") != "" {
 						b.Logf("simulated agent: status write failed (retrying): %v", err)
 					}
 					time.Sleep(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond)
 				}
+				queuedMu.Lock()
+				if key := bd.Namespace + "/" + bd.Name; queued[key] == bd.Spec.Released.DeploymentID {
+					delete(queued, key)
+				}
+				queuedMu.Unlock()
 			}
 		}()
 	}
 	defer func() { close(work); wg.Wait() }()
-	needsAck := func(bd *v1alpha1.BundleDeployment) bool {
-		return bd.Spec.Released != nil && bd.Spec.Released.DeploymentID != bd.Status.AppliedDeploymentID
-	}
+	inFleet := client.MatchingLabels{hub.LabelBundleNamespace: ns}
 	for ctx.Err() == nil {
+		// From the API server's watch cache (resourceVersion 0): a relist is not a quorum read.
 		var bds v1alpha1.BundleDeploymentList
-		if err := wc.List(ctx, &bds); err != nil {
+		if err := wc.List(ctx, &bds, inFleet, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
 			continue
 		}
 		for i := range bds.Items {
-			if needsAck(&bds.Items[i]) {
-				work <- &bds.Items[i]
-			}
+			bd := &bds.Items[i]
+			f.observe(bd)
+			ack(bd)
 		}
-		w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: bds.ResourceVersion}})
+		w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{}, inFleet, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: bds.ResourceVersion}})
 		if err != nil {
 			continue
 		}
+		f.watches.Add(1)
 		for ev := range w.ResultChan() {
-			if bd, isBD := ev.Object.(*v1alpha1.BundleDeployment); isBD && ev.Type != watch.Deleted && needsAck(bd) {
-				work <- bd
+			if bd, isBD := ev.Object.(*v1alpha1.BundleDeployment); isBD && ev.Type != watch.Deleted {
+				f.observe(bd)
+				ack(bd)
 			}
 		}
 		w.Stop()
 	}
-}
-
-// waitAllReady waits until every BundleDeployment of the fleet namespace runs revision rev,
-// ready. It lists once and then follows a watch: polling with lists would load the server under
-// measurement (a list of every deployment each second took a noticeable share of its CPU).
-func waitAllReady(b *testing.B, c client.Client, ns string, total int, rev int64) {
-	wc, err := client.NewWithWatch(fastConfig(), client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	done := map[string]bool{}
-	ready := 0
-	start := time.Now()
-	var firstStaged, allStaged, allReleased time.Duration
-	staged, released := map[string]bool{}, map[string]bool{}
-	defer func() {
-		if os.Getenv("SCALE_WRITES") != "" {
-			b.Logf("revision %d: first staged %v, all staged %v, all released %v, all ready %v", rev, firstStaged, allStaged, allReleased, time.Since(start))
-		}
-	}()
-	record := func(bd *v1alpha1.BundleDeployment) {
-		key := bd.Namespace + "/" + bd.Name
-		if bd.Spec.Staged.Index == rev && !staged[key] {
-			staged[key] = true
-			if len(staged) == 1 {
-				firstStaged = time.Since(start)
-			}
-			if len(staged) == total {
-				allStaged = time.Since(start)
-			}
-		}
-		if bd.Spec.Released != nil && bd.Spec.Released.Index == rev && !released[key] {
-			released[key] = true
-			if len(released) == total {
-				allReleased = time.Since(start)
-			}
-		}
-		now := bd.Status.Ready && bd.Status.AppliedRevision == rev && bd.Spec.Staged.Index == rev
-		if now != done[key] {
-			done[key] = now
-			if now {
-				ready++
-			} else {
-				ready--
-			}
-		}
-	}
-	count := func() int { return ready }
-	for ctx.Err() == nil {
-		var bds v1alpha1.BundleDeploymentList
-		if err := wc.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
-			continue
-		}
-		for i := range bds.Items {
-			record(&bds.Items[i])
-		}
-		if count() == total {
-			return
-		}
-		w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{}, client.MatchingLabels{hub.LabelBundleNamespace: ns}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: bds.ResourceVersion}})
-		if err != nil {
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if bd, ok := ev.Object.(*v1alpha1.BundleDeployment); ok && ev.Type != watch.Deleted {
-				record(bd)
-				if count() == total {
-					w.Stop()
-					return
-				}
-			}
-		}
-		w.Stop() // the watch ended (timeout, compaction): list again and follow a new one
-	}
-	b.Fatalf("not all %d deployments ready on revision %d: %d are", total, rev, count())
 }

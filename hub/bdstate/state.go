@@ -29,14 +29,16 @@ func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
 	return d
 }
 
-// State is the cluster's state for the revision the bundle rolls out, the staged one: a cluster
-// still holding an older release is OutOfSync (§0).
-func State(bd *v1alpha1.BundleDeployment) v1alpha1.ClusterState {
-	return v1alpha1.ClusterState(rollout.ClusterState(Deployment(bd), bd.Spec.Staged.Index))
+// State is the cluster's state for revision, the one its bundle rolls out: a cluster still
+// holding an older release is OutOfSync (§0). A deployment is staged only when the rollout
+// reaches its cluster, so its own staged index says nothing about a revision the rollout has
+// not brought there yet: callers pass the bundle's.
+func State(bd *v1alpha1.BundleDeployment, revision int64) v1alpha1.ClusterState {
+	return v1alpha1.ClusterState(rollout.ClusterState(Deployment(bd), revision))
 }
 
-// Available reports whether the deployment runs its staged revision Ready (or Modified): what
-// a bundle that depends on it waits for.
-func Available(bd *v1alpha1.BundleDeployment) bool {
-	return rollout.ClusterState(Deployment(bd), bd.Spec.Staged.Index).Available()
+// Available reports whether the deployment runs revision Ready (or Modified): what a bundle
+// that depends on it waits for.
+func Available(bd *v1alpha1.BundleDeployment, revision int64) bool {
+	return rollout.ClusterState(Deployment(bd), revision).Available()
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/bdstate"
 )
 
 // Write prints GitRepos → bundles → partitions → clusters with their states, from the
@@ -87,7 +86,7 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 				if bd.Spec.Released != nil {
 					released = fmt.Sprint(bd.Spec.Released.Index)
 				}
-				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", bd.Labels[hub.LabelCluster], bdstate.State(&bd), bd.Spec.Staged.Index, released, bd.Status.AppliedRevision, detail(&bd))
+				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", bd.Labels[hub.LabelCluster], hub.DeploymentState(&b, &bd), bd.Spec.Staged.Index, released, bd.Status.AppliedRevision, detail(&bd))
 			}
 			if n := b.Status.Summary.Pending; n > 0 {
 				fmt.Fprintf(w, "    (%d more clusters Pending: the rollout has not reached them)\n", n)

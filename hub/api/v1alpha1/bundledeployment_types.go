@@ -7,9 +7,14 @@ import (
 // BundleDeploymentSpec is what the hub wants one cluster to run. It lives in the cluster's
 // namespace on the hub, where only that cluster's agent can read it.
 //
-//	staged   ── the revision the cluster should eventually run (set as soon as it exists)
+//	staged   ── the revision the cluster should run once the rollout reaches it
 //	released ── the revision the agent may apply now (moved forward by the rollout planner)
 //	applied  ── status: what the agent last applied
+//
+// A continuous rollout writes staged when it releases the cluster, both in one write; a
+// cluster it has not reached keeps its older revision staged (OutOfSync against the Bundle's
+// revision). Paused bundles and clusters (R1.13), staged runs and sequences stage every new
+// revision at once and release it later.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.released) || self.released.index <= self.staged.index || has(self.rollback) && self.rollback",message="released must not be newer than staged unless rollback is set"
 type BundleDeploymentSpec struct {
@@ -116,7 +121,8 @@ type BundleDeploymentStatus struct {
 	// Modified is true when live objects drifted from the revision.
 	// +optional
 	Modified bool `json:"modified,omitempty"`
-	// State is the per-cluster state (ROLLOUT.md §0) as the hub last computed it.
+	// State is the per-cluster state (ROLLOUT.md §0) for the staged revision, as the agent
+	// last computed it.
 	// +optional
 	State ClusterState `json:"state,omitempty"`
 	// NonReadyResources summarises up to 10 resources that are not ready.
