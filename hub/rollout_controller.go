@@ -50,7 +50,7 @@ type rolloutReconciler struct {
 }
 
 // progressEvery bounds how often a bundle's progress counts alone are written.
-const progressEvery = 3 * time.Second
+const progressEvery = 5 * time.Second
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	allBundles := handler.EnqueueRequestsFromMapFunc(allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.BundleList{} }))

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -76,6 +78,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := indexDeployments(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("failed to index deployments: %w", err)
+	}
+	// Kinds the hub reads on every commit without watching them start with the manager: on
+	// first use, a commit would wait for their caches to fill.
+	for _, o := range []client.Object{&v1alpha1.Content{}, &rbacv1.Role{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
+			return fmt.Errorf("failed to set up the %T cache: %w", o, err)
+		}
 	}
 	recordEvery := 5 * time.Minute
 	if opts.PollRecordInterval > 0 {

@@ -1,10 +1,16 @@
-// Package scale holds the hub's scale benchmark: one real API server, the real hub, and a
-// simulator acting as N agents (it watches BundleDeployments and reports each release applied
-// and ready with one status write, as the real agent does at best). Run it with
+// Package scale holds the hub's scale benchmarks: one real API server, the real hub, and a
+// simulator acting as N agents (each watches its cluster's BundleDeployments; eight writers
+// report each release applied and ready with one status write, as the real agent does at
+// best). Run them with
 //
 //	go test -run XXX -bench . -benchtime 1x -timeout 60m ./e2e/scale/
 //
-// It reports, per scenario, the time to all-Ready for a first deployment and for an update,
-// the API server's write floor for the same number of objects (create each, write its status
-// once), the hub's writes per BundleDeployment and its heap. Figures: README "Measured".
+// BenchmarkFleet reports, per scenario, the time to all-Ready for a first deployment (from the
+// GitRepo's creation, once the clusters are registered) and for an update (from the push and
+// its webhook), the API server's write floor for the same number of objects (create each,
+// write its status once) measured in the same run, the same floor with objects shaped like the
+// hub's deployments and the agents' reports, the hub's writes per BundleDeployment and its
+// heap. BenchmarkWriteKinds measures each kind of deployment write alone. Set SCALE_WRITES=1
+// for the writes by kind and the per-revision timeline, SCALE_HEAP_PROFILE=path for a heap
+// profile. Figures: README "Measured".
 package scale
