@@ -140,7 +140,7 @@ func partitionedShop(t *testing.T) (client.Client, string, *gitserver.Upstream, 
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"web/fleet.yaml": partitionedFleetYAML, "web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"})
 	srv := up.ServeHTTP("", "")
-	c, _ := startHub(t, Options{})
+	c, _ := startHub(t, Options{StatusDelay: 200 * time.Millisecond})
 	ns := namespace(t, c)
 	registerCluster(t, c, ns, "canary-1", map[string]string{"ring": "canary"})
 	registerCluster(t, c, ns, "main-1", map[string]string{"ring": "main"})
@@ -205,6 +205,7 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 	}
 	rollOut(1)
 	before := deploymentsOf(t, c, ns, "shop-web")
+	waitForClusterSummary(t, c, types.NamespacedName{Namespace: ns, Name: "main-1"}, "its bundle Ready", func(s v1alpha1.StateCounts) bool { return s.Ready == 1 })
 
 	up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"2\"}\n"})
 	waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
@@ -223,6 +224,8 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 			t.Errorf("%s: state %s, want OutOfSync", name, got)
 		}
 	}
+	// Its Cluster says so too, though nothing wrote its deployment: the new revision did.
+	waitForClusterSummary(t, c, types.NamespacedName{Namespace: ns, Name: "main-1"}, "its bundle OutOfSync", func(s v1alpha1.StateCounts) bool { return s.OutOfSync == 1 })
 
 	rollOut(2)
 	for name, bd := range deploymentsOf(t, c, ns, "shop-web") {
@@ -246,6 +249,18 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 		if bd.Spec.Released.Index != 2 {
 			t.Errorf("%s: a paused bundle released revision %d", name, bd.Spec.Released.Index)
 		}
+	}
+}
+
+func waitForClusterSummary(t *testing.T, c client.Client, key types.NamespacedName, what string, cond func(v1alpha1.StateCounts) bool) {
+	t.Helper()
+	var cl v1alpha1.Cluster
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Get(context.Background(), key, &cl) != nil || !cond(cl.Status.Summary) {
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster %s does not count %s: %+v", key.Name, what, cl.Status.Summary)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
