@@ -58,7 +58,7 @@ kubeconfig of the hub so you can use kubectl; Ctrl-C tears everything down.`,
 	}
 	cmd.Flags().BoolVar(&o.once, "once", false, "run the demo without a terminal: print progress as lines and exit when both rollouts completed")
 	cmd.Flags().IntVar(&o.clusters, "clusters", 3, "number of workload clusters")
-	cmd.Flags().StringVar(&o.dir, "dir", "flotilla-quickstart", "directory for the hub kubeconfig and logs")
+	cmd.Flags().StringVar(&o.dir, "dir", "", "directory for the hub kubeconfig and the clusters' data (default: a new one in the system's temporary directory, removed at the end)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up when a rollout takes longer (with --once)")
 	return cmd
 }
@@ -101,10 +101,18 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 	defer stop()
 	ctrl.SetLogger(logr.Discard())
 	say := func(format string, args ...any) { fmt.Fprintf(out, "quickstart: "+format+"\n", args...) }
-	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+	dir := o.dir
+	if dir == "" {
+		// Outside the working directory, and gone with the clusters it serves.
+		if dir, err = os.MkdirTemp("", "flotilla-quickstart-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(o.dir)
+	abs, _ := filepath.Abs(dir)
 	t := &demoT{dir: abs}
 	defer t.close()
 	defer func() {
@@ -269,7 +277,13 @@ func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.
 		if err := report.Write(ctx, &view, c, ns, "example"); err != nil {
 			return err
 		}
-		line := fmt.Sprintf("%s: %s ready, %s", what, repo.Status.Display.ReadyClusters, repo.Status.Display.Message)
+		line := fmt.Sprintf("%s: %s ready", what, repo.Status.Display.ReadyClusters)
+		if msg := repo.Status.Display.Message; msg != "" {
+			line += ", " + msg
+		}
+		if commit != "" && repo.Status.Commit != commit {
+			line = fmt.Sprintf("%s: waiting for the hub to pick up commit %.12s", what, commit)
+		}
 		switch {
 		case o.once && line != last:
 			fmt.Fprintf(out, "quickstart: %s\n", line)
