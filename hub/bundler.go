@@ -39,9 +39,11 @@ type RenderError struct{ Err error }
 func (e *RenderError) Error() string { return e.Err.Error() }
 func (e *RenderError) Unwrap() error { return e.Err }
 
-// bundler turns a GitRepo's new commit into Bundles with a new revision, their Content, and
-// BundleDeployments staged with that revision for every targeted cluster. Releasing is the
-// rollout controller's decision, not the bundler's.
+// bundler turns a GitRepo's new commit into Bundles with a new revision (and its record of
+// what each targeted cluster is to run) and their Content, and writes the BundleDeployments the
+// commit changes at once: those the planner releases straight away (staged and released in one
+// write) and, for paused bundles and clusters, staged runs and sequences, the staging of every
+// targeted cluster. Releasing the rest is the rollout controllers' decision, not the bundler's.
 type bundler struct {
 	client       client.Client
 	content      *contentstore.Store
