@@ -122,8 +122,12 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	if !equality.Semantic.DeepEqual(orig.Status, c.Status) {
+		// Written at once: all bundles ready, the agent lost or back. A ready cluster starting on
+		// a new revision is progress like its counts: a rollout that passes it within the
+		// interval costs no write at all.
 		old := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ReadyCondition)
-		significant := old == nil || old.Status != ready.Status || old.Reason != ready.Reason
+		startsRollout := old != nil && old.Reason == v1alpha1.SucceededReason && ready.Reason == v1alpha1.ProgressingReason
+		significant := old == nil || old.Reason != ready.Reason && !startsRollout
 		if wait := r.progress.hold(c.UID, significant, r.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: sooner(requeue, wait)}, nil
 		}
