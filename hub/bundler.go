@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -151,7 +152,7 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 }
 
 // writeStaging writes the deployments cluster by cluster, each cluster's agent first granted
-// the content it is about to be staged (one Role write per cluster and commit). Clusters are
+// the content the commit brings it (one Role write per cluster and commit). Clusters are
 // independent, so several are staged at once, as many as the client's share of API server
 // concurrency.
 func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
@@ -159,9 +160,11 @@ func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 	g.SetLimit(stageWorkers)
 	for _, c := range clusters {
 		g.Go(func() error {
+			// The grant covers the clusters the rollout reaches later too: their release is
+			// then one write, and their agents never wait for access.
 			staged := map[string][]string{}
 			for _, p := range plans {
-				if t, ok := p.want[c.cluster.Name]; ok {
+				if t, ok := p.recorded[c.cluster.Name]; ok {
 					staged[p.bundle.Namespace] = append(staged[p.bundle.Namespace], t.Ref.ContentID)
 				}
 			}
@@ -411,10 +414,11 @@ func DeploymentName(bundleNamespace, bundleName string) string {
 // staging is what a commit stages for one bundle: the revision per cluster, and the clusters
 // the planner releases it to at once.
 type staging struct {
-	bundle  *v1alpha1.Bundle
-	want    revisionTargets
-	state   *planState
-	release map[string]bool
+	bundle *v1alpha1.Bundle
+	// recorded is what the revision deploys to each cluster; want, what is written now.
+	recorded, want revisionTargets
+	state          *planState
+	release        map[string]bool
 }
 
 // planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks
@@ -427,9 +431,10 @@ func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, rendere
 		return p, nil
 	}
 	var err error
-	if p.want, err = recordedTargets(bun.Spec.LatestRevision, rendered); err != nil {
+	if p.recorded, err = recordedTargets(bun.Spec.LatestRevision, rendered); err != nil {
 		return p, err
 	}
+	p.want = maps.Clone(p.recorded)
 	if p.state, err = gatherPlan(ctx, b.client, b.now(), bun, p.want); err != nil {
 		return p, err
 	}

@@ -229,6 +229,9 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 		if !ok {
 			continue
 		}
+		if err := grantBefore(ctx, r.client, st.clusters[t.Cluster], st.bds[t.Cluster], bun.Namespace, w); err != nil {
+			return err
+		}
 		bd, err := writeDeployment(ctx, r.client, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
 		if err != nil {
 			return err
@@ -279,6 +282,9 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 	for _, w := range todo {
 		g.Go(func() error {
 			cl := st.clusters[w.cluster]
+			if err := grantBefore(gctx, r.client, cl, w.bd, bun.Namespace, w.target); err != nil {
+				return err
+			}
 			_, err := writeDeployment(gctx, r.client, bun, cl, w.bd, w.target, true)
 			switch {
 			case w.bd == nil && apierrors.IsAlreadyExists(err):
