@@ -297,7 +297,8 @@ func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.
 		}
 		if settled && repo.Status.Display.ReadyClusters == want && (commit == "" || repo.Status.Commit == commit) {
 			if o.once {
-				fmt.Fprint(out, view.String())
+				// As it is now: the view above was taken before the check.
+				return report.Write(ctx, out, c, ns, "example")
 			}
 			return nil
 		}
