@@ -1,0 +1,203 @@
+package scale
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// simWriters is how many status writes the simulated agents have in flight. Real agents are
+// one writer each, but more than the hub's own concurrency only makes the API server thrash:
+// with 32, 500 agents acknowledged further behind the hub's releases than with 8.
+const simWriters = 8
+
+// fleetWatch follows the fleet's BundleDeployments through the simulated agents' watches, for
+// them (acknowledging each release) and for the measurement (counting what is staged, released
+// and ready): watching again would double the decoding the benchmark process does beside the
+// hub.
+type fleetWatch struct {
+	watches, failures atomic.Int64
+
+	mu   sync.Mutex
+	last map[string]*v1alpha1.BundleDeployment
+	goal *revisionGoal
+}
+
+// revisionGoal is what waitAllReady waits for: every deployment on rev, ready.
+type revisionGoal struct {
+	rev                                int64
+	total                              int
+	start                              time.Time
+	staged, released, ready            map[string]bool
+	firstStaged, allStaged, allRelease time.Duration
+	done                               chan struct{}
+}
+
+func (g *revisionGoal) record(key string, bd *v1alpha1.BundleDeployment) {
+	since := time.Since(g.start)
+	if bd.Spec.Staged.Index == g.rev && !g.staged[key] {
+		g.staged[key] = true
+		if len(g.staged) == 1 {
+			g.firstStaged = since
+		}
+		if len(g.staged) == g.total {
+			g.allStaged = since
+		}
+	}
+	if bd.Spec.Released != nil && bd.Spec.Released.Index == g.rev && !g.released[key] {
+		g.released[key] = true
+		if len(g.released) == g.total {
+			g.allRelease = since
+		}
+	}
+	if bd.Status.Ready && bd.Status.AppliedRevision == g.rev && bd.Spec.Staged.Index == g.rev {
+		g.ready[key] = true
+	} else {
+		delete(g.ready, key)
+	}
+	if len(g.ready) == g.total {
+		select {
+		case <-g.done:
+		default:
+			close(g.done)
+		}
+	}
+}
+
+func (f *fleetWatch) observe(bd *v1alpha1.BundleDeployment) {
+	key := bd.Namespace + "/" + bd.Name
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last == nil {
+		f.last = map[string]*v1alpha1.BundleDeployment{}
+	}
+	f.last[key] = bd
+	if f.goal != nil {
+		f.goal.record(key, bd)
+	}
+}
+
+// waitAllReady waits until every deployment of the fleet runs revision rev, ready, and logs
+// when the first and the last were staged, released and ready (counted from start).
+func (f *fleetWatch) waitAllReady(b *testing.B, total int, rev int64, start time.Time) {
+	g := &revisionGoal{rev: rev, total: total, start: start, staged: map[string]bool{}, released: map[string]bool{}, ready: map[string]bool{}, done: make(chan struct{})}
+	f.mu.Lock()
+	f.goal = g
+	for key, bd := range f.last {
+		g.record(key, bd)
+	}
+	f.mu.Unlock()
+	select {
+	case <-g.done:
+	case <-time.After(20 * time.Minute):
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		b.Fatalf("not all %d deployments ready on revision %d: %d are", total, rev, len(g.ready))
+	}
+	if os.Getenv("SCALE_WRITES") != "" {
+		f.mu.Lock()
+		b.Logf("revision %d: first staged %v, all staged %v, all released %v, all ready %v", rev, g.firstStaged, g.allStaged, g.allRelease, time.Since(start))
+		f.mu.Unlock()
+	}
+}
+
+// simulateAgents acts as the fleet's agents: each watches its cluster's BundleDeployments,
+// and eight writers report each release applied and ready with one status write. A failed
+// write is retried, and a watch that ends is followed by a list and a new watch, so no release
+// is left unanswered.
+func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.Client, ns string, clusters int) {
+	wc, err := client.NewWithWatch(fastConfig(), client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	work := make(chan *v1alpha1.BundleDeployment, 10000)
+	// queued holds the release each deployment waits to acknowledge: a relist after a watch
+	// ended must not acknowledge it twice.
+	var queuedMu sync.Mutex
+	queued := map[string]string{}
+	ack := func(bd *v1alpha1.BundleDeployment) {
+		if bd.Spec.Released == nil || bd.Spec.Released.DeploymentID == bd.Status.AppliedDeploymentID {
+			return
+		}
+		key := bd.Namespace + "/" + bd.Name
+		queuedMu.Lock()
+		fresh := queued[key] != bd.Spec.Released.DeploymentID
+		queued[key] = bd.Spec.Released.DeploymentID
+		queuedMu.Unlock()
+		if fresh {
+			work <- bd
+		}
+	}
+	var wg sync.WaitGroup
+	for range simWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for orig := range work {
+				bd := orig.DeepCopy() // orig is also the measurement's
+				agentReport(bd)
+				for attempt := 0; ctx.Err() == nil; attempt++ {
+					err := c.Status().Patch(ctx, bd, client.MergeFrom(orig))
+					if err == nil || apierrors.IsNotFound(err) {
+						break
+					}
+					if f.failures.Add(1) <= 3 && os.Getenv("SCALE_WRITES") != "" {
+						b.Logf("simulated agent: status write failed (retrying): %v", err)
+					}
+					time.Sleep(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond)
+				}
+				queuedMu.Lock()
+				if key := bd.Namespace + "/" + bd.Name; queued[key] == bd.Spec.Released.DeploymentID {
+					delete(queued, key)
+				}
+				queuedMu.Unlock()
+			}
+		}()
+	}
+	defer func() { close(work); wg.Wait() }()
+	// Each simulated agent watches its own cluster's namespace, as a real one does.
+	var agents sync.WaitGroup
+	for i := range clusters {
+		agents.Add(1)
+		go func() {
+			defer agents.Done()
+			inCluster := client.InNamespace(hub.ClusterNamespace(ns, clusterName(i)))
+			for ctx.Err() == nil {
+				var bds v1alpha1.BundleDeploymentList
+				if err := wc.List(ctx, &bds, inCluster); err != nil {
+					continue
+				}
+				for i := range bds.Items {
+					bd := &bds.Items[i]
+					f.observe(bd)
+					ack(bd)
+				}
+				w, err := wc.Watch(ctx, &v1alpha1.BundleDeploymentList{}, inCluster, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: bds.ResourceVersion}})
+				if err != nil {
+					continue
+				}
+				f.watches.Add(1)
+				for ev := range w.ResultChan() {
+					if bd, isBD := ev.Object.(*v1alpha1.BundleDeployment); isBD && ev.Type != watch.Deleted {
+						f.observe(bd)
+						ack(bd)
+					}
+				}
+				w.Stop()
+			}
+		}()
+	}
+	agents.Wait()
+}

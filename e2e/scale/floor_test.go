@@ -1,0 +1,95 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// writeFloor creates n small objects and writes each one's status once, with the same client
+// concurrency the hub has: the least the API server needs for n deployments. With shaped, the
+// objects are deployments as the hub writes them and the status what an agent reports: how
+// much of the distance to the floor the objects' size and shape take alone.
+func writeFloor(b *testing.B, c client.Client, n int, shaped bool) time.Duration {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "floor-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	parallel(n, func(i int) {
+		bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bd-%d", i), Namespace: ns.Name},
+			Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: "n", Staged: v1alpha1.RevisionRef{Index: 1, ContentID: "c", DeploymentID: "d"}}}
+		if shaped {
+			bd = hubShaped(ns.Name, i, 1)
+		}
+		if err := c.Create(ctx, bd); err != nil {
+			b.Error(err)
+			return
+		}
+		orig := bd.DeepCopy()
+		bd.Status.Ready, bd.Status.AppliedRevision = true, 1
+		if shaped {
+			agentReport(bd)
+		}
+		if err := c.Status().Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+			b.Error(err)
+		}
+	})
+	took := time.Since(start)
+	// The next scenarios' hubs would cache these too.
+	if err := c.DeleteAllOf(ctx, &v1alpha1.BundleDeployment{}, client.InNamespace(ns.Name)); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// hubShaped is deployment i of a bundle as the hub writes it: labelled for its bundle and
+// cluster, revision rev staged and released, with full-length content and deployment ids.
+func hubShaped(ns string, i int, rev int64) *v1alpha1.BundleDeployment {
+	r := shapedRef(rev)
+	return &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fleet-b%04d", i), Namespace: ns,
+		Labels: map[string]string{hub.LabelBundle: "b", hub.LabelBundleNamespace: ns, hub.LabelCluster: clusterName(i)}},
+		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: ns, Staged: r, Released: &r, Options: v1alpha1.DeploymentOptions{DefaultNamespace: "web"}}}
+}
+
+func shapedRef(rev int64) v1alpha1.RevisionRef {
+	id := fmt.Sprintf("s-%064x", rev)
+	return v1alpha1.RevisionRef{Index: rev, ContentID: id, DeploymentID: id + fmt.Sprintf(":%032x", rev)}
+}
+
+// agentReport sets what an agent reports once bd's release is applied and ready.
+func agentReport(bd *v1alpha1.BundleDeployment) {
+	now := metav1.Now()
+	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
+	bd.Status.Ready, bd.Status.State = true, v1alpha1.StateReady
+}
+
+// parallel runs f for 0..n-1 on 8 workers, the hub's client concurrency.
+func parallel(n int, f func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
