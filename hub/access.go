@@ -150,18 +150,6 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 	return nil
 }
 
-// grantBefore grants cl's agent the content of t unless bd, its deployment, already stages it:
-// written before the deployment, so that the agent can read what it is released at once.
-func grantBefore(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, bundleNS string, t revisionTarget) error {
-	if bd != nil && bd.Spec.Staged.ContentID == t.Ref.ContentID {
-		return nil
-	}
-	if err := grantAccess(ctx, c, cl, map[string][]string{bundleNS: {t.Ref.ContentID}}); err != nil {
-		return fmt.Errorf("failed to grant cluster %s its content: %w", cl.Name, err)
-	}
-	return nil
-}
-
 // referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
 // staged and released revisions of the namespace's BundleDeployments reference, and staging's.
 func referencedContent(ctx context.Context, c client.Client, ns string, staging map[string][]string) (map[string][]string, error) {
@@ -264,7 +252,7 @@ func rulesCover(have, want []rbacv1.PolicyRule) bool {
 		h, w := have[i], want[i]
 		if !equality.Semantic.DeepEqual(h.APIGroups, w.APIGroups) || !equality.Semantic.DeepEqual(h.Resources, w.Resources) ||
 			!equality.Semantic.DeepEqual(h.Verbs, w.Verbs) || !equality.Semantic.DeepEqual(h.NonResourceURLs, w.NonResourceURLs) ||
-			len(h.ResourceNames) == 0 != (len(w.ResourceNames) == 0) || !sets.New(h.ResourceNames...).HasAll(w.ResourceNames...) {
+			(len(h.ResourceNames) == 0) != (len(w.ResourceNames) == 0) || !sets.New(h.ResourceNames...).HasAll(w.ResourceNames...) {
 			return false
 		}
 	}

@@ -140,11 +140,11 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 					return err
 				}
 			}
-			bun, err := b.stage(gctx, repo, commit, r.src, r.targets)
+			bun, recorded, err := b.stage(gctx, repo, commit, r.src, r.targets)
 			if err != nil {
 				return err
 			}
-			plans[i], err = b.planStaging(gctx, bun, r.targets)
+			plans[i], err = b.planStaging(gctx, bun, recorded)
 			return err
 		})
 	}
@@ -247,13 +247,14 @@ func convertSelector(s *metav1.LabelSelector) *rollout.Selector {
 }
 
 // stage records a new revision on the Bundle when any target's deployment changed and drops
-// the deployments of clusters no longer targeted; the caller stages the revision per cluster.
-func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, src *bundle.Source, targets map[string]*bundle.Rendered) (*v1alpha1.Bundle, error) {
+// the deployments of clusters no longer targeted. It returns the Bundle and what its latest
+// revision deploys to each cluster; the caller stages that per cluster.
+func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, src *bundle.Source, targets map[string]*bundle.Rendered) (*v1alpha1.Bundle, revisionTargets, error) {
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
 	err := b.client.Get(ctx, key, &bun)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
+		return nil, nil, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
 	orig := bun.DeepCopy()
@@ -267,7 +268,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	bun.Labels[LabelGitRepo] = repo.Name
 	spec, err := bundleSpec(repo, src)
 	if err != nil {
-		return nil, &RenderError{Err: err}
+		return nil, nil, &RenderError{Err: err}
 	}
 	spec.Revisions, spec.LatestRevision, spec.TargetRevision = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision
 	aggregate := aggregateID(targets)
@@ -275,16 +276,20 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	if n := len(spec.Revisions); n > 0 {
 		latest = &spec.Revisions[n-1]
 	}
-	if latest == nil || latest.DeploymentID != aggregate {
+	newRevision := latest == nil || latest.DeploymentID != aggregate
+	if newRevision {
 		spec.LatestRevision++
 		spec.TargetRevision = nil // a new revision supersedes a rollback
-		recorded, err := recordedTargets(spec.LatestRevision, targets)
-		if err != nil {
-			return nil, err
-		}
+	}
+	// What the latest revision deploys to each cluster: when nothing changed, what it recorded.
+	recorded, err := recordedTargets(spec.LatestRevision, targets)
+	if err != nil {
+		return nil, nil, err
+	}
+	if newRevision {
 		targetsID, err := b.revisions.put(ctx, repo.Namespace, recorded)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		spec.Revisions = append(spec.Revisions, v1alpha1.BundleRevision{
 			RevisionRef: v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate},
@@ -298,17 +303,17 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	switch {
 	case !exists:
 		if err := b.client.Create(ctx, &bun); err != nil {
-			return nil, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
+			return nil, nil, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
 		}
 	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels):
 		if err := b.client.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
-			return nil, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
+			return nil, nil, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
 		}
 	}
 	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &bun, nil
+	return &bun, recorded, nil
 }
 
 func (b *bundler) limit(repo *v1alpha1.GitRepo) int {
@@ -425,16 +430,13 @@ type staging struct {
 // the planner which clusters it would release right away, so that those are staged and
 // released in one write, and creates no deployment for the others yet. A rolled-back bundle
 // stages nothing: its pinned revision stays.
-func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, rendered map[string]*bundle.Rendered) (staging, error) {
+func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorded revisionTargets) (staging, error) {
 	p := staging{bundle: bun}
 	if bun.Spec.TargetRevision != nil {
 		return p, nil
 	}
+	p.recorded, p.want = recorded, maps.Clone(recorded)
 	var err error
-	if p.recorded, err = recordedTargets(bun.Spec.LatestRevision, rendered); err != nil {
-		return p, err
-	}
-	p.want = maps.Clone(p.recorded)
 	if p.state, err = gatherPlan(ctx, b.client, b.now(), bun, p.want); err != nil {
 		return p, err
 	}

@@ -67,6 +67,17 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 	return bd, nil
 }
 
+// grantAndWrite writes a deployment as writeDeployment does, its agent first granted the
+// content of t if bd does not stage it already: the agent can read what it is released at once.
+func grantAndWrite(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+	if bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID {
+		if err := grantAccess(ctx, c, cl, map[string][]string{bun.Namespace: {t.Ref.ContentID}}); err != nil {
+			return nil, fmt.Errorf("failed to grant cluster %s its content: %w", cl.Name, err)
+		}
+	}
+	return writeDeployment(ctx, c, bun, cl, bd, t, release)
+}
+
 // restage stages (and with release, releases) t on an existing deployment and returns it as
 // written; bd itself, possibly the cache's, is not changed.
 func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // Progress-only writes are spaced out per object; significant ones go out at once.
@@ -27,6 +30,43 @@ func TestProgressThrottleSpacesOutProgressOnly(t *testing.T) {
 	} {
 		if got := p.hold(types.UID(step.uid), step.significant, t0.Add(step.at)); got != step.wait {
 			t.Errorf("%s: hold = %v, want %v", step.name, got, step.wait)
+		}
+	}
+}
+
+// R1.10: the rollout moves on agents' reports, not on a timer; the reports that change what
+// the planner sees wake their bundle (after a short gathering), the others do not.
+func TestR1_10_ReportsThatChangeThePlanWakeTheBundle(t *testing.T) {
+	base := func() *v1alpha1.BundleDeployment {
+		ref := v1alpha1.RevisionRef{Index: 2, ContentID: "s-a", DeploymentID: "s-a:1"}
+		return &v1alpha1.BundleDeployment{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelCluster: "edge-1"}},
+			Spec:       v1alpha1.BundleDeploymentSpec{Staged: ref, Released: &ref},
+			Status:     v1alpha1.BundleDeploymentStatus{AppliedRevision: 2, AppliedDeploymentID: "s-a:1"},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(bd *v1alpha1.BundleDeployment)
+		wakes  bool
+	}{
+		{"ready", func(bd *v1alpha1.BundleDeployment) { bd.Status.Ready = true }, true},
+		{"apply failed", func(bd *v1alpha1.BundleDeployment) {
+			bd.Status.Conditions = []metav1.Condition{{Type: v1alpha1.AppliedCondition, Status: metav1.ConditionFalse}}
+		}, true},
+		{"drifted", func(bd *v1alpha1.BundleDeployment) { bd.Status.Modified = true }, true},
+		{"released a new revision", func(bd *v1alpha1.BundleDeployment) {
+			bd.Spec.Released = &v1alpha1.RevisionRef{Index: 3, ContentID: "s-b", DeploymentID: "s-b:1"}
+		}, true},
+		{"which resources are not ready", func(bd *v1alpha1.BundleDeployment) {
+			bd.Status.NonReadyResources = []v1alpha1.ResourceSummary{{Kind: "Deployment", Name: "web", Message: "Available: 0/3"}}
+		}, false},
+		{"observed generation", func(bd *v1alpha1.BundleDeployment) { bd.Status.ObservedGeneration = 4 }, false},
+	} {
+		updated := base()
+		tc.change(updated)
+		if got := deploymentPlanChanged(base(), updated); got != tc.wakes {
+			t.Errorf("%s: wakes the bundle = %v, want %v", tc.name, got, tc.wakes)
 		}
 	}
 }

@@ -147,8 +147,7 @@ func deploymentPlanChanged(old, new client.Object) bool {
 // Reconcile plans one pass for a bundle and writes what changed.
 func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bun v1alpha1.Bundle
-	err := r.client.Get(ctx, req.NamespacedName, &bun)
-	if err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bun.Spec.StagedUpdate != nil {
@@ -229,10 +228,7 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 		if !ok {
 			continue
 		}
-		if err := grantBefore(ctx, r.client, st.clusters[t.Cluster], st.bds[t.Cluster], bun.Namespace, w); err != nil {
-			return err
-		}
-		bd, err := writeDeployment(ctx, r.client, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
+		bd, err := grantAndWrite(ctx, r.client, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
 		if err != nil {
 			return err
 		}
@@ -261,12 +257,9 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		rec, isRecorded := recorded[name]
 		switch {
 		case cl == nil:
-		case bd == nil:
+		case bd == nil || bd.Spec.Staged.Index != revision:
+			// Pending, or not staged yet: from the record, unless the bundler is writing it.
 			if isRecorded && !r.staging.active(client.ObjectKeyFromObject(bun)) && !r.released.pending(deploymentKey(bun, cl), rec.Ref.DeploymentID, now) {
-				todo = append(todo, write{name, nil, rec})
-			}
-		case bd.Spec.Staged.Index != revision:
-			if isRecorded && !r.staging.active(client.ObjectKeyFromObject(bun)) && !r.released.pending(client.ObjectKeyFromObject(bd), rec.Ref.DeploymentID, now) {
 				todo = append(todo, write{name, bd, rec})
 			}
 		case bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged ||
@@ -282,10 +275,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 	for _, w := range todo {
 		g.Go(func() error {
 			cl := st.clusters[w.cluster]
-			if err := grantBefore(gctx, r.client, cl, w.bd, bun.Namespace, w.target); err != nil {
-				return err
-			}
-			_, err := writeDeployment(gctx, r.client, bun, cl, w.bd, w.target, true)
+			_, err := grantAndWrite(gctx, r.client, bun, cl, w.bd, w.target, true)
 			switch {
 			case w.bd == nil && apierrors.IsAlreadyExists(err):
 				return nil // created by a pass the cache does not show yet
