@@ -132,7 +132,7 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 	if err != nil {
 		return err
 	}
-	roleName := "flotilla-agent-" + cl.Name
+	roleName := agentRoleName(cl)
 	for bundleNS, names := range contents {
 		nsRules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}}
 		if bundleNS == cl.Namespace {
@@ -149,6 +149,10 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 	}
 	return nil
 }
+
+// agentRoleName is the Role of a cluster's agent in its Cluster's namespace and in each bundle
+// namespace it deploys from.
+func agentRoleName(cl *v1alpha1.Cluster) string { return "flotilla-agent-" + cl.Name }
 
 // referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
 // staged and released revisions of the namespace's BundleDeployments reference, and staging's.

@@ -184,7 +184,7 @@ func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 					return err
 				}
 				if release {
-					b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref.DeploymentID, b.now())
+					b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref, b.now())
 				}
 			}
 			return nil

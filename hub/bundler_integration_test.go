@@ -210,10 +210,14 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 	waitForClusterSummary(t, c, types.NamespacedName{Namespace: ns, Name: "main-1"}, "its bundle Ready", func(s v1alpha1.StateCounts) bool { return s.Ready == 1 })
 
 	up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"2\"}\n"})
+	// The Bundle may report the canary's release a moment before the bundler's write of it
+	// lands (a pass that leaves the write to the bundler reports the plan): wait for both.
+	var held map[string]v1alpha1.BundleDeployment
 	waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
-		return b.Status.ReleasingRevision == 2 && b.Status.Summary.WaitApplied == 1 && b.Status.Summary.OutOfSync == 2
+		held = deploymentsOf(t, c, ns, "shop-web")
+		rel := held["canary-1"].Spec.Released
+		return b.Status.ReleasingRevision == 2 && b.Status.Summary.WaitApplied == 1 && b.Status.Summary.OutOfSync == 2 && rel != nil && rel.Index == 2
 	})
-	held := deploymentsOf(t, c, ns, "shop-web")
 	if rel := held["canary-1"].Spec.Released; rel == nil || rel.Index != 2 || held["canary-1"].Spec.Staged.Index != 2 {
 		t.Errorf("the canary must run revision 2 first: %+v", held["canary-1"].Spec)
 	}

@@ -2,10 +2,13 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,12 +36,48 @@ func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) 
 	return !equality.Semantic.DeepEqual(before.Spec, bd.Spec)
 }
 
-// patchDeployment writes a deployment's spec change.
+// patchDeployment writes a deployment's spec change: the fields stageTarget sets, each
+// replaced whole, and the labels if they changed. The patch is built from those fields alone
+// (a JSON patch of "add" operations, which replace what is there): diffing whole objects for a
+// merge patch cost the hub more CPU than any other step of a release.
 func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.BundleDeployment) error {
-	if err := c.Patch(ctx, bd, client.MergeFrom(orig)); err != nil {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	ops := []op{{"add", "/spec/staged", bd.Spec.Staged}, {"add", "/spec/options", bd.Spec.Options}, {"add", "/spec/rollback", bd.Spec.Rollback}}
+	if bd.Spec.Released != nil {
+		ops = append(ops, op{"add", "/spec/released", bd.Spec.Released})
+	}
+	if !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
+		ops = append(ops, op{"add", "/metadata/labels", bd.Labels})
+	}
+	patch, err := json.Marshal(ops)
+	if err == nil {
+		err = c.Patch(ctx, bd, client.RawPatch(types.JSONPatchType, patch))
+	}
+	if err != nil {
 		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
 	}
 	return nil
+}
+
+// hasContent reports whether the cluster's agent may read the content already (its Role in the
+// bundle's namespace names it, as the bundler grants a commit's content to every cluster it
+// targets): checking costs one cache read, computing the grant a listing of the cluster's
+// deployments.
+func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bundleNS, contentID string) bool {
+	var role rbacv1.Role
+	if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: agentRoleName(cl)}, &role); err != nil {
+		return false
+	}
+	for _, rule := range role.Rules {
+		if slices.Contains(rule.Resources, "contents") && slices.Contains(rule.ResourceNames, contentID) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeDeployment stages t on the bundle's deployment in the cluster's namespace, creating it
@@ -70,7 +109,7 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 // grantAndWrite writes a deployment as writeDeployment does, its agent first granted the
 // content of t if bd does not stage it already: the agent can read what it is released at once.
 func grantAndWrite(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
-	if bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID {
+	if (bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID) && !hasContent(ctx, c, cl, bun.Namespace, t.Ref.ContentID) {
 		if err := grantAccess(ctx, c, cl, map[string][]string{bun.Namespace: {t.Ref.ContentID}}); err != nil {
 			return nil, fmt.Errorf("failed to grant cluster %s its content: %w", cl.Name, err)
 		}
@@ -97,34 +136,40 @@ type releases struct {
 }
 
 type release struct {
-	deploymentID string
-	at           time.Time
+	ref v1alpha1.RevisionRef
+	at  time.Time
 }
 
 // releaseMemory is how long a release is remembered if the cache never shows it (the deployment
 // was deleted meanwhile, or its event was lost to a watch restart).
 const releaseMemory = 30 * time.Second
 
-func (r *releases) add(key types.NamespacedName, deploymentID string, now time.Time) {
+func (r *releases) add(key types.NamespacedName, ref v1alpha1.RevisionRef, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at == nil {
 		r.at = map[types.NamespacedName]release{}
 	}
-	r.at[key] = release{deploymentID: deploymentID, at: now}
+	r.at[key] = release{ref: ref, at: now}
 }
 
 // pending reports whether deploymentID was released to key recently and the cache may not
 // show it yet.
 func (r *releases) pending(key types.NamespacedName, deploymentID string, now time.Time) bool {
+	ref, ok := r.unseen(key, now)
+	return ok && ref.DeploymentID == deploymentID
+}
+
+// unseen is the release written to key recently that the cache does not show yet.
+func (r *releases) unseen(key types.NamespacedName, now time.Time) (v1alpha1.RevisionRef, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rel, ok := r.at[key]
 	if ok && now.Sub(rel.at) > releaseMemory {
 		delete(r.at, key)
-		return false
+		return v1alpha1.RevisionRef{}, false
 	}
-	return ok && rel.deploymentID == deploymentID
+	return rel.ref, ok
 }
 
 // seen forgets what the cache shows released.
@@ -135,7 +180,7 @@ func (r *releases) seen(bd *v1alpha1.BundleDeployment) {
 	key := client.ObjectKeyFromObject(bd)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rel, ok := r.at[key]; ok && rel.deploymentID == bd.Spec.Released.DeploymentID {
+	if rel, ok := r.at[key]; ok && rel.ref.DeploymentID == bd.Spec.Released.DeploymentID {
 		delete(r.at, key)
 	}
 }

@@ -88,6 +88,28 @@ func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alph
 	return st, nil
 }
 
+// countUnseen plans with the releases this hub wrote that the cache does not show yet (their
+// clusters WaitApplied): a pass right after a batch must neither hand the same clusters the
+// revision again nor leave them out of the partition's budget (R1.8).
+func (st *planState) countUnseen(r *releases, bun *v1alpha1.Bundle, now time.Time) {
+	for _, bd := range st.bds {
+		r.seen(bd)
+	}
+	for i := range st.in.Targets {
+		t := &st.in.Targets[i]
+		ref, ok := r.unseen(deploymentKey(bun, st.clusters[t.Cluster]), now)
+		if !ok {
+			continue
+		}
+		d := rollout.Deployment{}
+		if t.Deployment != nil {
+			d = *t.Deployment
+		}
+		d.Staged, d.Released, d.Applied, d.ApplyFailed = ref.Index, ref.Index, 0, false
+		t.Deployment = &d
+	}
+}
+
 // releasedWithStaging plans as if want were staged already and returns the clusters the planner
 // releases at once: their deployment is staged and released in one write instead of two.
 func releasedWithStaging(st *planState, want revisionTargets) map[string]bool {

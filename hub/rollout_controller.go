@@ -175,6 +175,7 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	st.countUnseen(r.released, &bun, r.now())
 	in, requeue := st.in, st.requeue
 	if bun.Spec.TargetRevision != nil {
 		if err := r.pin(ctx, &bun, st, recorded); err != nil {
@@ -182,7 +183,8 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 	decision := rollout.Plan(in)
-	if err := r.release(ctx, &bun, st, recorded, decision); err != nil {
+	wrote, err := r.release(ctx, &bun, st, recorded, decision)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	wait, err := r.report(ctx, &bun, in, decision)
@@ -190,11 +192,20 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	requeue = sooner(sooner(requeue, wait), decision.RequeueAfter)
+	if decision.More && wrote > 0 {
+		// The partition has clusters beyond this batch: the next pass checks its threshold
+		// with this batch counted (countUnseen) and releases the next one (R1.8), without
+		// waiting for the batch's own events to come back (R1.10).
+		requeue = nextBatch
+	}
 	if r.staging.active(req.NamespacedName) {
 		requeue = sooner(requeue, time.Second) // what the bundler leaves to this controller is looked at after it
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
+
+// nextBatch is when a pass that released a maxNew batch plans the next one: at once.
+const nextBatch = time.Millisecond
 
 // sooner is the earlier of two requeue delays, zero meaning none.
 func sooner(a, b time.Duration) time.Duration {
@@ -240,7 +251,8 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 // release lets the agents of the clusters the planner released apply the revision. A Pending
 // cluster gets its deployment, and one whose staging is behind (the cache lags the bundler, or
 // the bundler stopped mid-commit) is staged from the revision's record: each in one write.
-func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *planState, recorded revisionTargets, d *rollout.Decision) error {
+// It returns how many deployments it wrote.
+func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *planState, recorded revisionTargets, d *rollout.Decision) (int, error) {
 	revision, bds := st.in.Revision, st.bds
 	type write struct {
 		cluster string
@@ -249,9 +261,6 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 	}
 	var todo []write
 	now := r.now()
-	for _, bd := range bds {
-		r.released.seen(bd)
-	}
 	for _, name := range d.Release {
 		bd, cl := bds[name], st.clusters[name]
 		rec, isRecorded := recorded[name]
@@ -282,7 +291,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 			case err != nil:
 				return fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster, err)
 			}
-			r.released.add(deploymentKey(bun, cl), w.target.Ref.DeploymentID, r.now())
+			r.released.add(deploymentKey(bun, cl), w.target.Ref, r.now())
 			return nil
 		})
 	}
@@ -296,7 +305,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 			})
 		}
 	}
-	return g.Wait()
+	return len(todo), g.Wait()
 }
 
 // report writes the Bundle's status when it changed.

@@ -140,7 +140,8 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary, etcdURL string, po
 		"--allow-privileged=true",
 		// Several API servers share one etcd; each keeps its own endpoints under its prefix.
 		"--endpoint-reconciler-type=none",
-		"--profiling=false",
+		// FLOTILLA_APISERVER_PROFILING=1 serves /debug/pprof (the scale bench profiles with it).
+		"--profiling="+strconv.FormatBool(os.Getenv("FLOTILLA_APISERVER_PROFILING") != ""),
 	)
 	if err != nil {
 		return err

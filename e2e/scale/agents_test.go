@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -98,18 +99,51 @@ func (f *fleetWatch) waitAllReady(b *testing.B, total int, rev int64, start time
 		g.record(key, bd)
 	}
 	f.mu.Unlock()
-	select {
-	case <-g.done:
-	case <-time.After(20 * time.Minute):
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		b.Fatalf("not all %d deployments ready on revision %d: %d are", total, rev, len(g.ready))
+	// A fleet that makes no progress for two minutes is stuck: say where.
+	lastReady, lastProgress := -1, time.Now()
+	for done := false; !done; {
+		select {
+		case <-g.done:
+			done = true
+		case <-time.After(time.Second):
+			f.mu.Lock()
+			if n := len(g.ready); n != lastReady {
+				lastReady, lastProgress = n, time.Now()
+			}
+			if time.Since(lastProgress) > 2*time.Minute {
+				defer f.mu.Unlock()
+				b.Fatalf("not all %d deployments ready on revision %d, and no progress for 2 minutes: %s", total, rev, f.describeStuck(g))
+			}
+			f.mu.Unlock()
+		}
 	}
 	if os.Getenv("SCALE_WRITES") != "" {
 		f.mu.Lock()
 		b.Logf("revision %d: first staged %v, all staged %v, all released %v, all ready %v", rev, g.firstStaged, g.allStaged, g.allRelease, time.Since(start))
 		f.mu.Unlock()
 	}
+}
+
+// describeStuck counts the fleet's deployments by how far they got towards g and shows a few
+// that are not ready. f.mu is held.
+func (f *fleetWatch) describeStuck(g *revisionGoal) string {
+	var examples []string
+	counts := map[string]int{}
+	for key, bd := range f.last {
+		if g.ready[key] {
+			continue
+		}
+		rel, applied := int64(0), bd.Status.AppliedRevision
+		if bd.Spec.Released != nil {
+			rel = bd.Spec.Released.Index
+		}
+		state := fmt.Sprintf("staged %d released %d applied %d ready %v", bd.Spec.Staged.Index, rel, applied, bd.Status.Ready)
+		counts[state]++
+		if len(examples) < 5 {
+			examples = append(examples, key+": "+state)
+		}
+	}
+	return fmt.Sprintf("%d deployments seen (%d expected), not ready by state %v, e.g. %v", len(f.last), g.total, counts, examples)
 }
 
 // simulateAgents acts as the fleet's agents: each watches its cluster's BundleDeployments,
@@ -149,7 +183,7 @@ func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.
 				bd := orig.DeepCopy() // orig is also the measurement's
 				agentReport(bd)
 				for attempt := 0; ctx.Err() == nil; attempt++ {
-					err := c.Status().Patch(ctx, bd, client.MergeFrom(orig))
+					err := c.Status().Patch(ctx, bd, statusPatch(bd))
 					if err == nil || apierrors.IsNotFound(err) {
 						break
 					}

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -174,7 +176,9 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	if err := c.Create(ctx, repo); err != nil {
 		b.Fatal(err)
 	}
+	profiled := profileAPIServer(b, fmt.Sprintf("%dx%d", bundles, clusters))
 	fleet.waitAllReady(b, total, 1, start)
+	profiled()
 	deploy := time.Since(start)
 	writesDeploy := counter.writes.Load() - registration
 
@@ -253,6 +257,48 @@ func announcePush(b *testing.B, addr, cloneURL string) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		b.Fatalf("webhook delivery: %s", resp.Status)
+	}
+}
+
+// profileAPIServer starts a CPU profile of the API server when SCALE_APISERVER_PROFILE names a
+// path (FLOTILLA_APISERVER_PROFILING=1 must be set too), and returns a function that waits for
+// it and writes it to path.<scenario>. The profile covers SCALE_APISERVER_PROFILE_SECONDS (30).
+func profileAPIServer(b *testing.B, scenario string) (wait func()) {
+	path := os.Getenv("SCALE_APISERVER_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	seconds := os.Getenv("SCALE_APISERVER_PROFILE_SECONDS")
+	if seconds == "" {
+		seconds = "30"
+	}
+	hc, err := rest.HTTPClientFor(apiServer.Config())
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get(apiServer.Config().Host + "/debug/pprof/profile?seconds=" + seconds)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("API server profile: %s (is FLOTILLA_APISERVER_PROFILING=1 set?)", resp.Status)
+			return
+		}
+		f, err := os.Create(path + "." + scenario)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errors.Join(err, f.Close())
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
 	}
 }
 
