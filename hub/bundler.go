@@ -51,6 +51,7 @@ type bundler struct {
 	revisions    *revisionStore
 	released     *releases
 	staging      *stagingNow
+	writes       writeSlots
 	charts       *bundle.ChartFetcher
 	historyLimit int
 	now          func() time.Time
@@ -171,23 +172,25 @@ func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 			if len(staged) == 0 {
 				return nil
 			}
-			if err := grantAccess(gctx, b.client, c.cluster, staged); err != nil {
-				return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
-			}
-			for _, p := range plans {
-				t, ok := p.want[c.cluster.Name]
-				if !ok {
-					continue
+			return b.writes.do(gctx, func() error {
+				if err := grantAccess(gctx, b.client, c.cluster, staged); err != nil {
+					return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
 				}
-				release := p.release[c.cluster.Name]
-				if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release); err != nil {
-					return err
+				for _, p := range plans {
+					t, ok := p.want[c.cluster.Name]
+					if !ok {
+						continue
+					}
+					release := p.release[c.cluster.Name]
+					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release); err != nil {
+						return err
+					}
+					if release {
+						b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref, b.now())
+					}
 				}
-				if release {
-					b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref, b.now())
-				}
-			}
-			return nil
+				return nil
+			})
 		})
 	}
 	return g.Wait()

@@ -127,6 +127,27 @@ func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment
 	return bd, nil
 }
 
+// writeSlots bounds the deployment writes in flight, the bundler's and the rollout
+// controller's together (Options.WritesInFlight). A rollout moves on the agents' reports: a hub
+// that floods the API server with releases makes every report wait behind them, and what it
+// gains in releasing it loses in waiting for readiness.
+type writeSlots chan struct{}
+
+// defaultWritesInFlight is the hub's default bound: the client concurrency the write floor of
+// the scale benchmark saturates the API server with.
+const defaultWritesInFlight = 8
+
+// do runs write once a slot is free.
+func (s writeSlots) do(ctx context.Context, write func() error) error {
+	select {
+	case s <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s }()
+	return write()
+}
+
 // releases remembers the releases this hub wrote (by the bundler or the rollout controller)
 // until its cache shows them: a pass planned on a cache a moment behind would otherwise write
 // them again.

@@ -62,13 +62,21 @@ func allInNamespace(c client.Reader, newList func() client.ObjectList) handler.M
 }
 
 // progressThrottle spaces out status writes that only report progress (counts moving along):
-// each object's are written at most once per interval. Changes a reader acts on (readiness
-// reached or lost, a pause and its reason) are written at once.
+// each object's are written at most once per interval, and all objects' together at most
+// perSecond, so that a rollout across hundreds of bundles or clusters costs the API server the
+// same status load as one across a few (each object's progress is then written less often).
+// Changes a reader acts on (readiness reached or lost, a pause and its reason) are written at
+// once and use none of the budget.
 type progressThrottle struct {
-	every time.Duration
+	every     time.Duration
+	perSecond float64 // zero: no hub-wide budget
 
 	mu      sync.Mutex
 	written map[types.UID]time.Time
+	// slot is when an object's held-back progress may be written: its share of the budget,
+	// reserved when it first had to wait for it. next is the budget's first free slot.
+	slot map[types.UID]time.Time
+	next time.Time
 }
 
 // hold says how long a progress-only write for uid must wait; zero means write now. A write
@@ -76,12 +84,29 @@ type progressThrottle struct {
 func (p *progressThrottle) hold(uid types.UID, significant bool, now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if last, ok := p.written[uid]; ok && !significant && now.Sub(last) < p.every {
-		return p.every - now.Sub(last)
+	if last, ok := p.written[uid]; ok && !significant {
+		if since := now.Sub(last); since < p.every {
+			return p.every - since
+		}
+		if p.perSecond > 0 {
+			at, reserved := p.slot[uid]
+			if !reserved {
+				at = now
+				if p.next.After(now) {
+					at = p.next
+				}
+				p.next = at.Add(time.Duration(float64(time.Second) / p.perSecond))
+				p.slot[uid] = at
+			}
+			if at.After(now) {
+				return at.Sub(now)
+			}
+		}
 	}
 	if p.written == nil {
-		p.written = map[types.UID]time.Time{}
+		p.written, p.slot = map[types.UID]time.Time{}, map[types.UID]time.Time{}
 	}
 	p.written[uid] = now
+	delete(p.slot, uid)
 	return 0
 }

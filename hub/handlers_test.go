@@ -13,25 +13,53 @@ import (
 // Progress-only writes are spaced out per object; significant ones go out at once.
 func TestProgressThrottleSpacesOutProgressOnly(t *testing.T) {
 	p := &progressThrottle{every: 3 * time.Second}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, step := range []struct {
-		name        string
-		uid         string
-		significant bool
-		at          time.Duration
-		wait        time.Duration
-	}{
+	runThrottle(t, p, []throttleStep{
 		{"first write", "a", false, 0, 0},
 		{"progress a second later waits for the rest", "a", false, time.Second, 2 * time.Second},
 		{"another object is not held", "b", false, time.Second, 0},
 		{"a significant change goes out at once", "a", true, 2 * time.Second, 0},
 		{"progress right after it waits again", "a", false, 2500 * time.Millisecond, 2500 * time.Millisecond},
 		{"progress after the interval goes out", "a", false, 5 * time.Second, 0},
-	} {
-		if got := p.hold(types.UID(step.uid), step.significant, t0.Add(step.at)); got != step.wait {
+	})
+}
+
+// throttleStep is one call of progressThrottle.hold, at a time after throttleStart, and the
+// wait it must return.
+type throttleStep struct {
+	name        string
+	uid         string
+	significant bool
+	at          time.Duration
+	wait        time.Duration
+}
+
+var throttleStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func runThrottle(t *testing.T, p *progressThrottle, steps []throttleStep) {
+	t.Helper()
+	for _, step := range steps {
+		if got := p.hold(types.UID(step.uid), step.significant, throttleStart.Add(step.at)); got != step.wait {
 			t.Errorf("%s: hold = %v, want %v", step.name, got, step.wait)
 		}
 	}
+}
+
+// Past each object's interval, progress-only writes share a budget: each object waits for a
+// slot of its own, reserved on its first try; significant writes use none of it.
+func TestProgressThrottleBudgetIsSharedByAllObjects(t *testing.T) {
+	p := &progressThrottle{every: time.Second, perSecond: 2}
+	for _, uid := range []string{"a", "b", "c", "d"} {
+		p.hold(types.UID(uid), true, throttleStart) // each written once
+	}
+	runThrottle(t, p, []throttleStep{
+		{"the first progress past the interval takes the first slot", "a", false, 2 * time.Second, 0},
+		{"the next waits half a second", "b", false, 2 * time.Second, 500 * time.Millisecond},
+		{"and the one after a second", "c", false, 2 * time.Second, time.Second},
+		{"asking again does not reserve another slot", "b", false, 2200 * time.Millisecond, 300 * time.Millisecond},
+		{"a significant write goes out at once", "d", true, 2200 * time.Millisecond, 0},
+		{"a reserved slot that has come goes out", "b", false, 2500 * time.Millisecond, 0},
+		{"progress after the slots is free again", "d", false, 5 * time.Second, 0},
+	})
 }
 
 // R1.10: the rollout moves on agents' reports, not on a timer; the reports that change what

@@ -32,4 +32,8 @@ type Options struct {
 	// StatusDelay gathers a cluster's deployment changes for this long before its Cluster and
 	// ClusterGroup status are written; default 5s. A change of counts alone waits for three.
 	StatusDelay time.Duration
+	// WritesInFlight bounds the BundleDeployment writes (with their agents' Role grants) the hub
+	// has in flight, all controllers together; default 8. More only queue in the API server,
+	// where they hold back the agents' reports that move a rollout on.
+	WritesInFlight int
 }

@@ -43,14 +43,22 @@ type rolloutReconciler struct {
 	// released remembers releases until the cache shows them, shared with the bundler.
 	released *releases
 	staging  *stagingNow
+	writes   writeSlots
 	now      func() time.Time
 
 	// progress spaces out writes of a bundle's progress counts (see report).
 	progress progressThrottle
 }
 
-// progressEvery bounds how often a bundle's progress counts alone are written.
-const progressEvery = 5 * time.Second
+// Progress counts alone are written at most every progressEvery per bundle, and at most
+// bundleProgressPerSecond for all bundles together (ten bundles rolling at once each report
+// every 5 s; fifty, every 25 s). Clusters' counts share clusterProgressPerSecond. Together
+// they bound the hub's status writes during any rollout to a few per second.
+const (
+	progressEvery            = 5 * time.Second
+	bundleProgressPerSecond  = 2
+	clusterProgressPerSecond = 4
+)
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	allBundles := handler.EnqueueRequestsFromMapFunc(allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.BundleList{} }))
@@ -284,7 +292,10 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 	for _, w := range todo {
 		g.Go(func() error {
 			cl := st.clusters[w.cluster]
-			_, err := grantAndWrite(gctx, r.client, bun, cl, w.bd, w.target, true)
+			err := r.writes.do(gctx, func() error {
+				_, err := grantAndWrite(gctx, r.client, bun, cl, w.bd, w.target, true)
+				return err
+			})
 			switch {
 			case w.bd == nil && apierrors.IsAlreadyExists(err):
 				return nil // created by a pass the cache does not show yet

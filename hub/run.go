@@ -107,10 +107,15 @@ func Run(ctx context.Context, opts Options) error {
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, &stagingNow{}
-	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging,
+	inFlight := opts.WritesInFlight
+	if inFlight <= 0 {
+		inFlight = defaultWritesInFlight
+	}
+	writes := make(writeSlots, inFlight)
+	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging, writes: writes,
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, now: time.Now, progress: progressThrottle{every: progressEvery}}).setup(mgr); err != nil {
+	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now, progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
 	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
@@ -123,10 +128,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.StatusDelay > 0 {
 		statusDelay = opts.StatusDelay
 	}
-	// A cluster's counts alone are written at most every six status delays (30 s by default):
-	// with hundreds of clusters in a rollout they are a tenth of its writes at 15 s, and the
-	// Bundle shows each rollout's progress every 5 s.
-	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay, progress: progressThrottle{every: 6 * statusDelay}}
+	// A cluster's counts alone are written at most every three status delays (15 s by default),
+	// and all clusters' together at most clusterProgressPerSecond.
+	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay,
+		progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}}
 	if err := clusterStatus.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster status controller: %w", err)
 	}
