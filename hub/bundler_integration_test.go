@@ -209,7 +209,11 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 	before := deploymentsOf(t, c, ns, "shop-web")
 	waitForClusterSummary(t, c, types.NamespacedName{Namespace: ns, Name: "main-1"}, "its bundle Ready", func(s v1alpha1.StateCounts) bool { return s.Ready == 1 })
 
-	up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"2\"}\n"})
+	second := up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"2\"}\n"})
+	// R1.12: the GitRepo never shows the new commit with the previous revision's counts.
+	if repo := waitFor(t, c, types.NamespacedName{Namespace: ns, Name: "shop"}, "commit 2 recorded", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second }); repo.Status.Summary.Ready == 3 {
+		t.Errorf("the GitRepo on the new commit counts every cluster Ready on the old revision: %+v", repo.Status.Summary)
+	}
 	// The Bundle may report the canary's release a moment before the bundler's write of it
 	// lands (a pass that leaves the write to the bundler reports the plan): wait for both.
 	var held map[string]v1alpha1.BundleDeployment

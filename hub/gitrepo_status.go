@@ -52,22 +52,43 @@ func (r *repoStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err
 	}
 	orig := repo.DeepCopy()
-	sum := v1alpha1.StateCounts{}
-	var waiting []string
-	for _, b := range bundles.Items {
-		sum = sum.Add(b.Status.Summary)
-		if b.Status.Display.Message != "" {
-			waiting = append(waiting, b.Name+": "+b.Status.Display.Message)
-		}
-	}
-	sort.Strings(waiting)
-	repo.Status.Bundles, repo.Status.Summary = int32(len(bundles.Items)), sum
-	repo.Status.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
-	repo.Status.Display.State = worstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
-		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
-	repo.Status.Display.Message = strings.Join(waiting, "; ")
+	sumBundles(&repo, bundles.Items)
 	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFrom(orig)))
+}
+
+// sumBundles sets a GitRepo's bundle count, summed per-cluster states and printer columns from
+// its bundles.
+func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
+	sum := v1alpha1.StateCounts{}
+	var waiting []string
+	for i := range bundles {
+		counts, msg := bundleSummary(&bundles[i])
+		sum = sum.Add(counts)
+		if msg != "" {
+			waiting = append(waiting, bundles[i].Name+": "+msg)
+		}
+	}
+	sort.Strings(waiting)
+	repo.Status.Bundles, repo.Status.Summary = int32(len(bundles)), sum
+	repo.Status.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
+	repo.Status.Display.State = worstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
+		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
+	repo.Status.Display.Message = strings.Join(waiting, "; ")
+}
+
+// bundleSummary is what a bundle adds to its GitRepo's sum, and why it waits. A bundle whose
+// rollout has not reported its new revision yet (its status is of an older spec and names
+// another revision) has its clusters on an older revision: OutOfSync (§0), not the Ready its
+// last report counted, or the GitRepo would show the new commit ready before it rolled out.
+func bundleSummary(b *v1alpha1.Bundle) (v1alpha1.StateCounts, string) {
+	st := &b.Status
+	if st.ObservedGeneration >= b.Generation || st.ReleasingRevision == wantedRevision(b) {
+		return st.Summary, st.Display.Message
+	}
+	s := st.Summary
+	return v1alpha1.StateCounts{DesiredReady: s.DesiredReady, Pending: s.Pending, OutOfSync: s.DesiredReady - s.Pending},
+		fmt.Sprintf("revision %d not rolled out yet", wantedRevision(b))
 }

@@ -96,6 +96,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	src := &sourceReconciler{
 		client:      mgr.GetClient(),
+		bundles:     mgr.GetAPIReader(),
 		git:         &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git")},
 		recordEvery: recordEvery,
 		now:         time.Now,

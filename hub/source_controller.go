@@ -38,7 +38,10 @@ type CommitHandler func(ctx context.Context, repo *v1alpha1.GitRepo, checkout, c
 // unreachable host, a missing branch or tag). A failed poll never changes status.commit: the
 // last good commit stays deployed.
 type sourceReconciler struct {
-	client   client.Client
+	client client.Client
+	// bundles reads a new commit's Bundles from the API server: the cache may not show what
+	// the bundler has just written.
+	bundles  client.Reader
 	git      *gitsource.Client
 	poller   *gitsource.Poller
 	onCommit CommitHandler
@@ -214,6 +217,14 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(gitsource.Classify(syncErr)), gitsource.Sanitize(syncErr.Error())
 	default:
 		st.Commit = ref.Commit
+		if orig.Status.Commit != ref.Commit {
+			// The new commit and its bundles' counts in one write: a GitRepo on the new
+			// commit never shows the counts of the one before.
+			var bundles v1alpha1.BundleList
+			if err := r.bundles.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err == nil {
+				sumBundles(repo, bundles.Items)
+			}
+		}
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	if syncErr == nil || renderErr != nil {

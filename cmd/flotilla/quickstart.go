@@ -281,8 +281,11 @@ func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.
 		if msg := repo.Status.Display.Message; msg != "" {
 			line += ", " + msg
 		}
-		if commit != "" && repo.Status.Commit != commit {
+		switch {
+		case commit != "" && repo.Status.Commit != commit:
 			line = fmt.Sprintf("%s: waiting for the hub to pick up commit %.12s", what, commit)
+		case repo.Status.Commit == "":
+			line = fmt.Sprintf("%s: waiting for the hub to fetch the repository", what)
 		}
 		switch {
 		case o.once && line != last:
