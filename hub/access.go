@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -153,6 +154,23 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 // agentRoleName is the Role of a cluster's agent in its Cluster's namespace and in each bundle
 // namespace it deploys from.
 func agentRoleName(cl *v1alpha1.Cluster) string { return "flotilla-agent-" + cl.Name }
+
+// hasContent reports whether the cluster's agent may read the content already (its Role in the
+// bundle's namespace names it, as the bundler grants a commit's content to every cluster it
+// targets): checking costs one cache read, computing the grant a listing of the cluster's
+// deployments.
+func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bundleNS, contentID string) bool {
+	var role rbacv1.Role
+	if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: agentRoleName(cl)}, &role); err != nil {
+		return false
+	}
+	for _, rule := range role.Rules {
+		if slices.Contains(rule.Resources, "contents") && slices.Contains(rule.ResourceNames, contentID) {
+			return true
+		}
+	}
+	return false
+}
 
 // referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
 // staged and released revisions of the namespace's BundleDeployments reference, and staging's.

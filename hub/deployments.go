@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,23 +59,6 @@ func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.Bu
 		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
 	}
 	return nil
-}
-
-// hasContent reports whether the cluster's agent may read the content already (its Role in the
-// bundle's namespace names it, as the bundler grants a commit's content to every cluster it
-// targets): checking costs one cache read, computing the grant a listing of the cluster's
-// deployments.
-func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bundleNS, contentID string) bool {
-	var role rbacv1.Role
-	if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: agentRoleName(cl)}, &role); err != nil {
-		return false
-	}
-	for _, rule := range role.Rules {
-		if slices.Contains(rule.Resources, "contents") && slices.Contains(rule.ResourceNames, contentID) {
-			return true
-		}
-	}
-	return false
 }
 
 // writeDeployment stages t on the bundle's deployment in the cluster's namespace, creating it
@@ -133,9 +114,9 @@ func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment
 // gains in releasing it loses in waiting for readiness.
 type writeSlots chan struct{}
 
-// defaultWritesInFlight is the hub's default bound: the client concurrency the write floor of
+// DefaultWritesInFlight is the hub's default bound: the client concurrency the write floor of
 // the scale benchmark saturates the API server with.
-const defaultWritesInFlight = 8
+const DefaultWritesInFlight = 8
 
 // do runs write once a slot is free.
 func (s writeSlots) do(ctx context.Context, write func() error) error {

@@ -1,7 +1,11 @@
 package hub
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,5 +123,40 @@ func TestR1_8_NextBatchCountsReleasesTheCacheDoesNotShowYet(t *testing.T) {
 		if !slices.Equal(d.Release, tc.wantRelease) || (d.Paused != "") != tc.wantPaused {
 			t.Errorf("%s: released %v, paused %q", tc.name, d.Release, d.Paused)
 		}
+	}
+}
+
+// The hub-wide bound on deployment writes: never more in flight than its size, and a write
+// waiting for a slot gives up when its context ends.
+func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
+	slots := make(writeSlots, 2)
+	var inFlight, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = slots.do(context.Background(), func() error {
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(5 * time.Millisecond)
+				inFlight.Add(-1)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if got := most.Load(); got != 2 {
+		t.Errorf("at most %d writes were in flight, want exactly the bound 2", got)
+	}
+
+	full := make(writeSlots, 1)
+	full <- struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	ran := false
+	if err := full.do(ctx, func() error { ran = true; return nil }); !errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Errorf("a write waiting for a full bound must give up with its context: err %v, ran %v", err, ran)
 	}
 }

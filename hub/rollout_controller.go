@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -259,7 +260,7 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 // release lets the agents of the clusters the planner released apply the revision. A Pending
 // cluster gets its deployment, and one whose staging is behind (the cache lags the bundler, or
 // the bundler stopped mid-commit) is staged from the revision's record: each in one write.
-// It returns how many deployments it wrote.
+// It returns how many releases it wrote (a create the cache does not show yet is not one).
 func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *planState, recorded revisionTargets, d *rollout.Decision) (int, error) {
 	revision, bds := st.in.Revision, st.bds
 	type write struct {
@@ -287,6 +288,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		}
 	}
 	// A pass releases up to maxNew clusters: their writes go out together.
+	var wrote atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(stageWorkers)
 	for _, w := range todo {
@@ -303,6 +305,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 				return fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster, err)
 			}
 			r.released.add(deploymentKey(bun, cl), w.target.Ref, r.now())
+			wrote.Add(1)
 			return nil
 		})
 	}
@@ -316,7 +319,8 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 			})
 		}
 	}
-	return len(todo), g.Wait()
+	err := g.Wait()
+	return int(wrote.Load()), err
 }
 
 // report writes the Bundle's status when it changed.

@@ -110,7 +110,7 @@ func Run(ctx context.Context, opts Options) error {
 	released, staging := &releases{}, &stagingNow{}
 	inFlight := opts.WritesInFlight
 	if inFlight <= 0 {
-		inFlight = defaultWritesInFlight
+		inFlight = DefaultWritesInFlight
 	}
 	writes := make(writeSlots, inFlight)
 	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging, writes: writes,

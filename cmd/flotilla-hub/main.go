@@ -23,7 +23,7 @@ func main() {
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", ":8081", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&opts.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz; empty disables them")
 	flag.IntVar(&opts.PollWorkers, "poll-workers", 4, "concurrent git polls")
-	flag.IntVar(&opts.WritesInFlight, "writes-in-flight", 8, "BundleDeployment writes the hub has in flight at once, all controllers together")
+	flag.IntVar(&opts.WritesInFlight, "writes-in-flight", hub.DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
 	flag.Int64Var(&recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
