@@ -255,7 +255,7 @@ func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode r
 		return nil, fmt.Errorf("failed to hash options: %w", err)
 	}
 	content := hashID("s-", manifest)
-	return &Rendered{Bundle: src.Name, Objects: objs, Manifest: manifest, ContentID: content, DeploymentID: hashID(content+":", optsJSON), Options: dopts}, nil
+	return &Rendered{Bundle: src.Name, Objects: objs, Manifest: manifest, ContentID: content, DeploymentID: hashID("d-", []byte(content), optsJSON), Options: dopts}, nil
 }
 
 // checkoutFS builds the in-memory copy of the checkout once, checking for remote bases.

@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -34,7 +32,8 @@ const AgentServiceAccount = "flotilla-agent"
 // accessReconciler gives each registered cluster's agent exactly what it needs on the hub:
 // read its own BundleDeployments and write their status (in the cluster's namespace), read the
 // Content those deployments reference (by name), and read and heartbeat its own Cluster. Nothing
-// else: not other clusters' namespaces, not Secrets, not other Content.
+// else: not other clusters' namespaces, not Secrets, not other Content. Content shared by many
+// clusters may be granted to them all at once instead (content_grants.go).
 type accessReconciler struct {
 	client client.Client
 }
@@ -46,42 +45,15 @@ type accessReconciler struct {
 const accessCoalesce = 500 * time.Millisecond
 
 func (r *accessReconciler) setup(mgr ctrl.Manager) error {
-	enqueue := func(_ context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	byContentChange := onContentRefChange(func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if req, ok := clusterOf(o); ok {
 			q.AddAfter(req, accessCoalesce)
 		}
-	}
-	// Only the content references matter: status writes by agents do not change access.
-	byContentChange := handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if contentRefs(e.ObjectOld) != contentRefs(e.ObjectNew) {
-				enqueue(ctx, e.ObjectNew, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
-		},
-	}
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-access").
 		For(&v1alpha1.Cluster{}).
 		Watches(&v1alpha1.BundleDeployment{}, byContentChange).
 		Complete(r)
-}
-
-// contentRefs names the Content a BundleDeployment references, for change detection.
-func contentRefs(o client.Object) string {
-	bd, ok := o.(*v1alpha1.BundleDeployment)
-	if !ok {
-		return ""
-	}
-	refs := bd.Spec.BundleNamespace + "/" + bd.Spec.Staged.ContentID
-	if bd.Spec.Released != nil {
-		refs += "," + bd.Spec.Released.ContentID
-	}
-	return refs
 }
 
 // clusterOf names the Cluster a BundleDeployment is staged for: bundles target the Clusters of
@@ -106,6 +78,7 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // Content its deployments reference plus staging (bundle namespace → content ids), which the
 // bundler passes just before it stages them: the agent can read a revision's content as soon
 // as it sees the revision, and a commit costs one Role write per cluster, not one per bundle.
+// Content a shared grant gives the agent already is left out (see planGrants).
 //
 // A Role that already grants at least the content needed is left alone: the content of the
 // revision a cluster ran before stays readable until its next Role write (the next revision),
@@ -135,7 +108,7 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 	}
 	roleName := agentRoleName(cl)
 	for bundleNS, names := range contents {
-		nsRules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}}
+		nsRules := []rbacv1.PolicyRule{contentRule(names)}
 		if bundleNS == cl.Namespace {
 			nsRules = append(nsRules, rules...)
 		}
@@ -155,11 +128,14 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 // namespace it deploys from.
 func agentRoleName(cl *v1alpha1.Cluster) string { return "flotilla-agent-" + cl.Name }
 
-// hasContent reports whether the cluster's agent may read the content already (its Role in the
-// bundle's namespace names it, as the bundler grants a commit's content to every cluster it
-// targets): checking costs one cache read, computing the grant a listing of the cluster's
-// deployments.
+// hasContent reports whether the cluster's agent may read the content already (a shared grant
+// or its Role in the bundle's namespace names it, as the bundler grants a commit's content to
+// every cluster it targets): checking costs a cache read or two, computing the grant a listing
+// of the cluster's deployments.
 func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bundleNS, contentID string) bool {
+	if sharedGrantCovers(ctx, c, contentRef{bundleNS, contentID}, cl.Status.Namespace) {
+		return true
+	}
 	var role rbacv1.Role
 	if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: agentRoleName(cl)}, &role); err != nil {
 		return false
@@ -173,52 +149,36 @@ func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bund
 }
 
 // referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
-// staged and released revisions of the namespace's BundleDeployments reference, and staging's.
+// staged and released revisions of the namespace's BundleDeployments reference, and staging's,
+// leaving out what shared grants give the namespace's agent.
 func referencedContent(ctx context.Context, c client.Client, ns string, staging map[string][]string) (map[string][]string, error) {
 	var bds v1alpha1.BundleDeploymentList
 	if err := c.List(ctx, &bds, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("failed to list deployments: %w", err)
 	}
-	sets := map[string]map[string]bool{}
-	add := func(bundleNS, id string) error {
-		if sets[bundleNS] == nil {
-			sets[bundleNS] = map[string]bool{}
-		}
-		if sets[bundleNS][id] {
-			return nil
-		}
-		sets[bundleNS][id] = true
-		var head v1alpha1.Content
-		if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: id}, &head); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		for i := 1; i < int(head.Chunks); i++ {
-			sets[bundleNS][fmt.Sprintf("%s-%d", id, i)] = true
-		}
-		return nil
-	}
+	refs := map[contentRef]bool{}
 	for bundleNS, ids := range staging {
 		for _, id := range ids {
-			if err := add(bundleNS, id); err != nil {
-				return nil, err
-			}
+			refs[contentRef{bundleNS, id}] = true
 		}
 	}
-	for _, bd := range bds.Items {
-		if err := add(bd.Spec.BundleNamespace, bd.Spec.Staged.ContentID); err != nil {
-			return nil, err
-		}
-		if bd.Spec.Released != nil {
-			if err := add(bd.Spec.BundleNamespace, bd.Spec.Released.ContentID); err != nil {
-				return nil, err
-			}
+	for i := range bds.Items {
+		for _, ref := range contentRefsOf(&bds.Items[i]) {
+			refs[ref] = true
 		}
 	}
 	out := map[string][]string{}
-	for bundleNS, set := range sets {
-		for id := range set {
-			out[bundleNS] = append(out[bundleNS], id)
+	for ref := range refs {
+		if sharedGrantCovers(ctx, c, ref, ns) {
+			continue
 		}
+		names, err := contentNames(ctx, c, ref)
+		if err != nil {
+			return nil, err
+		}
+		out[ref.Namespace] = append(out[ref.Namespace], names...)
+	}
+	for bundleNS := range out {
 		sort.Strings(out[bundleNS])
 	}
 	return out, nil

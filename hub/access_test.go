@@ -19,6 +19,8 @@ func TestContentRefsChangeOnlyWithReferences(t *testing.T) {
 	newStaged.Spec.Staged.ContentID = "s-bbb"
 	released := base()
 	released.Spec.Released = &v1alpha1.RevisionRef{Index: 1, ContentID: "s-aaa"}
+	releasedOther := base()
+	releasedOther.Spec.Released = &v1alpha1.RevisionRef{Index: 2, ContentID: "s-ccc"}
 	otherNS := base()
 	otherNS.Spec.BundleNamespace = "other"
 	for _, tc := range []struct {
@@ -28,10 +30,11 @@ func TestContentRefsChangeOnlyWithReferences(t *testing.T) {
 	}{
 		{"status write", statusOnly, false},
 		{"new staged content", newStaged, true},
-		{"first release", released, true},
+		{"release of the staged content", released, false},
+		{"release of other content", releasedOther, true},
 		{"other bundle namespace", otherNS, true},
 	} {
-		if got := contentRefs(base()) != contentRefs(tc.updated); got != tc.changed {
+		if got := contentRefsChanged(base(), tc.updated); got != tc.changed {
 			t.Errorf("%s: changed = %v, want %v", tc.name, got, tc.changed)
 		}
 	}

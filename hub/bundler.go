@@ -152,29 +152,60 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 	return plans, g.Wait()
 }
 
-// writeStaging writes the deployments cluster by cluster, each cluster's agent first granted
-// the content the commit brings it (one Role write per cluster and commit). Clusters are
-// independent, so several are staged at once, as many as the client's share of API server
-// concurrency.
+// writeStaging writes the deployments cluster by cluster, the agents first granted the content
+// the commit brings them (planGrants: one Role write per cluster, or two writes per content
+// shared by several clusters). Clusters are independent, so several are staged at once, as many
+// as the client's share of API server concurrency. The grants cover the clusters the rollout
+// reaches later too: their release is then one write, and their agents never wait for access.
 func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
+	staged := map[string]map[string][]string{}
+	namespaceOf := map[string]string{}
+	for _, c := range clusters {
+		if c.cluster.Status.Namespace == "" {
+			continue // not admitted: nothing is staged for it
+		}
+		namespaceOf[c.cluster.Name] = c.cluster.Status.Namespace
+		for _, p := range plans {
+			if t, ok := p.recorded[c.cluster.Name]; ok {
+				if staged[c.cluster.Name] == nil {
+					staged[c.cluster.Name] = map[string][]string{}
+				}
+				staged[c.cluster.Name][p.bundle.Namespace] = append(staged[c.cluster.Name][p.bundle.Namespace], t.Ref.ContentID)
+			}
+		}
+	}
+	grants := planGrants(staged)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(stageWorkers)
-	for _, c := range clusters {
+	for ref, names := range grants.shared {
 		g.Go(func() error {
-			// The grant covers the clusters the rollout reaches later too: their release is
-			// then one write, and their agents never wait for access.
-			staged := map[string][]string{}
-			for _, p := range plans {
-				if t, ok := p.recorded[c.cluster.Name]; ok {
-					staged[p.bundle.Namespace] = append(staged[p.bundle.Namespace], t.Ref.ContentID)
-				}
-			}
-			if len(staged) == 0 {
-				return nil
+			agents := make([]string, len(names))
+			for i, name := range names {
+				agents[i] = namespaceOf[name]
 			}
 			return b.writes.do(gctx, func() error {
-				if err := grantAccess(gctx, b.client, c.cluster, staged); err != nil {
-					return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
+				if err := grantShared(gctx, b.client, ref, agents, b.now()); err != nil {
+					return fmt.Errorf("failed to grant content %s to its clusters: %w", ref.ID, err)
+				}
+				return nil
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(stageWorkers)
+	for _, c := range clusters {
+		if staged[c.cluster.Name] == nil {
+			continue
+		}
+		g.Go(func() error {
+			return b.writes.do(gctx, func() error {
+				if own := grants.own[c.cluster.Name]; len(own) > 0 {
+					if err := grantAccess(gctx, b.client, c.cluster, own); err != nil {
+						return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
+					}
 				}
 				for _, p := range plans {
 					t, ok := p.want[c.cluster.Name]

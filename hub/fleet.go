@@ -17,14 +17,29 @@ const deploymentsByBundle = "flotilla.dev/bundle"
 
 func bundleKey(namespace, name string) string { return namespace + "/" + name }
 
-// indexDeployments registers deploymentsByBundle with the manager's cache.
+// deploymentsByContent indexes BundleDeployments by the content their staged and released
+// revisions reference ("bundle namespace/content id"): who still deploys a content.
+const deploymentsByContent = "flotilla.dev/content"
+
+// indexDeployments registers deploymentsByBundle and deploymentsByContent with the manager's
+// cache.
 func indexDeployments(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByBundle, func(o client.Object) []string {
+	err := indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByBundle, func(o client.Object) []string {
 		l := o.GetLabels()
 		if l[LabelBundle] == "" {
 			return nil
 		}
 		return []string{bundleKey(l[LabelBundleNamespace], l[LabelBundle])}
+	})
+	if err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByContent, func(o client.Object) []string {
+		var keys []string
+		for _, ref := range contentRefsOf(o) {
+			keys = append(keys, ref.String())
+		}
+		return keys
 	})
 }
 

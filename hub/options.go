@@ -37,4 +37,8 @@ type Options struct {
 	// has in flight, all controllers together; default 8. More only queue in the API server,
 	// where they hold back the agents' reports that move a rollout on.
 	WritesInFlight int
+	// GrantPruneDelay is how long a content grant shared by several clusters' agents waits
+	// before it drops the agents that no longer deploy its content, and the grant once none
+	// does; default 1m.
+	GrantPruneDelay time.Duration
 }

@@ -60,7 +60,12 @@ func Run(ctx context.Context, opts Options) error {
 		HealthProbeBindAddress: opts.HealthAddr,
 		// The hub never reads managed fields: the caches keep objects without them (less
 		// memory, cheaper copies). Writes from cached objects leave the server's record alone.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Of RoleBindings it reads only the shared content grants it wrote, uncopied (a grant
+		// names hundreds of agents and is read for each cluster's content): readers copy
+		// before they change one.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+			&rbacv1.RoleBinding{}: {Label: contentGrantSelector(), UnsafeDisableDeepCopy: ptr.To(true)},
+		}},
 		// Tests run several hubs in one process; metric names stay unique per process anyway.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -158,6 +163,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := (&runReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the staged run controller: %w", err)
+	}
+	pruneDelay := defaultGrantPruneDelay
+	if opts.GrantPruneDelay > 0 {
+		pruneDelay = opts.GrantPruneDelay
+	}
+	if err := (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: pruneDelay}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the content grant controller: %w", err)
 	}
 	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster access controller: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -24,6 +25,7 @@ func main() {
 	flag.StringVar(&opts.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz; empty disables them")
 	flag.IntVar(&opts.PollWorkers, "poll-workers", 4, "concurrent git polls")
 	flag.IntVar(&opts.WritesInFlight, "writes-in-flight", hub.DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
+	flag.DurationVar(&opts.GrantPruneDelay, "grant-prune-delay", time.Minute, "how long a content grant shared by several agents waits before it drops those no longer deploying its content")
 	flag.Int64Var(&recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -63,9 +63,9 @@ func hubShaped(ns string, i int, rev int64) *v1alpha1.BundleDeployment {
 		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: ns, Staged: r, Released: &r, Options: v1alpha1.DeploymentOptions{DefaultNamespace: "web"}}}
 }
 
+// shapedRef is a revision with ids as long as the renderer's.
 func shapedRef(rev int64) v1alpha1.RevisionRef {
-	id := fmt.Sprintf("s-%064x", rev)
-	return v1alpha1.RevisionRef{Index: rev, ContentID: id, DeploymentID: id + fmt.Sprintf(":%032x", rev)}
+	return v1alpha1.RevisionRef{Index: rev, ContentID: fmt.Sprintf("s-%032x", rev), DeploymentID: fmt.Sprintf("d-%032x", rev)}
 }
 
 // agentReport sets what an agent reports once bd's release is applied and ready.

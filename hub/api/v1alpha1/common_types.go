@@ -71,7 +71,7 @@ type RevisionRef struct {
 	// ContentID is the hash of the rendered manifests; the content is stored under this id.
 	// +kubebuilder:validation:MinLength=1
 	ContentID string `json:"contentID"`
-	// DeploymentID is ContentID plus a hash of the options that change what is deployed.
+	// DeploymentID is a hash of ContentID and the options that change what is deployed.
 	// +kubebuilder:validation:MinLength=1
 	DeploymentID string `json:"deploymentID"`
 }

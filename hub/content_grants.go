@@ -1,0 +1,300 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// An agent reads the Content its own deployments reference and no other. A commit grants its
+// content in one of two ways, whichever takes fewer writes (planGrants):
+//
+//   - in each cluster's own Role (grantAccess): one write per cluster, whatever the number of
+//     its bundles;
+//   - once per content staged for several clusters (a shared grant): a Role naming the content
+//     and a RoleBinding whose subjects are the agents of those clusters, two writes per content
+//     however many clusters deploy it.
+//
+// A fleet with one bundle per cluster pays one write per cluster the first way and two per
+// revision the second; a fleet with many bundles per cluster the other way round.
+
+// LabelContentGrant marks a shared grant's Role and RoleBinding; its value is the content id.
+const LabelContentGrant = "flotilla.dev/content-grant"
+
+// annotationGrantedAt is when the bundler last added subjects to a shared grant: the grant is
+// not pruned for the prune delay after that, while the deployments it was made for are staged.
+const annotationGrantedAt = "flotilla.dev/granted-at"
+
+// defaultGrantPruneDelay is how long a shared grant waits before it drops the agents that no
+// longer deploy its content, and the whole grant when none does (Options.GrantPruneDelay).
+// Pruning is not urgent (a cluster that moved on ran that content just before); waiting makes a
+// rollout's many moves one write.
+const defaultGrantPruneDelay = time.Minute
+
+// contentRef names one content: its bundle namespace and id.
+type contentRef struct{ Namespace, ID string }
+
+func (r contentRef) String() string { return r.Namespace + "/" + r.ID }
+
+// contentRefsOf lists the content a BundleDeployment's staged and released revisions reference.
+func contentRefsOf(o client.Object) []contentRef {
+	bd, ok := o.(*v1alpha1.BundleDeployment)
+	if !ok {
+		return nil
+	}
+	refs := []contentRef{{bd.Spec.BundleNamespace, bd.Spec.Staged.ContentID}}
+	if r := bd.Spec.Released; r != nil && r.ContentID != bd.Spec.Staged.ContentID {
+		refs = append(refs, contentRef{bd.Spec.BundleNamespace, r.ContentID})
+	}
+	return refs
+}
+
+func contentRefsChanged(old, updated client.Object) bool {
+	return !slices.Equal(contentRefsOf(old), contentRefsOf(updated))
+}
+
+// onContentRefChange calls enqueue with a deployment whose content references appeared,
+// changed or went away (with the old and the new object on a change): agents' status writes do
+// not change access and wake nothing.
+func onContentRefChange(enqueue func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request])) handler.Funcs {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if contentRefsChanged(e.ObjectOld, e.ObjectNew) {
+				enqueue(e.ObjectOld, q)
+				enqueue(e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// contentGrants is how a commit's content is granted to the agents that deploy it.
+type contentGrants struct {
+	// shared lists, per content granted once for all, the clusters it is staged for.
+	shared map[contentRef][]string
+	// own lists, per cluster, the content (bundle namespace → ids) its own Role grants.
+	own map[string]map[string][]string
+}
+
+// planGrants decides how to grant staged (cluster → bundle namespace → content ids): each
+// cluster's own Role, or shared grants for content staged for more than one cluster plus own
+// Roles for the rest, whichever costs fewer writes. A tie keeps own Roles (fewer objects).
+func planGrants(staged map[string]map[string][]string) contentGrants {
+	clustersOf := map[contentRef][]string{}
+	for cluster, byNS := range staged {
+		for ns, ids := range byNS {
+			for _, id := range ids {
+				ref := contentRef{ns, id}
+				if !slices.Contains(clustersOf[ref], cluster) {
+					clustersOf[ref] = append(clustersOf[ref], cluster)
+				}
+			}
+		}
+	}
+	sharing := contentGrants{shared: map[contentRef][]string{}, own: map[string]map[string][]string{}}
+	for ref, clusters := range clustersOf {
+		if len(clusters) > 1 {
+			sort.Strings(clusters)
+			sharing.shared[ref] = clusters
+			continue
+		}
+		cluster := clusters[0]
+		if sharing.own[cluster] == nil {
+			sharing.own[cluster] = map[string][]string{}
+		}
+		sharing.own[cluster][ref.Namespace] = append(sharing.own[cluster][ref.Namespace], ref.ID)
+	}
+	ownRoles := contentGrants{own: map[string]map[string][]string{}}
+	for cluster, byNS := range staged {
+		if len(byNS) > 0 {
+			ownRoles.own[cluster] = byNS
+		}
+	}
+	if 2*len(sharing.shared)+len(sharing.own) < len(ownRoles.own) {
+		for _, byNS := range sharing.own {
+			for ns := range byNS {
+				sort.Strings(byNS[ns])
+			}
+		}
+		return sharing
+	}
+	return ownRoles
+}
+
+// contentGrantSelector selects the shared grants' objects.
+func contentGrantSelector() labels.Selector {
+	req, err := labels.NewRequirement(LabelContentGrant, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid label key
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+func contentGrantName(id string) string { return "flotilla-content-" + id }
+
+// agentSubject is the identity of the agent of the cluster whose namespace is clusterNS.
+func agentSubject(clusterNS string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: clusterNS}
+}
+
+// grantShared lets the agents of the clusters in clusterNamespaces read ref: it creates the
+// content's Role and RoleBinding, or adds the agents its RoleBinding lacks. Nothing is written
+// when every agent is granted already.
+func grantShared(ctx context.Context, c client.Client, ref contentRef, clusterNamespaces []string, now time.Time) error {
+	name := contentGrantName(ref.ID)
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: name}
+	var binding rbacv1.RoleBinding
+	err := c.Get(ctx, key, &binding)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	subjects := slices.Clone(binding.Subjects) // binding may be the cache's
+	for _, ns := range clusterNamespaces {
+		if s := agentSubject(ns); !slices.Contains(subjects, s) {
+			subjects = append(subjects, s)
+		}
+	}
+	granted := map[string]string{annotationGrantedAt: now.UTC().Format(time.RFC3339)}
+	if apierrors.IsNotFound(err) {
+		names, err := contentNames(ctx, c, ref)
+		if err != nil {
+			return err
+		}
+		labels := map[string]string{LabelContentGrant: ref.ID}
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels},
+			Rules: []rbacv1.PolicyRule{contentRule(names)}}
+		if err := c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create role %s/%s: %w", ref.Namespace, name, err)
+		}
+		binding = rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels, Annotations: granted},
+			Subjects: subjects, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+		if err := c.Create(ctx, &binding); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create role binding %s/%s: %w", ref.Namespace, name, err)
+		}
+		return nil
+	}
+	if len(subjects) == len(binding.Subjects) {
+		return nil
+	}
+	patched := binding.DeepCopy()
+	patched.Subjects, patched.Annotations = subjects, granted
+	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to grant %s to more agents: %w", key, err)
+	}
+	return nil
+}
+
+// sharedGrantCovers reports whether the shared grant of ref names the agent of the cluster
+// whose namespace is clusterNS (one cache read).
+func sharedGrantCovers(ctx context.Context, c client.Reader, ref contentRef, clusterNS string) bool {
+	var binding rbacv1.RoleBinding
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: contentGrantName(ref.ID)}, &binding); err != nil {
+		return false
+	}
+	return slices.Contains(binding.Subjects, agentSubject(clusterNS))
+}
+
+// contentRule allows reading the named Content objects. names must not be empty: a rule
+// without names would allow every Content.
+func contentRule(names []string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}
+}
+
+// contentNames lists the Content objects of ref: the head and its further chunks. Content not
+// stored (yet) has just the head's name.
+func contentNames(ctx context.Context, c client.Reader, ref contentRef) ([]string, error) {
+	var head v1alpha1.Content
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.ID}, &head); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("failed to read content %s: %w", ref, err)
+	}
+	names := []string{ref.ID}
+	for i := 1; i < int(head.Chunks); i++ {
+		names = append(names, fmt.Sprintf("%s-%d", ref.ID, i))
+	}
+	return names, nil
+}
+
+// contentGrantReconciler prunes shared grants: it drops the agents whose deployments no longer
+// reference the content, and the grant once none does.
+type contentGrantReconciler struct {
+	client client.Client
+	now    func() time.Time
+	delay  time.Duration
+}
+
+func (r *contentGrantReconciler) setup(mgr ctrl.Manager) error {
+	isGrant := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[LabelContentGrant] != "" })
+	return ctrl.NewControllerManagedBy(mgr).Named("content-grant").
+		For(&rbacv1.RoleBinding{}, builder.WithPredicates(isGrant)).
+		Watches(&v1alpha1.BundleDeployment{}, onContentRefChange(func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			for _, ref := range contentRefsOf(o) {
+				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: contentGrantName(ref.ID)}}, r.delay)
+			}
+		})).
+		Complete(r)
+}
+
+func (r *contentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var binding rbacv1.RoleBinding
+	if err := r.client.Get(ctx, req.NamespacedName, &binding); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	id := binding.Labels[LabelContentGrant]
+	if id == "" {
+		return ctrl.Result{}, nil
+	}
+	if granted, err := time.Parse(time.RFC3339, binding.Annotations[annotationGrantedAt]); err == nil {
+		if wait := granted.Add(r.delay).Sub(r.now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if err := r.client.List(ctx, &bds, client.MatchingFields{deploymentsByContent: contentRef{binding.Namespace, id}.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list the deployments of content %s: %w", id, err)
+	}
+	deploying := sets.New[string]()
+	for i := range bds.Items {
+		deploying.Insert(bds.Items[i].Namespace)
+	}
+	kept := slices.DeleteFunc(slices.Clone(binding.Subjects), func(s rbacv1.Subject) bool { return !deploying.Has(s.Namespace) || s != agentSubject(s.Namespace) })
+	switch {
+	case len(kept) == 0:
+		for _, o := range []client.Object{&binding, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: binding.Name, Namespace: binding.Namespace}}} {
+			if err := r.client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to delete the grant of content %s: %w", id, err)
+			}
+		}
+	case len(kept) < len(binding.Subjects):
+		patched := binding.DeepCopy()
+		patched.Subjects = kept
+		if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to prune the grant of content %s: %w", id, err)
+		}
+	}
+	return ctrl.Result{}, nil
+}

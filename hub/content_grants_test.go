@@ -1,0 +1,198 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// A commit's content is granted the way that takes fewer writes: own Roles cost one write per
+// cluster, a shared grant two per content.
+func TestPlanGrantsTakesTheFewerWrites(t *testing.T) {
+	type staged = map[string]map[string][]string
+	for _, tc := range []struct {
+		name   string
+		staged staged
+		shared map[contentRef][]string
+		own    map[string]map[string][]string
+	}{
+		{
+			name:   "one bundle on three clusters: one shared grant",
+			staged: staged{"a": {"fleet": {"s-1"}}, "b": {"fleet": {"s-1"}}, "c": {"fleet": {"s-1"}}},
+			shared: map[contentRef][]string{{"fleet", "s-1"}: {"a", "b", "c"}},
+			own:    map[string]map[string][]string{},
+		},
+		{
+			name:   "two clusters: a tie keeps own Roles",
+			staged: staged{"a": {"fleet": {"s-1"}}, "b": {"fleet": {"s-1"}}},
+			own:    map[string]map[string][]string{"a": {"fleet": {"s-1"}}, "b": {"fleet": {"s-1"}}},
+		},
+		{
+			name:   "three bundles on two clusters: one Role write per cluster",
+			staged: staged{"a": {"fleet": {"s-1", "s-2", "s-3"}}, "b": {"fleet": {"s-1", "s-2", "s-3"}}},
+			own:    map[string]map[string][]string{"a": {"fleet": {"s-1", "s-2", "s-3"}}, "b": {"fleet": {"s-1", "s-2", "s-3"}}},
+		},
+		{
+			name:   "every cluster renders its own content",
+			staged: staged{"a": {"fleet": {"s-a"}}, "b": {"fleet": {"s-b"}}, "c": {"fleet": {"s-c"}}},
+			own:    map[string]map[string][]string{"a": {"fleet": {"s-a"}}, "b": {"fleet": {"s-b"}}, "c": {"fleet": {"s-c"}}},
+		},
+		{
+			name: "content of one cluster beside shared content goes in its Role",
+			staged: staged{"a": {"fleet": {"s-1", "s-only-a"}}, "b": {"fleet": {"s-1"}}, "c": {"fleet": {"s-1"}},
+				"d": {"fleet": {"s-1"}}, "e": {"fleet": {"s-1"}}},
+			shared: map[contentRef][]string{{"fleet", "s-1"}: {"a", "b", "c", "d", "e"}},
+			own:    map[string]map[string][]string{"a": {"fleet": {"s-only-a"}}},
+		},
+		{
+			name:   "the same id in two namespaces is two contents",
+			staged: staged{"a": {"one": {"s-1"}}, "b": {"two": {"s-1"}}, "c": {"one": {"s-1"}}},
+			own:    map[string]map[string][]string{"a": {"one": {"s-1"}}, "b": {"two": {"s-1"}}, "c": {"one": {"s-1"}}},
+		},
+		{
+			name:   "a cluster with nothing staged is granted nothing",
+			staged: staged{"a": {}, "b": {"fleet": {"s-1"}}},
+			own:    map[string]map[string][]string{"b": {"fleet": {"s-1"}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planGrants(tc.staged)
+			if len(got.shared) != 0 || len(tc.shared) != 0 {
+				if !reflect.DeepEqual(got.shared, tc.shared) {
+					t.Errorf("shared = %v, want %v", got.shared, tc.shared)
+				}
+			}
+			if !reflect.DeepEqual(got.own, tc.own) {
+				t.Errorf("own = %v, want %v", got.own, tc.own)
+			}
+		})
+	}
+}
+
+// agentMayRead asks the hub's authorizer whether the agent of the cluster whose namespace is
+// clusterNS may read the Content named name.
+func agentMayRead(t *testing.T, c client.Client, clusterNS, bundleNS, name string) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + clusterNS + ":" + AgentServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + clusterNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: bundleNS, Verb: "get",
+			Group: v1alpha1.GroupVersion.Group, Resource: "contents", Name: name},
+	}}
+	if err := c.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
+
+// waitUntil polls cond for up to 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// One bundle on three clusters: its content is granted once to the three agents (not in each
+// cluster's Role), to no other agent, and the grant goes once no deployment references it.
+func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
+	up := gitserver.New(t)
+	fleetYAML := "defaultNamespace: web\nrolloutStrategy: {maxUnavailable: 100%}\n"
+	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"1\"}\n"})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{GrantPruneDelay: time.Second})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	for _, name := range []string{"a", "b", "c"} {
+		registerCluster(t, c, ns, name, map[string]string{"fleet": "yes"})
+	}
+	registerCluster(t, c, ns, "outside", nil)
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "yes"}}}}},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	contentOn := func(rev int64) string {
+		var id string
+		waitUntil(t, fmt.Sprintf("revision %d released on a, b and c", rev), func() bool {
+			bds := deploymentsOf(t, c, ns, "shop-web")
+			for _, name := range []string{"a", "b", "c"} {
+				if rel := bds[name].Spec.Released; rel == nil || rel.Index != rev {
+					return false
+				}
+				id = bds[name].Spec.Released.ContentID
+			}
+			return len(bds) == 3
+		})
+		return id
+	}
+	agentNS := func(cluster string) string { return ClusterNamespace(ns, cluster) }
+	first := contentOn(1)
+	waitUntil(t, "the three agents may read revision 1's content", func() bool {
+		return agentMayRead(t, c, agentNS("a"), ns, first) && agentMayRead(t, c, agentNS("b"), ns, first) && agentMayRead(t, c, agentNS("c"), ns, first)
+	})
+	if agentMayRead(t, c, agentNS("outside"), ns, first) {
+		t.Errorf("the agent of a cluster the bundle does not target may read its content")
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		var role rbacv1.Role
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "flotilla-agent-" + name}, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "contents") {
+				t.Errorf("cluster %s's Role was written with content %v: the shared grant gives it", name, rule.ResourceNames)
+			}
+		}
+	}
+
+	// Revision 2 everywhere: revision 1's grant goes, revision 2's is the three agents'.
+	up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"2\"}\n"})
+	second := contentOn(2)
+	waitUntil(t, "revision 1's grant removed", func() bool {
+		var binding rbacv1.RoleBinding
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: contentGrantName(first)}, &binding)
+		return apierrors.IsNotFound(err)
+	})
+	if agentMayRead(t, c, agentNS("a"), ns, first) {
+		t.Errorf("agent a may still read revision 1's content, which no deployment references")
+	}
+	waitUntil(t, "the three agents may read revision 2's content", func() bool {
+		return agentMayRead(t, c, agentNS("a"), ns, second) && agentMayRead(t, c, agentNS("b"), ns, second) && agentMayRead(t, c, agentNS("c"), ns, second)
+	})
+
+	// Cluster c leaves the targets: its deployment goes, and then its agent's access.
+	var cl v1alpha1.Cluster
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "c"}, &cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Labels = nil
+	if err := c.Update(ctx, &cl); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "cluster c's agent loses revision 2's content", func() bool {
+		return !agentMayRead(t, c, agentNS("c"), ns, second)
+	})
+	if !agentMayRead(t, c, agentNS("a"), ns, second) || !agentMayRead(t, c, agentNS("b"), ns, second) {
+		t.Errorf("agents a and b lost revision 2's content with cluster c")
+	}
+}
