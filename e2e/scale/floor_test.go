@@ -11,27 +11,36 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
-// writeFloor creates n small objects and writes each one's status once, with the same client
-// concurrency the hub has: the least the API server needs for n deployments. With shaped, the
-// objects are deployments as the hub writes them and the status what an agent reports: how
-// much of the distance to the floor the objects' size and shape take alone.
-func writeFloor(b *testing.B, c client.Client, n int, shaped bool) time.Duration {
+// floorShape says what a write floor writes: small objects, or with shaped deployments as the
+// hub writes them and the status an agent reports (how much of the distance to the floor the
+// objects' size and shape take alone), and with watched those objects watched as the hub's
+// informer and an agent watch them, decoded beside the API server (how much the watches add).
+type floorShape struct{ shaped, watched bool }
+
+// writeFloor creates n objects and writes each one's status once, with the same client
+// concurrency the hub has: the least the API server needs for n deployments.
+func writeFloor(b *testing.B, c client.Client, n int, shape floorShape) time.Duration {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "floor-"}}
 	if err := c.Create(ctx, ns); err != nil {
 		b.Fatal(err)
 	}
+	if shape.watched {
+		stop := watchFloor(b, c, ns.Name)
+		defer stop()
+	}
 	start := time.Now()
 	parallel(n, func(i int) {
 		bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bd-%d", i), Namespace: ns.Name},
 			Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: "n", Staged: v1alpha1.RevisionRef{Index: 1, ContentID: "c", DeploymentID: "d"}}}
-		if shaped {
+		if shape.shaped {
 			bd = hubShaped(ns.Name, i, 1)
 		}
 		if err := c.Create(ctx, bd); err != nil {
@@ -39,7 +48,7 @@ func writeFloor(b *testing.B, c client.Client, n int, shaped bool) time.Duration
 			return
 		}
 		bd.Status.Ready, bd.Status.AppliedRevision = true, 1
-		if shaped {
+		if shape.shaped {
 			agentReport(bd)
 		}
 		if err := c.Status().Patch(ctx, bd, statusPatch(bd)); err != nil {
@@ -52,6 +61,36 @@ func writeFloor(b *testing.B, c client.Client, n int, shaped bool) time.Duration
 		b.Fatal(err)
 	}
 	return took
+}
+
+// watchFloor watches BundleDeployments everywhere (as the hub's informer does) and in ns (as
+// an agent watches its namespace), decoding every event, until the returned stop is called.
+func watchFloor(b *testing.B, c client.Client, ns string) (stop func()) {
+	wc, err := client.NewWithWatch(fastConfig(), client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var watches []watch.Interface
+	for _, opts := range [][]client.ListOption{nil, {client.InNamespace(ns)}} {
+		w, err := wc.Watch(context.Background(), &v1alpha1.BundleDeploymentList{}, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		watches = append(watches, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range w.ResultChan() {
+			}
+		}()
+	}
+	return func() {
+		for _, w := range watches {
+			w.Stop()
+		}
+		wg.Wait()
+	}
 }
 
 // hubShaped is deployment i of a bundle as the hub writes it: labelled for its bundle and

@@ -121,9 +121,10 @@ func runScenario(b *testing.B, bundles, clusters int) {
 
 	// A fresh API server is slower for its first few thousand writes: warm it up first, or the
 	// first scenario's floor would be the slowest.
-	warmUp.Do(func() { writeFloor(b, c, 2000, false) })
-	floor := writeFloor(b, c, total, false)
-	shapedFloor := writeFloor(b, c, total, true)
+	warmUp.Do(func() { writeFloor(b, c, 2000, floorShape{}) })
+	floor := writeFloor(b, c, total, floorShape{})
+	shapedFloor := writeFloor(b, c, total, floorShape{shaped: true})
+	watchedFloor := writeFloor(b, c, total, floorShape{shaped: true, watched: true})
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}}
 	if err := c.Create(ctx, ns); err != nil {
@@ -211,6 +212,7 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	b.ReportMetric(deploy.Seconds()/floor.Seconds(), "deploy/floor")
 	b.ReportMetric(update.Seconds()/floor.Seconds(), "update/floor")
 	b.ReportMetric(shapedFloor.Seconds()/floor.Seconds(), "shaped-floor/floor")
+	b.ReportMetric(watchedFloor.Seconds()/floor.Seconds(), "watched-floor/floor")
 	b.ReportMetric(float64(writesDeploy)/float64(total), "hub-writes/bd-deploy")
 	b.ReportMetric(float64(writesUpdate)/float64(total), "hub-writes/bd-update")
 	b.ReportMetric(float64(heap.HeapInuse-min(heap.HeapInuse, heapBefore.HeapInuse))/(1<<20), "heap-MB")
