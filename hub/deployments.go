@@ -34,24 +34,10 @@ func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) 
 	return !equality.Semantic.DeepEqual(before.Spec, bd.Spec)
 }
 
-// patchDeployment writes a deployment's spec change: the fields stageTarget sets, each
-// replaced whole, and the labels if they changed. The patch is built from those fields alone
-// (a JSON patch of "add" operations, which replace what is there): diffing whole objects for a
-// merge patch cost the hub more CPU than any other step of a release.
+// patchDeployment writes a deployment's spec change (deploymentPatch) as a JSON patch: diffing
+// whole objects for a merge patch cost the hub more CPU than any other step of a release.
 func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.BundleDeployment) error {
-	type op struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
-	ops := []op{{"add", "/spec/staged", bd.Spec.Staged}, {"add", "/spec/options", bd.Spec.Options}, {"add", "/spec/rollback", bd.Spec.Rollback}}
-	if bd.Spec.Released != nil {
-		ops = append(ops, op{"add", "/spec/released", bd.Spec.Released})
-	}
-	if !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
-		ops = append(ops, op{"add", "/metadata/labels", bd.Labels})
-	}
-	patch, err := json.Marshal(ops)
+	patch, err := json.Marshal(deploymentPatch(bd, orig))
 	if err == nil {
 		err = c.Patch(ctx, bd, client.RawPatch(types.JSONPatchType, patch))
 	}
@@ -59,6 +45,37 @@ func patchDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.Bu
 		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
 	}
 	return nil
+}
+
+// patchOp is one JSON patch operation.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// deploymentPatch lists the operations that turn orig into bd: the fields stageTarget sets,
+// each replaced whole ("add" replaces what is there), options and the rollback mark only when
+// they changed, and the labels if they changed. A rollback mark that goes is removed, not
+// written false: every later write of the deployment would carry the field.
+func deploymentPatch(bd, orig *v1alpha1.BundleDeployment) []patchOp {
+	ops := []patchOp{{"add", "/spec/staged", bd.Spec.Staged}}
+	if bd.Spec.Released != nil {
+		ops = append(ops, patchOp{"add", "/spec/released", bd.Spec.Released})
+	}
+	if !equality.Semantic.DeepEqual(orig.Spec.Options, bd.Spec.Options) {
+		ops = append(ops, patchOp{"add", "/spec/options", bd.Spec.Options})
+	}
+	switch {
+	case bd.Spec.Rollback && !orig.Spec.Rollback:
+		ops = append(ops, patchOp{"add", "/spec/rollback", true})
+	case !bd.Spec.Rollback && orig.Spec.Rollback:
+		ops = append(ops, patchOp{Op: "remove", Path: "/spec/rollback"})
+	}
+	if !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
+		ops = append(ops, patchOp{"add", "/metadata/labels", bd.Labels})
+	}
+	return ops
 }
 
 // writeDeployment stages t on the bundle's deployment in the cluster's namespace, creating it

@@ -47,6 +47,50 @@ func TestStageTarget(t *testing.T) {
 	}
 }
 
+// A release patches what changed: a rollback mark that goes is removed (a false would stay in
+// every later write), unchanged options are not sent.
+func TestDeploymentPatchSendsWhatChanged(t *testing.T) {
+	r1, r2 := ref(1, "1"), ref(2, "2")
+	base := func() *v1alpha1.BundleDeployment {
+		bd := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Staged: r1, Released: &r1, Options: v1alpha1.DeploymentOptions{DefaultNamespace: "web"}}}
+		bd.Labels = map[string]string{LabelBundle: "web"}
+		return bd
+	}
+	paths := func(ops []patchOp) (out []string) {
+		for _, op := range ops {
+			out = append(out, op.Op+" "+op.Path)
+		}
+		return out
+	}
+	rolledBack := base()
+	rolledBack.Spec.Rollback = true
+	for _, tc := range []struct {
+		name   string
+		change func(bd *v1alpha1.BundleDeployment)
+		orig   *v1alpha1.BundleDeployment
+		want   []string
+	}{
+		{"a release", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Released = r2, &r2 }, base(),
+			[]string{"add /spec/staged", "add /spec/released"}},
+		{"staged only, nothing released yet", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Released = r2, nil }, base(),
+			[]string{"add /spec/staged"}},
+		{"new options", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Options.DefaultNamespace = r2, "shop" }, base(),
+			[]string{"add /spec/staged", "add /spec/released", "add /spec/options"}},
+		{"a rollback", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Rollback = r2, true }, base(),
+			[]string{"add /spec/staged", "add /spec/released", "add /spec/rollback"}},
+		{"the rollback released", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Rollback = false }, rolledBack,
+			[]string{"add /spec/staged", "add /spec/released", "remove /spec/rollback"}},
+		{"new labels", func(bd *v1alpha1.BundleDeployment) { bd.Labels = map[string]string{LabelBundle: "shop"} }, base(),
+			[]string{"add /spec/staged", "add /spec/released", "add /metadata/labels"}},
+	} {
+		bd := tc.orig.DeepCopy()
+		tc.change(bd)
+		if got := paths(deploymentPatch(bd, tc.orig)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestReleasesAreRememberedUntilTheCacheShowsThem(t *testing.T) {
 	var r releases
 	key := types.NamespacedName{Namespace: "cluster-a", Name: "fleet-web"}
