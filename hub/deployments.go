@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -206,10 +207,17 @@ func (r *releases) seen(bd *v1alpha1.BundleDeployment) {
 
 // stagingNow marks the bundles the bundler is staging a commit for. While it writes their
 // deployments, the rollout controller leaves deployments whose staging is behind to it: writing
-// them too would only write the same thing twice.
+// them too would only write the same thing twice. When a bundle's staging ends, done names it:
+// the rollout controller plans what the bundler left at once, rather than when the events of
+// the bundler's writes or its own retry come round.
 type stagingNow struct {
-	mu sync.Mutex
-	n  map[types.NamespacedName]int
+	mu   sync.Mutex
+	n    map[types.NamespacedName]int
+	done chan event.GenericEvent
+}
+
+func newStagingNow() *stagingNow {
+	return &stagingNow{done: make(chan event.GenericEvent, 1024)}
 }
 
 func (s *stagingNow) begin(keys []types.NamespacedName) {
@@ -229,6 +237,10 @@ func (s *stagingNow) end(keys []types.NamespacedName) {
 	for _, k := range keys {
 		if s.n[k]--; s.n[k] <= 0 {
 			delete(s.n, k)
+			select {
+			case s.done <- event.GenericEvent{Object: &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}:
+			default: // a full queue has this bundle's pass coming already, or the retry will
+			}
 		}
 	}
 }

@@ -204,3 +204,34 @@ func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
 		t.Errorf("a write waiting for a full bound must give up with its context: err %v, ran %v", err, ran)
 	}
 }
+
+// The rollout controller hears when the bundler's staging of a bundle ends, once the last of
+// its overlapping commits is done, so it plans what the bundler left at once.
+func TestStagingEndWakesTheRolloutOfEachBundle(t *testing.T) {
+	s := newStagingNow()
+	web, db := types.NamespacedName{Namespace: "fleet", Name: "web"}, types.NamespacedName{Namespace: "fleet", Name: "db"}
+	s.begin([]types.NamespacedName{web, db})
+	s.begin([]types.NamespacedName{web}) // a second commit of web overlaps
+	s.end([]types.NamespacedName{web, db})
+	if !s.active(web) || s.active(db) {
+		t.Fatalf("web must still be staging, db not: web %v db %v", s.active(web), s.active(db))
+	}
+	woken := func() []string {
+		var names []string
+		for {
+			select {
+			case e := <-s.done:
+				names = append(names, e.Object.GetNamespace()+"/"+e.Object.GetName())
+			default:
+				return names
+			}
+		}
+	}
+	if got := woken(); !slices.Equal(got, []string{"fleet/db"}) {
+		t.Errorf("woken %v, want only fleet/db", got)
+	}
+	s.end([]types.NamespacedName{web})
+	if got := woken(); !slices.Equal(got, []string{"fleet/web"}) {
+		t.Errorf("woken %v, want fleet/web once its last commit ended", got)
+	}
+}

@@ -112,7 +112,7 @@ func Run(ctx context.Context, opts Options) error {
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
-	released, staging := &releases{}, &stagingNow{}
+	released, staging := &releases{}, newStagingNow()
 	inFlight := opts.WritesInFlight
 	if inFlight <= 0 {
 		inFlight = DefaultWritesInFlight
