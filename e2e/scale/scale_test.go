@@ -189,9 +189,11 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	start = time.Now()
 	up.Commit("main", files)
 	announcePush(b, webhook, srv.URL+"/repo.git")
+	profiled = profileAPIServer(b, fmt.Sprintf("%dx%d-update", bundles, clusters))
 	fleet.waitAllReady(b, total, 2, start)
 	update := time.Since(start)
 	writesUpdate := counter.writes.Load() - writesDeploy - registration
+	profiled()
 
 	var heap runtime.MemStats
 	runtime.GC()
@@ -264,7 +266,8 @@ func announcePush(b *testing.B, addr, cloneURL string) {
 
 // profileAPIServer starts a CPU profile of the API server when SCALE_APISERVER_PROFILE names a
 // path (FLOTILLA_APISERVER_PROFILING=1 must be set too), and returns a function that waits for
-// it and writes it to path.<scenario>. The profile covers SCALE_APISERVER_PROFILE_SECONDS (30).
+// it and writes it to path.<scenario>. The profile covers SCALE_APISERVER_PROFILE_SECONDS (30)
+// of a first deployment or an update.
 func profileAPIServer(b *testing.B, scenario string) (wait func()) {
 	path := os.Getenv("SCALE_APISERVER_PROFILE")
 	if path == "" {
