@@ -208,9 +208,10 @@ func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
 	}
 }
 
-// The rollout controller hears when the bundler's staging of a bundle ends, once the last of
-// its overlapping commits is done, so it plans what the bundler left at once.
-func TestStagingEndWakesTheRolloutOfEachBundle(t *testing.T) {
+// R1.10: the rollout controller hears when the bundler's staging of a bundle ends, once the
+// last of its overlapping commits is done, and plans what the bundler left at once, not after a
+// retry delay.
+func TestR1_10_StagingEndWakesTheRolloutOfEachBundle(t *testing.T) {
 	s := newStagingNow()
 	web, db := types.NamespacedName{Namespace: "fleet", Name: "web"}, types.NamespacedName{Namespace: "fleet", Name: "db"}
 	s.begin([]types.NamespacedName{web, db})
