@@ -44,10 +44,10 @@ func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) 
 // patched (deploymentPatch): a JSON patch built from them, as diffing whole objects for a merge
 // patch cost the hub more CPU than any other step of a release.
 func updateDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.BundleDeployment) error {
-	patch, err := json.Marshal(deploymentPatch(bd, orig))
-	if err == nil {
-		err = c.Update(ctx, bd) // a failed update leaves bd as it was
-		if apierrors.IsConflict(err) {
+	err := c.Update(ctx, bd) // a failed update leaves bd as it was
+	if apierrors.IsConflict(err) {
+		var patch []byte
+		if patch, err = json.Marshal(deploymentPatch(bd, orig)); err == nil {
 			err = c.Patch(ctx, bd, client.RawPatch(types.JSONPatchType, patch))
 		}
 	}
