@@ -88,7 +88,7 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 	if ns == "" {
 		return nil
 	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: ns}}
+	subject := []rbacv1.Subject{agentSubject(ns)}
 	// In the cluster's namespace: its BundleDeployments.
 	if err := ensureRole(ctx, c, ns, "flotilla-agent", []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},

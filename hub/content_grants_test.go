@@ -70,10 +70,8 @@ func TestPlanGrantsTakesTheFewerWrites(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := planGrants(tc.staged)
-			if len(got.shared) != 0 || len(tc.shared) != 0 {
-				if !reflect.DeepEqual(got.shared, tc.shared) {
-					t.Errorf("shared = %v, want %v", got.shared, tc.shared)
-				}
+			if !reflect.DeepEqual(got.shared, tc.shared) {
+				t.Errorf("shared = %v, want %v", got.shared, tc.shared)
 			}
 			if !reflect.DeepEqual(got.own, tc.own) {
 				t.Errorf("own = %v, want %v", got.own, tc.own)

@@ -95,10 +95,7 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("failed to set up the %T cache: %w", o, err)
 		}
 	}
-	recordEvery := 5 * time.Minute
-	if opts.PollRecordInterval > 0 {
-		recordEvery = time.Duration(opts.PollRecordInterval) * time.Second
-	}
+	recordEvery := time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second
 	src := &sourceReconciler{
 		client:      mgr.GetClient(),
 		bundles:     mgr.GetAPIReader(),
@@ -113,11 +110,7 @@ func Run(ctx context.Context, opts Options) error {
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, newStagingNow()
-	inFlight := opts.WritesInFlight
-	if inFlight <= 0 {
-		inFlight = DefaultWritesInFlight
-	}
-	writes := make(writeSlots, inFlight)
+	writes := make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight))
 	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging, writes: writes,
 		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
 	src.onCommit = b.onCommit
@@ -130,10 +123,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&sequenceStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the sequence status controller: %w", err)
 	}
-	statusDelay := defaultStatusDelay
-	if opts.StatusDelay > 0 {
-		statusDelay = opts.StatusDelay
-	}
+	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
 	// A cluster's counts alone are written at most every three status delays (15 s by default),
 	// and all clusters' together at most clusterProgressPerSecond.
 	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay,
@@ -164,11 +154,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&runReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the staged run controller: %w", err)
 	}
-	pruneDelay := defaultGrantPruneDelay
-	if opts.GrantPruneDelay > 0 {
-		pruneDelay = opts.GrantPruneDelay
-	}
-	if err := (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: pruneDelay}).setup(mgr); err != nil {
+	if err := (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the content grant controller: %w", err)
 	}
 	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
@@ -202,4 +188,12 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	return mgr.Start(ctx)
+}
+
+// positiveOr is v, or def when v is not set (zero or negative): how options take their defaults.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
