@@ -169,10 +169,13 @@ rolloutStrategy:
 func TestR1_12_FirstDeploymentCreatesDeploymentsOnlyWhereReleased(t *testing.T) {
 	c, ns, _, key := partitionedShop(t)
 	var bun v1alpha1.Bundle
+	// The Bundle may report the canary's release a moment before the bundler's write of it
+	// lands (a pass that leaves the write to the bundler reports the plan): wait for both.
+	var bds map[string]v1alpha1.BundleDeployment
 	waitForBundle(t, c, key, &bun, func(b *v1alpha1.Bundle) bool {
-		return b.Status.Summary.Pending == 2 && b.Status.Summary.WaitApplied == 1
+		bds = deploymentsOf(t, c, ns, "shop-web")
+		return b.Status.Summary.Pending == 2 && b.Status.Summary.WaitApplied == 1 && len(bds) > 0
 	})
-	bds := deploymentsOf(t, c, ns, "shop-web")
 	if len(bds) != 1 {
 		t.Fatalf("deployments on %d clusters, want only the canary's: %+v", len(bds), bds)
 	}
