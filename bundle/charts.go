@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
@@ -22,35 +27,144 @@ import (
 	k8syaml "sigs.k8s.io/yaml"
 )
 
-// Credentials returns basic-auth credentials for a chart server, or ok=false for none.
-type Credentials func(serverURL string) (username, password string, ok bool)
+// ChartAccess is how one GitRepo reaches chart servers: the credentials of its helmSecretRef
+// and the CA bundle it trusts in addition to the system's roots.
+type ChartAccess struct {
+	Username, Password string
+	// CredentialsFor, when set, limits the chart servers the credentials are sent to: only
+	// repository and registry URLs it matches get them (the GitRepo's helmRepoURLRegex).
+	// Credentials always go to the chart repository's own host alone, never to the hosts of
+	// the archives its index links to.
+	CredentialsFor *regexp.Regexp
+	CABundle       []byte
+}
+
+// credentials returns the credentials to send to serverURL, if any.
+func (a ChartAccess) credentials(serverURL string) (user, pass string, ok bool) {
+	if a.Username == "" && a.Password == "" || a.CredentialsFor != nil && !a.CredentialsFor.MatchString(serverURL) {
+		return "", "", false
+	}
+	return a.Username, a.Password, true
+}
+
+// identity tells caches apart by what the server lets a client see: "" without credentials.
+func (a ChartAccess) identity() string {
+	if a.Username == "" && a.Password == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s%d:%s", len(a.Username), a.Username, len(a.Password), a.Password)))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Chart download limits: a chart server is reached on a repository's behalf, so it may be slow
+// or hostile.
+const (
+	chartDialTimeout    = 10 * time.Second
+	chartHeaderTimeout  = 30 * time.Second
+	chartRequestTimeout = 2 * time.Minute
+	chartMaxRedirects   = 5
+	defaultIndexTTL     = 5 * time.Minute
+	maxCachedIndexes    = 256
+)
 
 // ChartFetcher fetches charts from Helm repositories (HTTP(S), index.yaml) and OCI registries,
-// keeping archives in a cache directory by digest so each version is downloaded once. It never
-// runs Helm plugins: only the HTTP and OCI protocols are spoken.
+// keeping archives in a cache directory by digest so each version is downloaded once, and
+// indexes in memory for IndexTTL. It never runs Helm plugins: only the HTTP and OCI protocols
+// are spoken, over a client with timeouts and size limits, to the hosts the operator allows.
+// For gives each GitRepo its own view with its credentials and CA bundle, sharing the caches:
+// what one GitRepo's credentials fetched is cached apart from what others can see.
 type ChartFetcher struct {
 	// CacheDir holds downloaded archives as <sha256>.tgz. Empty: no disk cache.
 	CacheDir string
-	// HTTPClient is used for repositories; default http.DefaultClient.
-	HTTPClient  *http.Client
-	Credentials Credentials
+	// Access is the GitRepo's credentials and CA bundle.
+	Access ChartAccess
+	// AllowedHosts, when set, are the only chart servers (host or host:port) reached; a chart,
+	// dependency or redirect elsewhere is refused. Empty: any.
+	AllowedHosts []string
+	// IndexTTL is how long a repository's index.yaml is used before it is read again; default
+	// 5 minutes, so new chart versions appear without a restart.
+	IndexTTL time.Duration
 	// PlainHTTPRegistries lets OCI references to these hosts use plain HTTP (loopback tests).
 	PlainHTTPRegistries []string
+	// HTTPClient replaces the client built from Access.CABundle (tests).
+	HTTPClient *http.Client
 
-	mu      sync.Mutex
-	indexes map[string]*repo.IndexFile
+	init    sync.Once
+	indexes *indexCache
+	client  *http.Client
 }
 
-func (f *ChartFetcher) client() *http.Client {
-	if f.HTTPClient != nil {
-		return f.HTTPClient
+// indexCache keeps repository indexes by URL and credential identity, for IndexTTL.
+type indexCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedIndex
+}
+
+type cachedIndex struct {
+	index   *repo.IndexFile
+	fetched time.Time
+}
+
+func (f *ChartFetcher) setup() {
+	f.init.Do(func() {
+		if f.indexes == nil {
+			f.indexes = &indexCache{entries: map[string]cachedIndex{}}
+		}
+		f.client = f.HTTPClient
+		if f.client == nil {
+			f.client = f.newHTTPClient()
+		}
+	})
+}
+
+// For returns a fetcher that reaches chart servers with access, sharing f's caches and settings.
+func (f *ChartFetcher) For(access ChartAccess) *ChartFetcher {
+	f.setup()
+	return &ChartFetcher{CacheDir: f.CacheDir, Access: access, AllowedHosts: f.AllowedHosts, IndexTTL: f.IndexTTL,
+		PlainHTTPRegistries: f.PlainHTTPRegistries, HTTPClient: f.HTTPClient, indexes: f.indexes}
+}
+
+// newHTTPClient builds the client for chart servers: bounded in time, trusting the access's CA
+// bundle beside the system roots, following a few redirects to allowed hosts only.
+func (f *ChartFetcher) newHTTPClient() *http.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = (&net.Dialer{Timeout: chartDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	transport.TLSHandshakeTimeout = chartDialTimeout
+	transport.ResponseHeaderTimeout = chartHeaderTimeout
+	transport.Proxy = http.ProxyFromEnvironment
+	if len(f.Access.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		pool.AppendCertsFromPEM(f.Access.CABundle)
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return http.DefaultClient
+	return &http.Client{Transport: transport, Timeout: chartRequestTimeout, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= chartMaxRedirects {
+			return fmt.Errorf("more than %d redirects", chartMaxRedirects)
+		}
+		return f.allowed(req.URL)
+	}}
+}
+
+// allowed refuses a chart server the operator does not allow.
+func (f *ChartFetcher) allowed(u *url.URL) error {
+	if len(f.AllowedHosts) == 0 {
+		return nil
+	}
+	for _, h := range f.AllowedHosts {
+		if strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("chart server %s is not among the hosts the hub allows (--allowed-chart-hosts)", u.Host)
 }
 
 // FromRepository fetches chart name at the newest version matching constraint ("" for the
 // newest) from the repository at repoURL.
 func (f *ChartFetcher) FromRepository(ctx context.Context, repoURL, name, constraint string) (*chart.Chart, error) {
+	f.setup()
 	index, err := f.index(ctx, repoURL)
 	if err != nil {
 		return nil, err
@@ -82,14 +196,20 @@ func (f *ChartFetcher) FromRepository(ctx context.Context, repoURL, name, constr
 	return loader.LoadArchive(bytes.NewReader(data))
 }
 
-// index reads a repository's index.yaml once per fetcher.
+// index reads a repository's index.yaml, at most once per IndexTTL for each credential identity.
 func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFile, error) {
-	f.mu.Lock()
-	if idx, ok := f.indexes[repoURL]; ok {
-		f.mu.Unlock()
-		return idx, nil
+	key := repoURL + "\x00" + f.Access.identity()
+	ttl := f.IndexTTL
+	if ttl <= 0 {
+		ttl = defaultIndexTTL
 	}
-	f.mu.Unlock()
+	now := time.Now()
+	f.indexes.mu.Lock()
+	if e, ok := f.indexes.entries[key]; ok && now.Sub(e.fetched) < ttl {
+		f.indexes.mu.Unlock()
+		return e.index, nil
+	}
+	f.indexes.mu.Unlock()
 	indexURL, err := resolveURL(strings.TrimSuffix(repoURL, "/")+"/", "index.yaml")
 	if err != nil {
 		return nil, err
@@ -103,12 +223,16 @@ func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFi
 		return nil, fmt.Errorf("invalid index.yaml at %s: %w", redact(indexURL), err)
 	}
 	idx.SortEntries()
-	f.mu.Lock()
-	if f.indexes == nil {
-		f.indexes = map[string]*repo.IndexFile{}
+	f.indexes.mu.Lock()
+	defer f.indexes.mu.Unlock()
+	if len(f.indexes.entries) >= maxCachedIndexes {
+		for k, e := range f.indexes.entries {
+			if now.Sub(e.fetched) >= ttl || len(f.indexes.entries) >= maxCachedIndexes {
+				delete(f.indexes.entries, k)
+			}
+		}
 	}
-	f.indexes[repoURL] = idx
-	f.mu.Unlock()
+	f.indexes.entries[key] = cachedIndex{index: idx, fetched: now}
 	return idx, nil
 }
 
@@ -118,12 +242,18 @@ func (f *ChartFetcher) get(ctx context.Context, target, repoURL string, limit in
 	if err != nil {
 		return nil, fmt.Errorf("invalid URL %s: %w", redact(target), err)
 	}
-	if f.Credentials != nil && sameHost(target, repoURL) {
-		if user, pass, ok := f.Credentials(repoURL); ok {
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("%s: only http and https chart repositories are supported", redact(target))
+	}
+	if err := f.allowed(req.URL); err != nil {
+		return nil, err
+	}
+	if sameHost(target, repoURL) {
+		if user, pass, ok := f.Access.credentials(repoURL); ok {
 			req.SetBasicAuth(user, pass)
 		}
 	}
-	resp, err := f.client().Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("failed to fetch %s: %w", redact(target), err)
 	}
@@ -137,11 +267,22 @@ func (f *ChartFetcher) get(ctx context.Context, target, repoURL string, limit in
 	return readAllLimited(resp.Body, limit, redact(target))
 }
 
+// archiveFile is where an archive of digest is cached: archives fetched with credentials are
+// kept apart by credential identity, so that a GitRepo cannot name a digest to read a chart
+// another GitRepo's credentials fetched.
+func (f *ChartFetcher) archiveFile(digest string) string {
+	name := strings.ToLower(digest)
+	if id := f.Access.identity(); id != "" {
+		name += "-" + id
+	}
+	return filepath.Join(f.CacheDir, name+".tgz")
+}
+
 func (f *ChartFetcher) cached(digest string) ([]byte, bool) {
 	if f.CacheDir == "" || digest == "" {
 		return nil, false
 	}
-	data, err := os.ReadFile(filepath.Join(f.CacheDir, strings.ToLower(digest)+".tgz"))
+	data, err := os.ReadFile(f.archiveFile(digest))
 	if err != nil {
 		return nil, false
 	}
@@ -166,22 +307,24 @@ func (f *ChartFetcher) store(digest string, data []byte) {
 		_ = os.Remove(tmp.Name())
 		return
 	}
-	_ = os.Rename(tmp.Name(), filepath.Join(f.CacheDir, digest+".tgz"))
+	_ = os.Rename(tmp.Name(), f.archiveFile(digest))
 }
 
 // FromOCI pulls an oci:// chart at the newest tag matching constraint.
 func (f *ChartFetcher) FromOCI(ctx context.Context, ref, constraint string) (*chart.Chart, error) {
+	f.setup()
 	host := strings.SplitN(strings.TrimPrefix(ref, "oci://"), "/", 2)[0]
-	opts := []registry.ClientOption{registry.ClientOptHTTPClient(f.client())}
+	if err := f.allowed(&url.URL{Host: host}); err != nil {
+		return nil, err
+	}
+	opts := []registry.ClientOption{registry.ClientOptHTTPClient(f.client)}
 	for _, h := range f.PlainHTTPRegistries {
 		if h == host {
 			opts = append(opts, registry.ClientOptPlainHTTP())
 		}
 	}
-	if f.Credentials != nil {
-		if user, pass, ok := f.Credentials(ref); ok {
-			opts = append(opts, registry.ClientOptBasicAuth(user, pass))
-		}
+	if user, pass, ok := f.Access.credentials(ref); ok {
+		opts = append(opts, registry.ClientOptBasicAuth(user, pass))
 	}
 	client, err := registry.NewClient(opts...)
 	if err != nil {

@@ -19,6 +19,8 @@ type FieldError struct {
 	Line    int
 	Field   string
 	Message string
+	// Err is what went wrong, when it is an error of its own (Message is then empty).
+	Err error
 }
 
 func (e *FieldError) Error() string {
@@ -26,11 +28,17 @@ func (e *FieldError) Error() string {
 	if e.Line > 0 {
 		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
 	}
-	if e.Field == "" {
-		return loc + ": " + e.Message
+	msg := e.Message
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
 	}
-	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Message)
+	if e.Field == "" {
+		return loc + ": " + msg
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Field, msg)
 }
+
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // decodeStrict decodes YAML into out (a pointer to a struct with json tags). Unknown fields and
 // values of the wrong type are errors naming the file, the line and the field path.
@@ -48,7 +56,7 @@ func decodeStrict(file string, data []byte, out any) error {
 	}
 	js, err := k8syaml.YAMLToJSON(data)
 	if err != nil {
-		return &FieldError{File: file, Message: err.Error()}
+		return &FieldError{File: file, Err: err}
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	if err := dec.Decode(out); err != nil {
@@ -57,7 +65,7 @@ func decodeStrict(file string, data []byte, out any) error {
 			field := jsonPath(te.Field)
 			return &FieldError{File: file, Line: line(find(doc, field)), Field: field, Message: fmt.Sprintf("wrong type: %s where %s is expected", te.Value, te.Type)}
 		}
-		return &FieldError{File: file, Message: err.Error()}
+		return &FieldError{File: file, Err: err}
 	}
 	return nil
 }

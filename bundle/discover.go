@@ -3,9 +3,9 @@ package bundle
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -37,6 +37,16 @@ const maxBundleName = 53
 // below it with a fleet.yaml. A nested bundle's files belong to it alone. Directories whose
 // name starts with "." are skipped, and so is overlays/, which holds yaml overlays.
 func Discover(root, repoName string, paths []string) ([]Source, error) {
+	c, err := OpenCheckout(root)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Discover(repoName, paths)
+}
+
+// Discover finds the bundles of the checkout, as the function Discover does.
+func (c *Checkout) Discover(repoName string, paths []string) ([]Source, error) {
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
@@ -52,7 +62,10 @@ func Discover(root, repoName string, paths []string) ([]Source, error) {
 		if clean == ".." || strings.HasPrefix(clean, "../") {
 			return nil, fmt.Errorf("paths: %q leaves the repository", p)
 		}
-		matches, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(clean)))
+		matches, err := c.Glob(clean)
+		if escapes(err) {
+			return nil, fmt.Errorf("paths: %q: %w", p, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("paths: invalid glob %q: %w", p, err)
 		}
@@ -60,24 +73,26 @@ func Discover(root, repoName string, paths []string) ([]Source, error) {
 			return nil, fmt.Errorf("paths: %q matches nothing in the repository", p)
 		}
 		for _, m := range matches {
-			info, err := os.Lstat(m)
-			if err != nil || !info.IsDir() {
+			if !c.IsDir(m) {
 				continue // a glob may match files too; only directories are bundles
 			}
-			if !within(root, m) {
-				return nil, fmt.Errorf("paths: %q leaves the repository", p)
+			// A bundle is named by where its files are: a matched symlink to a directory
+			// inside the checkout is the directory it points to.
+			real, err := c.Resolve(m)
+			if err != nil {
+				return nil, fmt.Errorf("paths: %q: %w", p, err)
 			}
-			dirs[relSlash(root, m)] = true
-			if err := findFleetDirs(root, m, dirs); err != nil {
-				return nil, err
+			dirs[real] = true
+			if err := c.findFleetDirs(real, dirs); err != nil {
+				return nil, fmt.Errorf("paths: %q: %w", p, err)
 			}
 		}
 	}
 	var sources []Source
 	for dir := range dirs {
 		src := Source{Dir: dir}
-		fleetPath := filepath.Join(root, filepath.FromSlash(dir), FleetFileName)
-		if data, err := readLimited(fleetPath, maxFileSize); err == nil {
+		fleetPath := path.Join(dir, FleetFileName)
+		if data, err := c.ReadFile(fleetPath, maxFileSize); err == nil {
 			src.FleetFile = path.Join(dir, FleetFileName)
 			if err := decodeStrict(src.FleetFile, data, &src.Fleet); err != nil {
 				return nil, err
@@ -85,8 +100,8 @@ func Discover(root, repoName string, paths []string) ([]Source, error) {
 			if err := validateFleet(src.FleetFile, &src.Fleet); err != nil {
 				return nil, err
 			}
-		} else if !os.IsNotExist(err) {
-			return nil, fmt.Errorf("%s: %w", path.Join(dir, FleetFileName), err)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", fleetPath, err)
 		}
 		sources = append(sources, src)
 	}
@@ -102,7 +117,7 @@ func Discover(root, repoName string, paths []string) ([]Source, error) {
 	// bundle of its own.
 	kept := sources[:0]
 	for _, s := range sources {
-		if s.FleetFile != "" || hasOwnContent(root, &s) {
+		if s.FleetFile != "" || c.hasOwnContent(&s) {
 			kept = append(kept, s)
 		}
 	}
@@ -111,26 +126,32 @@ func Discover(root, repoName string, paths []string) ([]Source, error) {
 
 // hasOwnContent reports whether a bundle directory holds anything to deploy outside its nested
 // bundles: a chart, a kustomization or manifests.
-func hasOwnContent(root string, s *Source) bool {
-	dir := filepath.Join(root, filepath.FromSlash(s.Dir))
-	if fileExists(filepath.Join(dir, "Chart.yaml")) || hasKustomization(dir) {
+func (c *Checkout) hasOwnContent(s *Source) bool {
+	if c.IsFile(path.Join(s.Dir, "Chart.yaml")) || c.hasKustomization(s.Dir) {
 		return true
 	}
-	files, err := manifestFiles(root, s, nil)
+	files, err := c.manifestFiles(s, nil)
 	return err != nil || len(files) > 0
 }
 
 // findFleetDirs adds every directory below dir that holds a fleet.yaml.
-func findFleetDirs(root, dir string, dirs map[string]bool) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+func (c *Checkout) findFleetDirs(dir string, dirs map[string]bool) error {
+	return c.Walk(dir, func(p string, info fs.FileInfo, err error) error {
+		if escapes(err) {
+			return nil // nothing is read through it; a bundle that uses it fails with its name
+		}
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && p != dir && (strings.HasPrefix(d.Name(), ".") || d.Name() == "overlays") {
-			return filepath.SkipDir
+		if info.IsDir() && p != dir && (strings.HasPrefix(path.Base(p), ".") || path.Base(p) == "overlays") {
+			return fs.SkipDir
 		}
-		if !d.IsDir() && d.Name() == FleetFileName && d.Type().IsRegular() {
-			dirs[relSlash(root, filepath.Dir(p))] = true
+		if !info.IsDir() && path.Base(p) == FleetFileName {
+			real, err := c.Resolve(path.Dir(p))
+			if err != nil {
+				return err
+			}
+			dirs[real] = true
 		}
 		return nil
 	})

@@ -3,11 +3,11 @@ package bundle
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"text/template"
 
@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/ignore"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
@@ -38,7 +39,6 @@ const DefaultKubeVersion = "v1.37.0"
 func (r *Renderer) loadChart(ctx context.Context, src *Source, h *Helm) (*chart.Chart, error) {
 	var ch *chart.Chart
 	var err error
-	bundleDir := filepath.Join(r.root, filepath.FromSlash(src.Dir))
 	switch {
 	case strings.HasPrefix(h.Chart, "oci://"):
 		ch, err = r.fetcher.FromOCI(ctx, h.Chart, h.Version)
@@ -50,39 +50,69 @@ func (r *Renderer) loadChart(ctx context.Context, src *Source, h *Helm) (*chart.
 			chartRel = "."
 		}
 		var dir string
-		if dir, err = safeJoin(r.root, bundleDir, chartRel); err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+		if dir, err = r.checkout.join(src.Dir, chartRel); err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Err: err}
 		}
-		if err = noEscapingSymlinks(r.root, dir); err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
-		}
-		ch, err = loader.Load(dir)
+		ch, err = r.checkout.loadChartDir(dir)
 	}
 	if err != nil {
-		return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+		return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Err: err}
 	}
 	if err := r.addMissingDependencies(ctx, ch, h.DisableDependencyUpdate); err != nil {
-		return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Message: err.Error()}
+		return nil, &FieldError{File: src.FleetFile, Field: "helm.chart", Err: err}
 	}
 	return ch, nil
 }
 
-// noEscapingSymlinks fails when a chart directory holds a symlink pointing outside the checkout.
-func noEscapingSymlinks(root, dir string) error {
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return err
+// loadChartDir loads the chart in the checkout directory dir as Helm's loader would (honouring
+// .helmignore), reading every file through the confined view: a chart cannot include a file
+// from outside the checkout, however its links are laid out.
+func (c *Checkout) loadChartDir(dir string) (*chart.Chart, error) {
+	rules := ignore.Empty()
+	if data, err := c.ReadFile(path.Join(dir, ignore.HelmIgnore), maxFileSize); err == nil {
+		if rules, err = ignore.Parse(bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("%s: %w", path.Join(dir, ignore.HelmIgnore), err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.Type()&os.ModeSymlink == 0 {
+	rules.AddDefaults()
+	var files []*loader.BufferedFile
+	var total int64
+	err := c.Walk(dir, func(p string, info fs.FileInfo, err error) error {
+		if err != nil {
 			return err
 		}
-		target, err := filepath.EvalSymlinks(p)
-		if err != nil || !within(realRoot, target) {
-			return fmt.Errorf("%s is a symlink that leaves the repository", relSlash(root, p))
+		name := relSlash(dir, p)
+		if name == "." {
+			return nil
 		}
+		if rules.Ignore(name, info) {
+			if info.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if info.IsDir() {
+			return nil
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		data, err := c.ReadFile(p, maxFileSize)
+		if err != nil {
+			return err
+		}
+		if total += int64(len(data)); total > maxChartArchive {
+			return fmt.Errorf("chart %s holds more than %d MiB", dir, maxChartArchive>>20)
+		}
+		files = append(files, &loader.BufferedFile{Name: name, Data: bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))})
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return loader.LoadFiles(files)
 }
 
 func (r *Renderer) addMissingDependencies(ctx context.Context, ch *chart.Chart, disabled bool) error {
@@ -120,19 +150,18 @@ func (r *Renderer) addMissingDependencies(ctx context.Context, ch *chart.Chart, 
 // pre-processing) unless disablePreProcess is set; global.fleet.clusterLabels is always set.
 func (r *Renderer) helmValues(ctx context.Context, src *Source, h *Helm, t Target) (map[string]any, error) {
 	vals := map[string]any{}
-	bundleDir := filepath.Join(r.root, filepath.FromSlash(src.Dir))
 	for i, f := range h.ValuesFiles {
-		p, err := safeJoin(r.root, bundleDir, f)
+		p, err := r.checkout.join(src.Dir, f)
 		if err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Message: err.Error()}
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Err: err}
 		}
-		data, err := readLimited(p, maxFileSize)
+		data, err := r.checkout.ReadFile(p, maxFileSize)
 		if err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Message: err.Error()}
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Err: err}
 		}
 		var m map[string]any
 		if err := k8syaml.Unmarshal(data, &m); err != nil {
-			return nil, &FieldError{File: relSlash(r.root, p), Message: err.Error()}
+			return nil, &FieldError{File: p, Err: err}
 		}
 		vals = mergeValues(vals, m)
 	}
@@ -142,15 +171,15 @@ func (r *Renderer) helmValues(ctx context.Context, src *Source, h *Helm, t Targe
 		}
 		m, err := r.values.Values(ctx, vf, t.Namespace)
 		if err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFrom[%d]", i), Message: err.Error()}
+			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFrom[%d]", i), Err: err}
 		}
 		vals = mergeValues(vals, m)
 	}
 	vals = mergeValues(vals, h.Values)
 	if !h.DisablePreProcess {
 		var err error
-		if vals, err = templateValues(vals, t); err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: "helm.values", Message: err.Error()}
+		if vals, err = r.templateValues(ctx, vals, t); err != nil {
+			return nil, &FieldError{File: src.FleetFile, Field: "helm.values", Err: err}
 		}
 	}
 	labels := map[string]any{}
@@ -159,6 +188,36 @@ func (r *Renderer) helmValues(ctx context.Context, src *Source, h *Helm, t Targe
 	}
 	vals = mergeValues(vals, map[string]any{"global": map[string]any{"fleet": map[string]any{"clusterLabels": labels}}})
 	return vals, nil
+}
+
+// templateValues evaluates the values' templates, in the sandbox when there is one and the
+// values hold any.
+func (r *Renderer) templateValues(ctx context.Context, vals map[string]any, t Target) (map[string]any, error) {
+	if r.sandbox == nil || !hasTemplates(vals) {
+		return templateValues(vals, t)
+	}
+	return r.sandbox.values(ctx, vals, t)
+}
+
+// hasTemplates reports whether any string in vals holds "${".
+func hasTemplates(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.Contains(v, "${")
+	case map[string]any:
+		for k, e := range v {
+			if strings.Contains(k, "${") || hasTemplates(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasTemplates(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // templateValues evaluates `${ .ClusterLabels.env }`-style templates in values.
@@ -193,10 +252,29 @@ func templateValues(vals map[string]any, t Target) (map[string]any, error) {
 	return res, nil
 }
 
-// renderHelm renders a chart client-side, as `helm template` does: no cluster is contacted and
-// lookup returns nothing. Hooks are rendered as ordinary resources (the agent applies them with
-// the rest); test hooks are left out.
-func renderHelm(ctx context.Context, ch *chart.Chart, vals map[string]any, releaseName, namespace string, h *Helm, kubeVersion string) ([]Object, error) {
+// renderHelm renders a chart client-side, as `helm template` does, in the sandbox when there
+// is one.
+func (r *Renderer) renderHelm(ctx context.Context, ch *chart.Chart, vals map[string]any, releaseName, namespace string, h *Helm) ([]Object, error) {
+	var manifest string
+	var err error
+	if r.sandbox != nil {
+		var archive []byte
+		if archive, err = packChart(ch); err == nil {
+			manifest, err = r.sandbox.helm(ctx, archive, vals, releaseName, namespace, h, r.kubeVersion)
+		}
+	} else {
+		manifest, err = helmManifest(ctx, ch, vals, releaseName, namespace, h, r.kubeVersion)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseObjects("chart "+ch.Name()+" (rendered)", []byte(manifest))
+}
+
+// helmManifest renders a chart client-side, as `helm template` does: no cluster is contacted
+// and lookup returns nothing. Hooks are rendered as ordinary resources (the agent applies them
+// with the rest); test hooks are left out.
+func helmManifest(ctx context.Context, ch *chart.Chart, vals map[string]any, releaseName, namespace string, h *Helm, kubeVersion string) (string, error) {
 	cfg := &action.Configuration{
 		Releases:     storage.Init(driver.NewMemory()),
 		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
@@ -215,12 +293,12 @@ func renderHelm(ctx context.Context, ch *chart.Chart, vals map[string]any, relea
 	}
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {
-		return nil, fmt.Errorf("invalid Kubernetes version %q: %w", kubeVersion, err)
+		return "", fmt.Errorf("invalid Kubernetes version %q: %w", kubeVersion, err)
 	}
 	inst.KubeVersion = kv
 	rel, err := inst.RunWithContext(ctx, ch, vals)
 	if err != nil {
-		return nil, fmt.Errorf("helm template %s: %w", ch.Name(), err)
+		return "", fmt.Errorf("helm template %s: %w", ch.Name(), err)
 	}
 	var stream bytes.Buffer
 	stream.WriteString(rel.Manifest)
@@ -230,7 +308,7 @@ func renderHelm(ctx context.Context, ch *chart.Chart, vals map[string]any, relea
 		}
 		stream.WriteString("\n---\n" + hook.Manifest)
 	}
-	return parseObjects("chart "+ch.Name()+" (rendered)", stream.Bytes())
+	return stream.String(), nil
 }
 
 func isTestHook(h *release.Hook) bool {

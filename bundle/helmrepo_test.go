@@ -2,13 +2,16 @@ package bundle
 
 import (
 	"context"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -100,9 +103,9 @@ func renderOnly(t *testing.T, root string, opts RendererOptions, target Target) 
 func TestHelmChartFromRepositoryWithBasicAuth(t *testing.T) {
 	srv := newChartRepo(t, "fleet", "s3cret", configMapChart("greeter", "1.2.0"), configMapChart("greeter", "1.3.1"), configMapChart("greeter", "2.0.0"))
 	root := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: greeter\n  version: \"~1.3\"\n  values: {greeting: hi}\n"})
-	creds := func(string) (string, string, bool) { return "fleet", "s3cret", true }
+	creds := ChartAccess{Username: "fleet", Password: "s3cret"}
 	cache := t.TempDir()
-	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{CacheDir: cache, Credentials: creds}}, Target{ClusterName: "c1"})
+	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{CacheDir: cache, Access: creds}}, Target{ClusterName: "c1"})
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -110,20 +113,20 @@ func TestHelmChartFromRepositoryWithBasicAuth(t *testing.T) {
 		t.Errorf("manifest:\n%s", m)
 	}
 	// The archive is cached by digest: a new fetcher on the same cache does not download again.
-	if _, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{CacheDir: cache, Credentials: creds}}, Target{ClusterName: "c1"}); err != nil {
+	if _, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{CacheDir: cache, Access: creds}}, Target{ClusterName: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.downloads.Load(); n != 1 {
 		t.Errorf("chart downloaded %d times, want 1", n)
 	}
 	// Wrong credentials: a clear error naming the field, without the password.
-	_, err = renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Credentials: func(string) (string, string, bool) { return "fleet", "wrong", true }}}, Target{ClusterName: "c1"})
+	_, err = renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "fleet", Password: "wrong"}}}, Target{ClusterName: "c1"})
 	if err == nil || !strings.Contains(err.Error(), "fleet.yaml: helm.chart") || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("error = %v", err)
 	}
 	// A constraint nothing satisfies.
 	root2 := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: greeter\n  version: \">=3\"\n"})
-	if _, err := renderOnly(t, root2, RendererOptions{Charts: &ChartFetcher{Credentials: creds}}, Target{}); err == nil || !strings.Contains(err.Error(), "greeter >=3 not found") {
+	if _, err := renderOnly(t, root2, RendererOptions{Charts: &ChartFetcher{Access: creds}}, Target{}); err == nil || !strings.Contains(err.Error(), "greeter >=3 not found") {
 		t.Errorf("error = %v", err)
 	}
 }
@@ -137,7 +140,7 @@ func TestHelmDependencyFromRepository(t *testing.T) {
 		"charts/.gitkeep":        "",
 		"templates/_helpers.tpl": "{{- define \"x\" -}}x{{- end -}}\n",
 	})
-	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Credentials: func(string) (string, string, bool) { return "u", "p", true }}}, Target{})
+	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "u", Password: "p"}}}, Target{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,5 +153,138 @@ func TestHelmDependencyFromRepository(t *testing.T) {
 	}
 	if _, err := renderOnly(t, root, RendererOptions{}, Target{}); err == nil || !strings.Contains(err.Error(), "dependency lib is not in charts/") {
 		t.Errorf("error = %v", err)
+	}
+}
+
+// A chart repository's index is read again after IndexTTL: a version published later is picked
+// up by the same fetcher without a restart.
+func TestHelmRepositoryIndexExpires(t *testing.T) {
+	dir := t.TempDir()
+	var indexReads atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "index.yaml") {
+			indexReads.Add(1)
+		}
+		http.ServeFile(w, r, filepath.Join(dir, filepath.Base(r.URL.Path)))
+	}))
+	defer srv.Close()
+	publish := func(versions ...string) {
+		index := repo.NewIndexFile()
+		for _, v := range versions {
+			archive, err := chartutil.Save(configMapChart("greeter", v), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			digest, _ := provenance.DigestFile(archive)
+			if err := index.MustAdd(configMapChart("greeter", v).Metadata, filepath.Base(archive), srv.URL, digest); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := index.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("1.0.0")
+	f := &ChartFetcher{IndexTTL: time.Nanosecond}
+	version := func() string {
+		ch, err := f.FromRepository(context.Background(), srv.URL, "greeter", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch.Metadata.Version
+	}
+	if v := version(); v != "1.0.0" {
+		t.Fatalf("version %s", v)
+	}
+	publish("1.0.0", "1.1.0")
+	if v := version(); v != "1.1.0" {
+		t.Errorf("after the TTL the fetcher still sees %s", v)
+	}
+	cached := &ChartFetcher{IndexTTL: time.Hour}
+	for range 3 {
+		if _, err := cached.FromRepository(context.Background(), srv.URL, "greeter", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := indexReads.Load(); n != 3 {
+		t.Errorf("index read %d times, want 3 (two with a TTL of 1ns, one within an hour's TTL)", n)
+	}
+}
+
+// With an allow-list of chart hosts, a chart, a dependency or a registry elsewhere is refused
+// before any request is sent.
+func TestChartHostsOutsideTheAllowListAreNeverContacted(t *testing.T) {
+	srv := newChartRepo(t, "u", "p", configMapChart("greeter", "1.0.0"))
+	var contacted atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { contacted.Add(1) }))
+	defer other.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	f := &ChartFetcher{AllowedHosts: []string{host}, Access: ChartAccess{Username: "u", Password: "p"}}
+	if _, err := f.FromRepository(context.Background(), srv.URL, "greeter", ""); err != nil {
+		t.Fatalf("the allowed host: %v", err)
+	}
+	for _, try := range []func() error{
+		func() error { _, err := f.FromRepository(context.Background(), other.URL, "greeter", ""); return err },
+		func() error {
+			_, err := f.FromOCI(context.Background(), "oci://"+strings.TrimPrefix(other.URL, "http://")+"/charts/greeter", "1.0.0")
+			return err
+		},
+	} {
+		if err := try(); err == nil || !strings.Contains(err.Error(), "is not among the hosts the hub allows") {
+			t.Errorf("error = %v", err)
+		}
+	}
+	root := writeRepo(t, map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n- name: lib\n  version: ^0.4.0\n  repository: " + other.URL + "\n",
+		"fleet.yaml": "{}\n",
+	})
+	if _, err := renderOnly(t, root, RendererOptions{Charts: f}, Target{}); err == nil || !strings.Contains(err.Error(), "fleet.yaml: helm.chart: dependency lib") {
+		t.Errorf("dependency elsewhere: %v", err)
+	}
+	if n := contacted.Load(); n != 0 {
+		t.Errorf("the host outside the allow-list received %d requests", n)
+	}
+}
+
+// The GitRepo's CA bundle is trusted for chart servers; credentials go only to the servers the
+// GitRepo's helmRepoURLRegex matches; archives fetched with credentials are cached apart.
+func TestChartAccessCABundleAndCredentialScope(t *testing.T) {
+	var authSeen atomic.Int32
+	dir := t.TempDir()
+	archive, err := chartutil.Save(configMapChart("greeter", "1.0.0"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := r.BasicAuth(); ok {
+			authSeen.Add(1)
+		}
+		http.ServeFile(w, r, filepath.Join(dir, filepath.Base(r.URL.Path)))
+	}))
+	defer srv.Close()
+	digest, _ := provenance.DigestFile(archive)
+	index := repo.NewIndexFile()
+	if err := index.MustAdd(configMapChart("greeter", "1.0.0").Metadata, filepath.Base(archive), srv.URL, digest); err != nil {
+		t.Fatal(err)
+	}
+	if err := index.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	base := &ChartFetcher{CacheDir: t.TempDir()}
+	if _, err := base.For(ChartAccess{}).FromRepository(context.Background(), srv.URL, "greeter", ""); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("an untrusted server was accepted: %v", err)
+	}
+	scoped := base.For(ChartAccess{Username: "u", Password: "p", CABundle: ca, CredentialsFor: regexp.MustCompile(`^https://charts\.example\.com/`)})
+	if _, err := scoped.FromRepository(context.Background(), srv.URL, "greeter", ""); err != nil {
+		t.Fatalf("with the CA bundle: %v", err)
+	}
+	if n := authSeen.Load(); n != 0 {
+		t.Errorf("credentials were sent to a server helmRepoURLRegex does not match (%d requests)", n)
+	}
+	withCreds := base.For(ChartAccess{Username: "u", Password: "p", CABundle: ca})
+	anonymous := base.For(ChartAccess{CABundle: ca})
+	if withCreds.archiveFile(digest) == anonymous.archiveFile(digest) {
+		t.Errorf("archives fetched with and without credentials share a cache file")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -12,28 +11,29 @@ import (
 // manifestFiles lists a plain-manifest bundle's files (relative to the bundle directory):
 // YAML and JSON files below it, without nested bundles, hidden directories, overlays/, the
 // fleet.yaml and files used as Helm values.
-func manifestFiles(root string, src *Source, exclude map[string]bool) ([]string, error) {
-	dir := filepath.Join(root, filepath.FromSlash(src.Dir))
+func (c *Checkout) manifestFiles(src *Source, exclude map[string]bool) ([]string, error) {
+	dir := src.Dir
 	nested := map[string]bool{}
 	for _, n := range src.Nested {
-		nested[filepath.Join(root, filepath.FromSlash(n))] = true
+		nested[n] = true
 	}
 	var files []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := c.Walk(dir, func(p string, info fs.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			if p != dir && (nested[p] || strings.HasPrefix(d.Name(), ".") || (filepath.Dir(p) == dir && d.Name() == "overlays")) {
-				return filepath.SkipDir
+		name := path.Base(p)
+		if info.IsDir() {
+			if p != dir && (nested[p] || strings.HasPrefix(name, ".") || (path.Dir(p) == dir && name == "overlays")) {
+				return fs.SkipDir
 			}
 			return nil
 		}
 		rel := relSlash(dir, p)
 		switch {
-		case !d.Type().IsRegular():
-			return nil // symlinks are not followed
-		case rel == FleetFileName, exclude[rel], strings.HasPrefix(d.Name(), "."):
+		case !info.Mode().IsRegular():
+			return nil
+		case rel == FleetFileName, exclude[rel], strings.HasPrefix(name, "."):
 			return nil
 		}
 		switch strings.ToLower(path.Ext(rel)) {
@@ -50,20 +50,19 @@ func manifestFiles(root string, src *Source, exclude map[string]bool) ([]string,
 // overlays/<name>/, a file <base>_patch.<ext> is a JSON merge patch for the objects of <base>.<ext>
 // (matched by kind and name when the patch names them); any other file replaces the bundle's
 // file of the same name or adds a new one.
-func renderManifests(root string, src *Source, opts Options, exclude map[string]bool) ([]Object, error) {
-	bundleDir := filepath.Join(root, filepath.FromSlash(src.Dir))
-	files, err := manifestFiles(root, src, exclude)
+func (c *Checkout) renderManifests(src *Source, opts Options, exclude map[string]bool) ([]Object, error) {
+	files, err := c.manifestFiles(src, exclude)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Dir, err)
 	}
 	byFile := map[string][]Object{}
 	var order []string
-	load := func(rel, abs string) error {
-		data, err := readLimited(abs, maxFileSize)
+	load := func(rel, name string) error {
+		data, err := c.ReadFile(name, maxFileSize)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path.Join(src.Dir, rel), err)
+			return err
 		}
-		objs, err := parseObjects(relSlash(root, abs), data)
+		objs, err := parseObjects(name, data)
 		if err != nil {
 			return err
 		}
@@ -74,22 +73,22 @@ func renderManifests(root string, src *Source, opts Options, exclude map[string]
 		return nil
 	}
 	for _, f := range files {
-		if err := load(f, filepath.Join(bundleDir, filepath.FromSlash(f))); err != nil {
+		if err := load(f, path.Join(src.Dir, f)); err != nil {
 			return nil, err
 		}
 	}
 	if opts.YAML != nil {
 		for i, name := range opts.YAML.Overlays {
-			overlayDir, err := safeJoin(root, bundleDir, path.Join("overlays", name))
+			overlayDir, err := c.join(src.Dir, path.Join("overlays", name))
 			if err != nil {
-				return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("yaml.overlays[%d]", i), Message: err.Error()}
+				return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("yaml.overlays[%d]", i), Err: err}
 			}
-			overlayFiles, err := manifestFiles(root, &Source{Dir: relSlash(root, overlayDir)}, nil)
+			overlayFiles, err := c.manifestFiles(&Source{Dir: overlayDir}, nil)
 			if err != nil {
 				return nil, err
 			}
 			for _, f := range overlayFiles {
-				abs := filepath.Join(overlayDir, filepath.FromSlash(f))
+				abs := path.Join(overlayDir, f)
 				ext := path.Ext(f)
 				base, isPatch := strings.CutSuffix(strings.TrimSuffix(f, ext), "_patch")
 				if !isPatch {
@@ -98,7 +97,7 @@ func renderManifests(root string, src *Source, opts Options, exclude map[string]
 					}
 					continue
 				}
-				if err := applyPatchFile(root, abs, byFile, base, ext); err != nil {
+				if err := c.applyPatchFile(abs, byFile, base, ext); err != nil {
 					return nil, err
 				}
 			}
@@ -111,7 +110,7 @@ func renderManifests(root string, src *Source, opts Options, exclude map[string]
 	return out, nil
 }
 
-func applyPatchFile(root, abs string, byFile map[string][]Object, base, ext string) error {
+func (c *Checkout) applyPatchFile(file string, byFile map[string][]Object, base, ext string) error {
 	target := base + ext
 	if _, ok := byFile[target]; !ok {
 		for _, alt := range []string{".yaml", ".yml", ".json"} {
@@ -122,13 +121,12 @@ func applyPatchFile(root, abs string, byFile map[string][]Object, base, ext stri
 		}
 	}
 	objs, ok := byFile[target]
-	file := relSlash(root, abs)
 	if !ok {
 		return &FieldError{File: file, Message: fmt.Sprintf("patches %s, which the bundle does not have", target)}
 	}
-	data, err := readLimited(abs, maxFileSize)
+	data, err := c.ReadFile(file, maxFileSize)
 	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return err
 	}
 	patches, err := parsePatches(file, data)
 	if err != nil {

@@ -74,7 +74,7 @@ func parseObjects(file string, data []byte) ([]Object, error) {
 		}
 		var raw any
 		if err := node.Decode(&raw); err != nil {
-			return nil, &FieldError{File: file, Line: node.Line, Message: err.Error()}
+			return nil, &FieldError{File: file, Line: node.Line, Err: err}
 		}
 		if raw == nil {
 			continue // empty document

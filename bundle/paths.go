@@ -1,54 +1,45 @@
 package bundle
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
+	"path"
 	"path/filepath"
 	"strings"
 )
 
-// safeJoin resolves rel (a path written in a repository file) against base, a directory inside
-// root. Absolute paths, paths climbing out of root and symlinks resolving outside root are
-// rejected: a repository cannot make the hub read files outside its checkout.
-func safeJoin(root, base, rel string) (string, error) {
+// join resolves rel (a path written in a repository file) against base, a directory of the
+// checkout, and returns the checkout path it names. Absolute paths, paths climbing out of the
+// checkout and symlinks leading out of it are refused, and so is a path that does not exist.
+func (c *Checkout) join(base, rel string) (string, error) {
 	if rel == "" {
 		return "", fmt.Errorf("empty path")
 	}
 	if filepath.IsAbs(rel) || strings.HasPrefix(rel, "/") {
 		return "", fmt.Errorf("%q is absolute: paths must be relative to the bundle", rel)
 	}
-	joined := filepath.Join(base, filepath.FromSlash(rel))
-	if !within(root, joined) {
+	joined := path.Join(base, filepath.ToSlash(rel))
+	if joined == ".." || strings.HasPrefix(joined, "../") {
 		return "", fmt.Errorf("%q leaves the repository", rel)
 	}
-	resolved, err := filepath.EvalSymlinks(joined)
-	if err != nil {
-		if os.IsNotExist(err) {
+	if _, err := c.Stat(joined); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("%q does not exist", rel)
 		}
-		return "", fmt.Errorf("failed to resolve %q: %w", rel, err)
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", fmt.Errorf("failed to resolve the checkout: %w", err)
-	}
-	if !within(realRoot, resolved) {
-		return "", fmt.Errorf("%q is a symlink that leaves the repository", rel)
+		return "", err
 	}
 	return joined, nil
 }
 
-// within reports whether path is root or below it, lexically.
-func within(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
 // relSlash is path relative to root, with forward slashes ("." for root).
-func relSlash(root, path string) string {
-	rel, err := filepath.Rel(root, path)
+func relSlash(root, p string) string {
+	if root == "." {
+		return p
+	}
+	rel, err := filepath.Rel(root, p)
 	if err != nil {
-		return path
+		return p
 	}
 	return filepath.ToSlash(rel)
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"path"
 	"path/filepath"
 	"sync"
-
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // RendererOptions configure a Renderer.
@@ -19,20 +17,24 @@ type RendererOptions struct {
 	Values ValuesResolver
 	// KubeVersion is what charts see as .Capabilities.KubeVersion; default DefaultKubeVersion.
 	KubeVersion string
+	// Sandbox runs the template engines in child processes with a deadline and memory and
+	// output limits; nil runs them in this process (for a repository one trusts, as in the CLI).
+	Sandbox *Sandbox
 }
 
 // Renderer renders the bundles of one checkout (one commit) for many targets. Targets with
 // equal inputs share one render: the result is cached by a hash of everything that goes into
 // it. Safe for concurrent use.
 type Renderer struct {
-	root        string
+	checkout    *Checkout
 	fetcher     *ChartFetcher
 	values      ValuesResolver
 	kubeVersion string
+	sandbox     *Sandbox
 
 	mu      sync.Mutex
 	results map[string]*renderCall
-	memFS   filesys.FileSystem
+	memFS   *kustomizeFS
 	renders int
 }
 
@@ -42,21 +44,21 @@ type renderCall struct {
 	err  error
 }
 
-// NewRenderer prepares rendering of the checkout at root.
+// NewRenderer prepares rendering of the checkout at root; Close releases it.
 func NewRenderer(root string, opts RendererOptions) (*Renderer, error) {
-	abs, err := filepath.Abs(root)
+	checkout, err := OpenCheckout(root)
 	if err != nil {
-		return nil, fmt.Errorf("failed to resolve %s: %w", root, err)
-	}
-	if info, err := os.Stat(abs); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", root)
+		return nil, err
 	}
 	fetcher := opts.Charts
 	if fetcher == nil {
 		fetcher = &ChartFetcher{}
 	}
-	return &Renderer{root: abs, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, results: map[string]*renderCall{}}, nil
+	return &Renderer{checkout: checkout, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, sandbox: opts.Sandbox, results: map[string]*renderCall{}}, nil
 }
+
+// Close releases the checkout. Renders under way may fail.
+func (r *Renderer) Close() error { return r.checkout.Close() }
 
 // Renders counts the renders actually performed (not served from the cache).
 func (r *Renderer) Renders() int {
@@ -180,23 +182,17 @@ const (
 )
 
 func (r *Renderer) mode(src *Source, opts Options) renderMode {
-	dir := filepath.Join(r.root, filepath.FromSlash(src.Dir))
 	switch {
 	case opts.Helm != nil && (opts.Helm.Chart != "" || opts.Helm.Repo != ""):
 		return modeHelm
 	case opts.Kustomize != nil && opts.Kustomize.Dir != "":
 		return modeKustomize
-	case fileExists(filepath.Join(dir, "Chart.yaml")):
+	case r.checkout.IsFile(path.Join(src.Dir, "Chart.yaml")):
 		return modeHelm
-	case hasKustomization(dir):
+	case r.checkout.hasKustomization(src.Dir):
 		return modeKustomize
 	}
 	return modeManifests
-}
-
-func fileExists(p string) bool {
-	info, err := os.Lstat(p)
-	return err == nil && info.Mode().IsRegular()
 }
 
 func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode renderMode, values any) (*Rendered, error) {
@@ -220,9 +216,9 @@ func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode r
 		if ns == "" {
 			ns = "default"
 		}
-		objs, err = renderHelm(ctx, ch, values.(map[string]any), release, ns, h, r.kubeVersion)
+		objs, err = r.renderHelm(ctx, ch, values.(map[string]any), release, ns, h)
 		if err != nil {
-			return nil, &FieldError{File: src.FleetFile, Field: "helm", Message: err.Error()}
+			return nil, &FieldError{File: src.FleetFile, Field: "helm", Err: err}
 		}
 	case modeKustomize:
 		mem, err := r.checkoutFS()
@@ -231,17 +227,15 @@ func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode r
 		}
 		dir := src.Dir
 		if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
-			abs, err := safeJoin(r.root, filepath.Join(r.root, filepath.FromSlash(src.Dir)), opts.Kustomize.Dir)
-			if err != nil {
-				return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: err.Error()}
+			if dir, err = r.checkout.join(src.Dir, opts.Kustomize.Dir); err != nil {
+				return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Err: err}
 			}
-			dir = relSlash(r.root, abs)
 		}
 		if objs, err = renderKustomize(mem, dir); err != nil {
 			return nil, err
 		}
 	default:
-		if objs, err = renderManifests(r.root, src, opts, valuesFileSet(&src.Fleet)); err != nil {
+		if objs, err = r.checkout.renderManifests(src, opts, valuesFileSet(&src.Fleet)); err != nil {
 			return nil, err
 		}
 	}
@@ -258,18 +252,15 @@ func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode r
 	return &Rendered{Bundle: src.Name, Objects: objs, Manifest: manifest, ContentID: content, DeploymentID: hashID("d-", []byte(content), optsJSON), Options: dopts}, nil
 }
 
-// checkoutFS builds the in-memory copy of the checkout once, checking for remote bases.
-func (r *Renderer) checkoutFS() (filesys.FileSystem, error) {
+// checkoutFS builds the in-memory copy of the checkout once (Checkout.memFS).
+func (r *Renderer) checkoutFS() (*kustomizeFS, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.memFS != nil {
 		return r.memFS, nil
 	}
-	mem, err := checkoutFS(r.root)
+	mem, err := r.checkout.memFS()
 	if err != nil {
-		return nil, err
-	}
-	if err := rejectRemoteBases(mem); err != nil {
 		return nil, err
 	}
 	r.memFS = mem

@@ -46,15 +46,19 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // write) and, for paused bundles and clusters, staged runs and sequences, the staging of every
 // targeted cluster. Releasing the rest is the rollout controllers' decision, not the bundler's.
 type bundler struct {
-	client       client.Client
-	content      *contentstore.Store
-	revisions    *revisionStore
-	released     *releases
-	staging      *stagingNow
-	writes       writeSlots
-	charts       *bundle.ChartFetcher
-	historyLimit int
-	now          func() time.Time
+	client    client.Client
+	content   *contentstore.Store
+	revisions *revisionStore
+	released  *releases
+	staging   *stagingNow
+	writes    writeSlots
+	charts    *bundle.ChartFetcher
+	// sandbox runs the template engines out of the hub's process (bundle.Sandbox).
+	sandbox *bundle.Sandbox
+	// crossNamespaceRefs lets valuesFrom name other namespaces (Options.AllowCrossNamespaceRefs).
+	crossNamespaceRefs bool
+	historyLimit       int
+	now                func() time.Time
 }
 
 // stageWorkers is how many clusters have their deployments staged at once.
@@ -98,10 +102,16 @@ type rendered struct {
 
 // render renders every bundle for every cluster it targets; any error is the commit's.
 func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, error) {
-	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts, Values: &valuesResolver{client: b.client, namespace: repo.Namespace}})
+	access, err := chartAccess(ctx, b.client, repo)
+	if err != nil {
+		return nil, &RenderError{Err: err}
+	}
+	values := &valuesResolver{client: b.client, namespace: repo.Namespace, crossNamespace: b.crossNamespaceRefs}
+	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts.For(access), Values: values, Sandbox: b.sandbox})
 	if err != nil {
 		return nil, err
 	}
+	defer renderer.Close()
 	all := make([]rendered, 0, len(sources))
 	for i := range sources {
 		src := &sources[i]

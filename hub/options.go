@@ -41,4 +41,17 @@ type Options struct {
 	// before it drops the agents that no longer deploy its content, and the grant once none
 	// does; default 1m.
 	GrantPruneDelay time.Duration
+	// AllowCrossNamespaceRefs lets a repository's references (helm.valuesFrom) name
+	// ConfigMaps and Secrets in namespaces other than its GitRepo's. Off: a repository reads
+	// only its own tenant's objects.
+	AllowCrossNamespaceRefs bool
+	// AllowedChartHosts, when set, are the only chart servers (host or host:port) the hub
+	// downloads charts from on a repository's behalf: Helm repositories, OCI registries,
+	// dependencies and redirects alike. Empty: any.
+	AllowedChartHosts []string
+	// RenderTimeout bounds each template render of a bundle (Helm, values templates), which
+	// runs in a child process of the hub; default 60s. RenderMemory bounds that process's heap;
+	// default 1 GiB. A render past either fails its GitRepo with a condition, and the others go on.
+	RenderTimeout time.Duration
+	RenderMemory  int64
 }

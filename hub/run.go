@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -66,6 +67,10 @@ func Run(ctx context.Context, opts Options) error {
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 			&rbacv1.RoleBinding{}: {Label: contentGrantSelector(), UnsafeDisableDeepCopy: ptr.To(true)},
 		}},
+		// Secrets and ConfigMaps are read from the API server when a GitRepo needs one (its
+		// credentials, a webhook secret, valuesFrom), never cached: the hub keeps no copy of
+		// every Secret of the cluster in memory.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 		// Tests run several hubs in one process; metric names stay unique per process anyway.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -111,8 +116,9 @@ func Run(ctx context.Context, opts Options) error {
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, newStagingNow()
 	writes := make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight))
-	b := &bundler{client: mgr.GetClient(), content: content, revisions: revisions, released: released, staging: staging, writes: writes,
-		charts: &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts")}, now: time.Now}
+	b := &bundler{client: mgr.GetClient(), crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
+		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
+		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now}
 	src.onCommit = b.onCommit
 	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now, progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
@@ -176,7 +182,9 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: src.notify})
-		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		// Senders are untrusted: a slow or idle one must not hold a connection for long.
+		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			go func() { <-ctx.Done(); _ = server.Close() }()
 			if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -150,7 +151,7 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 		} else {
 			var dir string
 			if dir, err = r.git.Checkout(ctx, src, ref.Commit); err == nil && r.onCommit != nil {
-				err = r.onCommit(ctx, &repo, dir, ref.Commit)
+				err = r.renderCommit(ctx, &repo, dir, ref.Commit)
 			}
 		}
 	}
@@ -162,6 +163,19 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 		r.mu.Unlock()
 	}
 	return errors.Join(err, r.record(ctx, &repo, ref, err, held))
+}
+
+// renderCommit hands a checked-out commit to the bundler, turning a panic into the commit's
+// render error: a repository that crashes the renderer fails its own GitRepo, with a condition,
+// and not the hub.
+func (r *sourceReconciler) renderCommit(ctx context.Context, repo *v1alpha1.GitRepo, dir, commit string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.FromContext(ctx).Error(nil, "rendering panicked", "gitrepo", repo.Namespace+"/"+repo.Name, "commit", commit, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = &RenderError{Err: fmt.Errorf("rendering commit %s failed unexpectedly: %v", shortCommit(commit), p)}
+		}
+	}()
+	return r.onCommit(ctx, repo, dir, commit)
 }
 
 // releaseAllowed applies the GitRepo's sync windows now. Invalid windows were rejected by the
@@ -293,7 +307,8 @@ func (r *sourceReconciler) subscribers(ctx context.Context) func(string) []gitso
 			if gitsource.NormalizeURL(repo.Spec.Repo) != normalized {
 				continue
 			}
-			s := gitsource.Subscriber{Key: repo.Namespace + "/" + repo.Name, Repo: gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver}}
+			s := gitsource.Subscriber{Key: repo.Namespace + "/" + repo.Name, Repo: gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver},
+				AllowUnsigned: repo.Spec.WebhookAllowUnsigned}
 			if ref := repo.Spec.WebhookSecretRef; ref != nil {
 				var secret corev1.Secret
 				if err := r.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: ref.Name}, &secret); err != nil || len(secret.Data["token"]) == 0 {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +29,9 @@ import (
 var hubCluster *controlplane.Cluster
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
+	// Everything the hubs log is kept for the attack tests, which assert their targets never
+	// reach a log line.
+	ctrl.SetLogger(funcr.New(func(prefix, args string) { hubLogs.write(prefix + " " + args) }, funcr.Options{Verbosity: 2}))
 	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
 		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
 			return err

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -10,13 +11,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // valuesResolver reads fleet.yaml's helm.valuesFrom from ConfigMaps and Secrets on the hub, in
-// the GitRepo's namespace unless the reference names another; the key defaults to values.yaml.
+// the GitRepo's namespace; the key defaults to values.yaml. A reference to another namespace is
+// refused unless the operator allows cross-namespace references: a repository's authors must
+// not reach the Secrets of another tenant, or of the hub itself, by naming them.
 type valuesResolver struct {
 	client    client.Reader
 	namespace string
+	// crossNamespace allows references to other namespaces (Options.AllowCrossNamespaceRefs).
+	crossNamespace bool
 }
 
 func (v *valuesResolver) Values(ctx context.Context, ref bundle.ValuesFrom, _ string) (map[string]any, error) {
@@ -24,16 +30,24 @@ func (v *valuesResolver) Values(ctx context.Context, ref bundle.ValuesFrom, _ st
 	switch {
 	case ref.ConfigMapKeyRef != nil:
 		r := ref.ConfigMapKeyRef
+		ns, err := v.resolveNamespace("configMapKeyRef", r.Namespace)
+		if err != nil {
+			return nil, err
+		}
 		var cm corev1.ConfigMap
-		if err := v.client.Get(ctx, types.NamespacedName{Namespace: orDefault(r.Namespace, v.namespace), Name: r.Name}, &cm); err != nil {
-			return nil, fmt.Errorf("configmap %s: %w", r.Name, err)
+		if err := v.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Name}, &cm); err != nil {
+			return nil, fmt.Errorf("configMapKeyRef: configmap %s: %w", r.Name, err)
 		}
 		data = []byte(cm.Data[orDefault(r.Key, "values.yaml")])
 	case ref.SecretKeyRef != nil:
 		r := ref.SecretKeyRef
+		ns, err := v.resolveNamespace("secretKeyRef", r.Namespace)
+		if err != nil {
+			return nil, err
+		}
 		var s corev1.Secret
-		if err := v.client.Get(ctx, types.NamespacedName{Namespace: orDefault(r.Namespace, v.namespace), Name: r.Name}, &s); err != nil {
-			return nil, fmt.Errorf("secret %s: %w", r.Name, err)
+		if err := v.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Name}, &s); err != nil {
+			return nil, fmt.Errorf("secretKeyRef: secret %s: %w", r.Name, err)
 		}
 		data = s.Data[orDefault(r.Key, "values.yaml")]
 	}
@@ -42,6 +56,36 @@ func (v *valuesResolver) Values(ctx context.Context, ref bundle.ValuesFrom, _ st
 		return nil, fmt.Errorf("values are not YAML: %w", err)
 	}
 	return vals, nil
+}
+
+// resolveNamespace is where a reference whose namespace field is ns is read.
+func (v *valuesResolver) resolveNamespace(field, ns string) (string, error) {
+	if ns == "" || ns == v.namespace || v.crossNamespace {
+		return orDefault(ns, v.namespace), nil
+	}
+	return "", fmt.Errorf("%s.namespace: %q is not the GitRepo's namespace %q: references resolve only there (the hub's --allow-cross-namespace-refs lifts this)", field, ns, v.namespace)
+}
+
+// chartAccess is how a GitRepo's bundles reach chart servers: the credentials of its
+// helmSecretRef (a Secret in its own namespace with username and password), sent only to the
+// servers helmRepoURLRegex matches, and its CA bundle.
+func chartAccess(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo) (bundle.ChartAccess, error) {
+	access := bundle.ChartAccess{CABundle: repo.Spec.CABundle}
+	if expr := repo.Spec.HelmRepoURLRegex; expr != "" {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return access, fmt.Errorf("spec.helmRepoURLRegex: %w", err)
+		}
+		access.CredentialsFor = re
+	}
+	if ref := repo.Spec.HelmSecretRef; ref != nil {
+		var s corev1.Secret
+		if err := c.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: ref.Name}, &s); err != nil {
+			return access, fmt.Errorf("spec.helmSecretRef: secret %s: %w", ref.Name, err)
+		}
+		access.Username, access.Password = string(s.Data[corev1.BasicAuthUsernameKey]), string(s.Data[corev1.BasicAuthPasswordKey])
+	}
+	return access, nil
 }
 
 func orDefault(s, def string) string {

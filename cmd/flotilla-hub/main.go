@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub"
 )
 
@@ -26,6 +28,13 @@ func main() {
 	flag.IntVar(&opts.PollWorkers, "poll-workers", 4, "concurrent git polls")
 	flag.IntVar(&opts.WritesInFlight, "writes-in-flight", hub.DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
 	flag.DurationVar(&opts.GrantPruneDelay, "grant-prune-delay", time.Minute, "how long a content grant shared by several agents waits before it drops those no longer deploying its content")
+	flag.Func("allowed-chart-hosts", "comma-separated chart servers (host or host:port) the hub may download charts from on a repository's behalf; default any", func(v string) error {
+		opts.AllowedChartHosts = append(opts.AllowedChartHosts, strings.Split(v, ",")...)
+		return nil
+	})
+	flag.DurationVar(&opts.RenderTimeout, "render-timeout", bundle.DefaultRenderTimeout, "how long one template render of a bundle (Helm, values templates) may take")
+	flag.Int64Var(&opts.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory one template render of a bundle may use")
+	flag.BoolVar(&opts.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "let repositories reference ConfigMaps and Secrets (helm.valuesFrom) outside their GitRepo's namespace")
 	flag.Int64Var(&recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -89,6 +89,20 @@ func (u *Upstream) Commit(branch string, files map[string]string) string {
 	return u.Git(u.Work, "rev-parse", "HEAD")
 }
 
+// Link makes name a symlink to target in the work tree; the next Commit records it as git
+// records any symlink (its target as written, absolute or relative).
+func (u *Upstream) Link(name, target string) {
+	u.t.Helper()
+	p := filepath.Join(u.Work, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		u.t.Fatal(err)
+	}
+	_ = os.Remove(p)
+	if err := os.Symlink(target, p); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
 // Tag tags HEAD of the work tree and pushes the tag.
 func (u *Upstream) Tag(name string, annotated bool) {
 	u.t.Helper()

@@ -31,6 +31,21 @@ type Auth struct {
 	InsecureSkipTLSVerify bool
 }
 
+// identity is a digest of everything that decides what the remote lets a client see: two
+// GitRepos share a cache only when their credentials are the same ("anonymous" without any).
+// The credentials themselves are never stored.
+func (a *Auth) identity() string {
+	if a == nil || a.Username == "" && a.Password == "" && len(a.SSHPrivateKey) == 0 {
+		return "anonymous"
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(a.Username), []byte(a.Password), a.SSHPrivateKey, []byte(a.SSHPassphrase), a.KnownHosts, a.CABundle, []byte(fmt.Sprint(a.InsecureSkipTLSVerify))} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // Secret keys read by AuthFromSecret (those of kubernetes.io/basic-auth and
 // kubernetes.io/ssh-auth Secrets, plus known_hosts and token).
 const (

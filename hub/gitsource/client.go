@@ -49,6 +49,9 @@ type Client struct {
 	KeepCheckouts int
 	// Timeout bounds one remote operation; default 60s.
 	Timeout time.Duration
+	// MaxCheckoutBytes bounds the files of one checkout; default 256 MiB. A commit holding more
+	// is refused rather than filling the hub's disk.
+	MaxCheckoutBytes int64
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -169,8 +172,12 @@ func (c *Client) timeout() time.Duration {
 
 func (c *Client) knownHostsDir() string { return filepath.Join(c.CacheDir, "known_hosts") }
 
-func (c *Client) repoDir(url string) string {
-	sum := sha256.Sum256([]byte(SanitizeURL(url)))
+// repoDir is the cache of a repository as reached with its credentials. Repositories are kept
+// apart by credential identity as well as URL: what one GitRepo fetched with its credentials is
+// never served to another that has not proven access with its own (a pinned commit is served
+// from the cache without asking the remote).
+func (c *Client) repoDir(repo Repo) string {
+	sum := sha256.Sum256([]byte(SanitizeURL(repo.URL) + "\x00" + repo.Auth.identity()))
 	return filepath.Join(c.CacheDir, "repos", hex.EncodeToString(sum[:12]))
 }
 
@@ -193,7 +200,7 @@ func (c *Client) lock(key string) func() {
 // cache does not have it. Fetches are shallow for branch and tag heads, and incremental: objects
 // already in the cache are not transferred again.
 func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string, error) {
-	dir := c.repoDir(repo.URL)
+	dir := c.repoDir(repo)
 	defer c.lock(dir)()
 	out := filepath.Join(dir, "checkouts", commit)
 	if _, err := os.Stat(out); err == nil {
@@ -223,7 +230,7 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	if err != nil {
 		return "", fmt.Errorf("commit %s of %s: %w", commit, SanitizeURL(repo.URL), ErrRefNotFound)
 	}
-	if err := writeTree(co, filepath.Join(dir, "checkouts"), commit); err != nil {
+	if err := writeTree(co, filepath.Join(dir, "checkouts"), commit, c.maxCheckoutBytes()); err != nil {
 		return "", err
 	}
 	c.evict(filepath.Join(dir, "checkouts"))
@@ -256,9 +263,21 @@ func (c *Client) fetch(ctx context.Context, r *git.Repository, repo Repo, commit
 	return nil
 }
 
+func (c *Client) maxCheckoutBytes() int64 {
+	if c.MaxCheckoutBytes > 0 {
+		return c.MaxCheckoutBytes
+	}
+	return 256 << 20
+}
+
+// ErrCheckoutTooLarge: a commit's files are larger than the checkout limit.
+var ErrCheckoutTooLarge = errors.New("the commit's files are larger than the checkout limit")
+
 // writeTree extracts a commit's tree into checkouts/<commit>, read-only: the renderer can read
-// it but nothing can change a commit's files. Submodules are skipped.
-func writeTree(co *object.Commit, checkouts, commit string) error {
+// it but nothing can change a commit's files. Submodules are skipped; symlinks are written as
+// they are (the renderer reads through a view confined to the checkout). A tree whose files
+// hold more than limit bytes is refused.
+func writeTree(co *object.Commit, checkouts, commit string, limit int64) error {
 	tree, err := co.Tree()
 	if err != nil {
 		return fmt.Errorf("failed to read tree of %s: %w", commit, err)
@@ -271,7 +290,11 @@ func writeTree(co *object.Commit, checkouts, commit string) error {
 		return fmt.Errorf("failed to create checkout dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	var total int64
 	err = tree.Files().ForEach(func(f *object.File) error {
+		if total += f.Size; total > limit {
+			return fmt.Errorf("%w (%d MiB)", ErrCheckoutTooLarge, limit>>20)
+		}
 		p := filepath.Join(tmp, filepath.FromSlash(f.Name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err

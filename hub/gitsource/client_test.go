@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"os"
 	"path/filepath"
@@ -208,9 +209,54 @@ func TestCheckoutCacheIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	entries, _ := os.ReadDir(filepath.Join(c.repoDir(repo.URL), "checkouts"))
+	entries, _ := os.ReadDir(filepath.Join(c.repoDir(repo), "checkouts"))
 	if len(entries) != 2 {
 		t.Errorf("%d checkouts kept, want 2", len(entries))
+	}
+}
+
+// One tenant's GitRepo fetches a private commit with its credentials; another tenant's GitRepo
+// on the same URL, pinned to that commit, must not get it from the cache: it has to prove
+// access with its own credentials, and with none or wrong ones it gets an error and no files.
+func TestCacheKeepsTenantsCommitsApart(t *testing.T) {
+	up := gitserver.New(t)
+	commit := up.Commit("main", map[string]string{"secret.yaml": "private: true\n"})
+	srv := up.ServeHTTP("alice", "alice-token")
+	c := newClient(t)
+	url := srv.URL + "/repo.git"
+	owner := Repo{URL: url, Revision: commit, Auth: &Auth{Username: "alice", Password: "alice-token"}}
+	if _, err := c.Checkout(context.Background(), owner, commit); err != nil {
+		t.Fatalf("the owner's checkout: %v", err)
+	}
+	for name, auth := range map[string]*Auth{"anonymous": nil, "wrong credentials": {Username: "mallory", Password: "guess"}} {
+		other := Repo{URL: url, Revision: commit, Auth: auth}
+		ref, err := c.Resolve(context.Background(), other)
+		if err != nil {
+			t.Fatalf("%s: resolving a pinned commit asks no remote: %v", name, err)
+		}
+		dir, err := c.Checkout(context.Background(), other, ref.Commit)
+		if err == nil {
+			data, _ := os.ReadFile(filepath.Join(dir, "secret.yaml"))
+			t.Errorf("%s: got the owner's commit from the cache (%q)", name, data)
+		}
+	}
+	if c.repoDir(owner) == c.repoDir(Repo{URL: url}) {
+		t.Errorf("the owner's and an anonymous GitRepo's caches are the same directory")
+	}
+}
+
+// A commit whose files exceed the checkout limit is refused, and no partial checkout stays.
+func TestCheckoutSizeIsBounded(t *testing.T) {
+	up := gitserver.New(t)
+	commit := up.Commit("main", map[string]string{"big.yaml": strings.Repeat("x", 4096), "small.yaml": "a: 1\n"})
+	srv := up.ServeHTTP("", "")
+	c := &Client{CacheDir: t.TempDir(), MaxCheckoutBytes: 1024}
+	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main"}
+	if _, err := c.Checkout(context.Background(), repo, commit); !errors.Is(err, ErrCheckoutTooLarge) {
+		t.Fatalf("err = %v, want ErrCheckoutTooLarge", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.repoDir(repo), "checkouts")); len(entries) != 0 {
+		t.Errorf("a partial checkout stayed: %v", entries)
 	}
 }
 

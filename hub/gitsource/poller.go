@@ -2,7 +2,9 @@ package gitsource
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -143,7 +145,7 @@ func (p *Poller) Run(ctx context.Context) {
 			wg.Add(1)
 			go func(key string, it *pollItem) {
 				defer wg.Done()
-				err := p.Sync(ctx, key)
+				err := p.sync(ctx, key)
 				<-slots
 				p.finish(it, err)
 			}(key, it)
@@ -161,6 +163,25 @@ func (p *Poller) Run(ctx context.Context) {
 		}
 	}
 }
+
+// sync runs one sync, turning a panic into its error: one repository that crashes its sync must
+// not take the hub, or the other repositories' polls, with it.
+func (p *Poller) sync(ctx context.Context, key string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return p.Sync(ctx, key)
+}
+
+// PanicError is a sync that panicked.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("the sync failed unexpectedly: %v", e.Value) }
 
 func (p *Poller) finish(it *pollItem, err error) {
 	p.mu.Lock()

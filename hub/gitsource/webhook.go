@@ -43,8 +43,21 @@ type Subscriber struct {
 	// Key identifies the GitRepo (namespace/name).
 	Key string
 	Repo
-	// Secret verifies deliveries; empty accepts unsigned deliveries for this repository.
+	// Secret verifies deliveries for this subscriber alone.
 	Secret string
+	// AllowUnsigned lets deliveries without a valid signature trigger this subscriber (the
+	// GitRepo opted out of verification). Without it, a subscriber with no Secret is never
+	// triggered by a webhook.
+	AllowUnsigned bool
+}
+
+// accepts reports whether a delivery may trigger the subscriber: signed with its own secret,
+// or the subscriber opted out of verification.
+func (s Subscriber) accepts(h http.Header, body []byte, verify verifier) bool {
+	if s.Secret != "" && verify(h, body, s.Secret) {
+		return true
+	}
+	return s.AllowUnsigned
 }
 
 // wants reports whether a push concerns the subscriber's branch, tag or semver channel.
@@ -59,8 +72,11 @@ func (s Subscriber) wants(p Push) bool {
 }
 
 // Receiver is the HTTP endpoint for push and tag webhooks of GitHub, GitLab, Bitbucket Cloud,
-// Bitbucket Server, Gitea and Gogs. A delivery for a repository whose subscribers have a secret
-// must carry a valid signature (or token, for GitLab); otherwise it is refused with 401.
+// Bitbucket Server, Gitea and Gogs. Each subscriber checks a delivery with its own secret, so
+// that one GitRepo's secret never decides for another: a delivery triggers the subscribers it
+// is validly signed for (or token, for GitLab), and those that opted out of verification. One
+// that triggers none is refused with 401, whether or not any GitRepo follows the repository;
+// no response names a GitRepo.
 type Receiver struct {
 	// Subscribers returns the GitRepos following a normalized repository URL (NormalizeURL).
 	Subscribers func(normalizedURL string) []Subscriber
@@ -113,26 +129,22 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		seen[n] = true
 		subs = append(subs, rc.Subscribers(n)...)
 	}
-	// Any configured secret must verify the delivery before anything is triggered.
-	verified := map[string]bool{}
+	var accepted []Subscriber
 	for _, s := range subs {
-		if s.Secret == "" || verified[s.Secret] {
-			continue
+		if s.accepts(r.Header, body, verify) {
+			accepted = append(accepted, s)
 		}
-		if !verify(r.Header, body, s.Secret) {
-			http.Error(w, "invalid or missing webhook signature", http.StatusUnauthorized)
-			return
-		}
-		verified[s.Secret] = true
 	}
-	var triggered []string
-	for _, s := range subs {
+	if len(accepted) == 0 {
+		http.Error(w, "invalid or missing webhook signature", http.StatusUnauthorized)
+		return
+	}
+	for _, s := range accepted {
 		if s.wants(push) {
 			rc.Notify(s, push)
-			triggered = append(triggered, s.Key)
 		}
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"provider": provider, "ref": push.Ref, "triggered": triggered})
+	writeJSON(w, http.StatusAccepted, map[string]any{"provider": provider, "ref": push.Ref})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -45,12 +45,13 @@ var deliveries = []delivery{
 	}, `{"ref":"refs/heads/main","repository":{"clone_url":"https://gogs.acme.io/acme/fleet.git","ssh_url":"git@gogs.acme.io:acme/fleet.git","html_url":"https://gogs.acme.io/acme/fleet"}}`},
 }
 
-// receiverFor subscribes one GitRepo, by an SSH URL, to every provider's repository.
-func receiverFor(secret string, notified *[]string) *Receiver {
+// receiverFor subscribes one GitRepo, by an SSH URL, to every provider's repository; with no
+// secret, the GitRepo opts out of verification or not as allowUnsigned says.
+func receiverFor(secret string, allowUnsigned bool, notified *[]string) *Receiver {
 	subs := map[string]Subscriber{}
 	for _, u := range []string{"git@github.com:acme/fleet.git", "https://gitlab.com/acme/fleet", "git@bitbucket.org:acme/fleet.git",
 		"https://bitbucket.acme.internal/scm/acme/fleet.git", "ssh://git@gitea.acme.io:2222/acme/fleet.git", "https://gogs.acme.io/acme/fleet.git"} {
-		subs[NormalizeURL(u)] = Subscriber{Key: "fleet-default/" + NormalizeURL(u), Repo: Repo{URL: u, Branch: "main"}, Secret: secret}
+		subs[NormalizeURL(u)] = Subscriber{Key: "fleet-default/" + NormalizeURL(u), Repo: Repo{URL: u, Branch: "main"}, Secret: secret, AllowUnsigned: allowUnsigned}
 	}
 	return &Receiver{
 		Subscribers: func(n string) []Subscriber {
@@ -77,7 +78,7 @@ func TestWebhookProviders(t *testing.T) {
 	for _, d := range deliveries {
 		t.Run(d.provider, func(t *testing.T) {
 			var notified []string
-			rc := receiverFor("s3cret", &notified)
+			rc := receiverFor("s3cret", false, &notified)
 			if rec := post(rc, d.headers("s3cret", d.body), d.body); rec.Code != http.StatusAccepted || len(notified) != 1 || !strings.HasSuffix(notified[0], "@refs/heads/main") {
 				t.Fatalf("valid delivery: %d %s, notified %v", rec.Code, rec.Body, notified)
 			}
@@ -91,10 +92,17 @@ func TestWebhookProviders(t *testing.T) {
 			if rec := post(rc, d.headers("s3cret", d.body), tampered); d.provider != "gitlab" && rec.Code != http.StatusUnauthorized {
 				t.Errorf("tampered body: %d", rec.Code)
 			}
-			// Without a configured secret, unsigned deliveries are accepted.
-			var open []string
-			if rec := post(receiverFor("", &open), d.headers("", d.body), d.body); rec.Code != http.StatusAccepted || len(open) != 1 {
-				t.Errorf("no secret: %d, notified %v", rec.Code, open)
+			// Without a secret, an unsigned delivery is refused unless the GitRepo opted out.
+			var closed, open []string
+			if rec := post(receiverFor("", false, &closed), d.headers("", d.body), d.body); rec.Code != http.StatusUnauthorized || len(closed) != 0 {
+				t.Errorf("no secret, no opt-out: %d, notified %v", rec.Code, closed)
+			}
+			if rec := post(receiverFor("", true, &open), d.headers("", d.body), d.body); rec.Code != http.StatusAccepted || len(open) != 1 {
+				t.Errorf("no secret, opted out: %d, notified %v", rec.Code, open)
+			}
+			// No response names a GitRepo.
+			if rec := post(rc, d.headers("s3cret", d.body), d.body); strings.Contains(rec.Body.String(), "fleet-default") {
+				t.Errorf("the response names a GitRepo: %s", rec.Body)
 			}
 		})
 	}
@@ -102,8 +110,8 @@ func TestWebhookProviders(t *testing.T) {
 
 func TestWebhookMatchingAndLimits(t *testing.T) {
 	var notified []string
-	semver := Subscriber{Key: "ns/channel", Repo: Repo{URL: "https://github.com/acme/fleet.git", Semver: "~1.2"}}
-	branch := Subscriber{Key: "ns/staging", Repo: Repo{URL: "git@github.com:acme/fleet", Branch: "staging"}}
+	semver := Subscriber{Key: "ns/channel", Repo: Repo{URL: "https://github.com/acme/fleet.git", Semver: "~1.2"}, AllowUnsigned: true}
+	branch := Subscriber{Key: "ns/staging", Repo: Repo{URL: "git@github.com:acme/fleet", Branch: "staging"}, AllowUnsigned: true}
 	rc := &Receiver{
 		Subscribers: func(n string) []Subscriber {
 			if n == "github.com/acme/fleet" {
@@ -139,6 +147,55 @@ func TestWebhookMatchingAndLimits(t *testing.T) {
 	}
 }
 
+// Two GitRepos of different tenants follow one repository, each with its own secret: a
+// delivery signed with one secret triggers that GitRepo alone, the other's secret never gets in
+// its way, and a delivery signed with neither, or for a repository nobody follows, gets the same
+// 401 as one nobody may send.
+func TestWebhookEachGitRepoChecksItsOwnSecret(t *testing.T) {
+	var notified []string
+	url := "https://github.com/acme/fleet.git"
+	subs := []Subscriber{
+		{Key: "team-a/fleet", Repo: Repo{URL: url, Branch: "main"}, Secret: "secret-a"},
+		{Key: "team-b/fleet", Repo: Repo{URL: url, Branch: "main"}, Secret: "secret-b"},
+		{Key: "team-c/fleet", Repo: Repo{URL: url, Branch: "main"}}, // neither secret nor opt-out
+	}
+	rc := &Receiver{
+		Subscribers: func(n string) []Subscriber {
+			if n == NormalizeURL(url) {
+				return subs
+			}
+			return nil
+		},
+		Notify: func(s Subscriber, p Push) { notified = append(notified, s.Key) },
+	}
+	body := `{"ref":"refs/heads/main","repository":{"clone_url":"` + url + `"}}`
+	signed := func(secret string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign(secret, body)}
+	}
+	for _, c := range []struct {
+		secret string
+		code   int
+		want   []string
+	}{
+		{"secret-a", http.StatusAccepted, []string{"team-a/fleet"}},
+		{"secret-b", http.StatusAccepted, []string{"team-b/fleet"}},
+		{"guess", http.StatusUnauthorized, nil},
+	} {
+		notified = nil
+		rec := post(rc, signed(c.secret), body)
+		if rec.Code != c.code || !cmp.Equal(notified, c.want) {
+			t.Errorf("signed with %s: %d, notified %v; want %d, %v", c.secret, rec.Code, notified, c.code, c.want)
+		}
+		if strings.Contains(rec.Body.String(), "team-") {
+			t.Errorf("signed with %s: the response names a GitRepo: %s", c.secret, rec.Body)
+		}
+	}
+	other := `{"ref":"refs/heads/main","repository":{"clone_url":"https://github.com/acme/nobody.git"}}`
+	if rec := post(rc, map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign("x", other)}, other); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a repository nobody follows: %d, want the same 401", rec.Code)
+	}
+}
+
 func TestNormalizeURL(t *testing.T) {
 	want := "github.com/acme/fleet"
 	for _, u := range []string{"https://github.com/acme/fleet.git", "https://user:tok@GitHub.com/acme/fleet/", "git@github.com:acme/fleet.git",
@@ -158,7 +215,7 @@ func FuzzWebhookPayload(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, provider, body string) {
 		var notified []string
-		rc := receiverFor("", &notified)
+		rc := receiverFor("", true, &notified)
 		var headers map[string]string
 		for _, d := range deliveries {
 			if d.provider == provider {

@@ -36,6 +36,12 @@ type GitRepoSpec struct {
 	// HelmSecretRef names a Secret with credentials for Helm repositories referenced by bundles.
 	// +optional
 	HelmSecretRef *LocalObjectReference `json:"helmSecretRef,omitempty"`
+	// HelmRepoURLRegex limits the chart servers helmSecretRef's credentials are sent to: only
+	// Helm repository and OCI registry URLs it matches (an RE2 expression) get them. Without
+	// it, every chart server a bundle of this repository names gets them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	HelmRepoURLRegex string `json:"helmRepoURLRegex,omitempty"`
 	// CABundle is a PEM bundle trusted for HTTPS git and Helm servers.
 	// +optional
 	CABundle []byte `json:"caBundle,omitempty"`
@@ -57,6 +63,12 @@ type GitRepoSpec struct {
 	// WebhookSecretRef names a Secret whose "token" verifies webhook deliveries for this repo.
 	// +optional
 	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
+	// WebhookAllowUnsigned lets webhook deliveries without a valid signature trigger a poll of
+	// this repository. Explicit opt-in only: anyone who reaches the hub's webhook endpoint can
+	// then make it poll (never deploy anything the repository does not hold). Without it, a
+	// GitRepo without webhookSecretRef is not triggered by webhooks at all.
+	// +optional
+	WebhookAllowUnsigned bool `json:"webhookAllowUnsigned,omitempty"`
 
 	// Targets are the clusters the bundles of this repository deploy to.
 	// +optional

@@ -1,0 +1,95 @@
+package bundle
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A chart or a values template that loops, allocates or writes without end is stopped at the
+// sandbox's limit with an error naming the file, the field and the limit; the same renderer
+// renders the well-behaved bundle beside it.
+func TestSandboxStopsRunawayTemplates(t *testing.T) {
+	chart := func(template string) map[string]string {
+		return map[string]string{
+			"bad/fleet.yaml":              "helm: {chart: .}\n",
+			"bad/Chart.yaml":              "apiVersion: v2\nname: bad\nversion: 1.0.0\n",
+			"bad/templates/cm.yaml":       template,
+			"good/fleet.yaml":             "helm: {chart: .}\n",
+			"good/Chart.yaml":             "apiVersion: v2\nname: good\nversion: 1.0.0\n",
+			"good/templates/cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good}\ndata: {a: {{ .Values.a | default \"b\" | quote }}}\n",
+			"values-loop/fleet.yaml":      "helm:\n  chart: ../good\n  values: {a: '${ range 100000000000 }x${ end }'}\n",
+			"values-loop/templates/.keep": "",
+		}
+	}
+	cases := []struct {
+		name, template, bundle, limit string
+		memory                        int64
+	}{
+		{"endless loop", "{{ range 100000000000 }}{{ end }}", "bad", "deadline", 256 << 20},
+		{"memory", "{{ $s := repeat 200000000 \"xxxxxxxxxx\" }}{{ $t := print $s $s }}{{ len $t }}", "bad", "memory", 256 << 20},
+		{"output", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {a: {{ repeat 2000000 \"x\" }}}\n", "bad", "output", 256 << 20},
+		{"values template loop", "{{ .Values.a }}", "values-loop", "deadline", 256 << 20},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := writeRepo(t, chart(c.template))
+			sources, err := Discover(root, "repo", []string{"bad", "good", "values-loop"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewRenderer(root, RendererOptions{Sandbox: &Sandbox{Timeout: 3 * time.Second, Memory: c.memory, Output: 1 << 20}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			byName := map[string]*Source{}
+			for i := range sources {
+				byName[sources[i].Dir] = &sources[i]
+			}
+			start := time.Now()
+			_, err = r.Render(context.Background(), byName[c.bundle], Target{ClusterName: "c"})
+			var limit *LimitError
+			if !errors.As(err, &limit) || limit.Limit != c.limit || !strings.Contains(err.Error(), c.bundle+"/fleet.yaml: helm") {
+				t.Fatalf("err = %v, want the %s limit named with the file and field", err, c.limit)
+			}
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("stopping the render took %s", took)
+			}
+			good, err := r.Render(context.Background(), byName["good"], Target{ClusterName: "c"})
+			if err != nil || !strings.Contains(string(good.Manifest), "name: good") {
+				t.Errorf("the good bundle: %v", err)
+			}
+		})
+	}
+}
+
+// The sandbox renders exactly what the renderer renders in process.
+func TestSandboxRendersTheSameManifests(t *testing.T) {
+	root := "testdata/helm-multicluster/repo"
+	sources, err := Discover(root, "repo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inProcess, err := NewRenderer(root, RendererOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxed, err := NewRenderer(root, RendererOptions{Sandbox: &Sandbox{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := Target{ClusterName: "prod-1", Labels: map[string]string{"env": "prod", "region": "eu"}}
+	for i := range sources {
+		a, errA := inProcess.Render(context.Background(), &sources[i], target)
+		b, errB := sandboxed.Render(context.Background(), &sources[i], target)
+		if errA != nil || errB != nil {
+			t.Fatalf("%s: in process %v, sandboxed %v", sources[i].Name, errA, errB)
+		}
+		if a.ContentID != b.ContentID {
+			t.Errorf("%s: in process and sandboxed renders differ:\n%s\n---\n%s", sources[i].Name, a.Manifest, b.Manifest)
+		}
+	}
+}

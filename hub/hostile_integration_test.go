@@ -1,0 +1,342 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
+)
+
+// hubLogs holds everything the hubs of this test binary logged (TestMain installs it), so that
+// attack tests can assert that nothing of their target reached a log line.
+var hubLogs lockedLog
+
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) write(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.WriteString(line + "\n")
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// hostileHub is one hub serving an attacker's GitRepo and a well-behaved tenant's beside it.
+type hostileHub struct {
+	t      *testing.T
+	c      client.Client
+	ns     string // the attacker's namespace
+	good   *gitserver.Upstream
+	goodNS string
+}
+
+// startHostileHub starts a hub with a well-behaved tenant that deploys a ConfigMap to one
+// cluster, and a namespace for the attacker with a cluster of its own.
+func startHostileHub(t *testing.T, opts Options) *hostileHub {
+	t.Helper()
+	c, _ := startHub(t, opts)
+	h := &hostileHub{t: t, c: c, ns: namespace(t, c), goodNS: namespace(t, c), good: gitserver.New(t)}
+	registerCluster(t, c, h.ns, "attacked", map[string]string{"env": "prod"})
+	registerCluster(t, c, h.goodNS, "neighbour", map[string]string{"env": "prod"})
+	h.good.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good}\ndata: {v: \"1\"}\n"})
+	h.createRepo(h.goodNS, "good", h.good.ServeHTTP("", "").URL+"/repo.git", nil)
+	return h
+}
+
+func (h *hostileHub) createRepo(ns, name, url string, mutate func(*v1alpha1.GitRepoSpec)) client.ObjectKey {
+	h.t.Helper()
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: url, PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if mutate != nil {
+		mutate(&repo.Spec)
+	}
+	if err := h.c.Create(context.Background(), repo); err != nil {
+		h.t.Fatal(err)
+	}
+	return client.ObjectKeyFromObject(repo)
+}
+
+// renderFailure waits for the GitRepo's Rendered condition to fail and returns its message.
+func (h *hostileHub) renderFailure(key client.ObjectKey) string {
+	h.t.Helper()
+	got := waitFor(h.t, h.c, key, "the attack refused", func(r *v1alpha1.GitRepo) bool {
+		cond := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
+		return cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RenderedCondition).Message
+}
+
+// goodTenantKeepsDeploying pushes a change to the well-behaved tenant during the attack and
+// waits until the hub has rendered it into a new revision of its bundle (its cluster has no
+// agent here, so the revision is recorded and its content stored, ready for the rollout).
+func (h *hostileHub) goodTenantKeepsDeploying(version string) {
+	h.t.Helper()
+	commit := h.good.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good}\ndata: {v: \"" + version + "\"}\n"})
+	waitFor(h.t, h.c, client.ObjectKey{Namespace: h.goodNS, Name: "good"}, "the good tenant's commit "+commit[:8], func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == commit })
+	store := &contentstore.Store{Client: h.c}
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var bun v1alpha1.Bundle
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: h.goodNS, Name: "good"}, &bun); err != nil {
+			return false, nil
+		}
+		for _, rev := range bun.Spec.Revisions {
+			if rev.Commit != commit {
+				continue
+			}
+			var contents v1alpha1.ContentList
+			if err := h.c.List(ctx, &contents, client.InNamespace(h.goodNS)); err != nil {
+				return false, err
+			}
+			for _, ct := range contents.Items {
+				if data, err := store.Get(ctx, h.goodNS, ct.Name); err == nil && strings.Contains(string(data), `v: "`+version+`"`) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		h.t.Fatalf("the good tenant's change was not rendered during the attack: %v", err)
+	}
+}
+
+// leaks lists every place the hub exposes where secret appears: rendered Content, deployments,
+// bundles, GitRepos and Clusters (status included), events, and the hub's log.
+func (h *hostileHub) leaks(secret string) []string {
+	h.t.Helper()
+	ctx := context.Background()
+	var found []string
+	var contents v1alpha1.ContentList
+	if err := h.c.List(ctx, &contents); err != nil {
+		h.t.Fatal(err)
+	}
+	store := &contentstore.Store{Client: h.c}
+	for _, ct := range contents.Items {
+		data, err := store.Get(ctx, ct.Namespace, ct.Name)
+		if err != nil {
+			continue // a chunk of another content: read through its head
+		}
+		if strings.Contains(string(data), secret) {
+			found = append(found, "content "+ct.Namespace+"/"+ct.Name)
+		}
+	}
+	for what, list := range map[string]client.ObjectList{"deployment": &v1alpha1.BundleDeploymentList{}, "bundle": &v1alpha1.BundleList{},
+		"gitrepo": &v1alpha1.GitRepoList{}, "cluster": &v1alpha1.ClusterList{}, "event": &corev1.EventList{}} {
+		if err := h.c.List(ctx, list); err != nil {
+			h.t.Fatal(err)
+		}
+		data, _ := json.Marshal(list)
+		if strings.Contains(string(data), secret) {
+			found = append(found, what+"s")
+		}
+	}
+	if strings.Contains(hubLogs.String(), secret) {
+		found = append(found, "the hub's log")
+	}
+	return found
+}
+
+func (h *hostileHub) assertNothingLeaked(secret string) {
+	h.t.Helper()
+	if where := h.leaks(secret); len(where) > 0 {
+		h.t.Errorf("the attack's target leaked into %v", where)
+	}
+}
+
+// A repository names another tenant's Secret in helm.valuesFrom: the reference is refused by
+// file and field, and the Secret's value appears nowhere.
+func TestHostileRepoValuesFromAnotherNamespace(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	canary := fmt.Sprintf("canary-valuesfrom-%d", time.Now().UnixNano())
+	victim := namespace(t, h.c)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: victim}, StringData: map[string]string{"values.yaml": "password: " + canary + "\n"}}
+	if err := h.c.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml":        "helm:\n  chart: .\n  valuesFrom:\n  - secretKeyRef: {name: db, namespace: " + victim + "}\n",
+		"web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+		"web/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stolen}\ndata: {p: {{ .Values.password | quote }}}\n",
+	})
+	key := h.createRepo(h.ns, "attack", up.ServeHTTP("", "").URL+"/repo.git", nil)
+	msg := h.renderFailure(key)
+	if !strings.Contains(msg, "web/fleet.yaml: helm.valuesFrom[0]: secretKeyRef.namespace: \""+victim+"\" is not the GitRepo's namespace") {
+		t.Errorf("condition %q does not name the file and field", msg)
+	}
+	h.goodTenantKeepsDeploying("2")
+	h.assertNothingLeaked(canary)
+	// The scan sees what the hub rendered: it would have found the canary.
+	if where := h.leaks(`v: "2"`); !strings.Contains(strings.Join(where, " "), "content "+h.goodNS) {
+		t.Errorf("the leak scan does not see the good tenant's rendered content: %v", where)
+	}
+}
+
+// A repository's chart directory is a symlink to a directory of links to a host file (such as
+// the hub's service-account token): the link is refused by name and the file's bytes appear
+// nowhere.
+func TestHostileRepoSymlinksToHostFiles(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	canary := fmt.Sprintf("canary-hostfile-%d", time.Now().UnixNano())
+	hostFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(hostFile, []byte(canary), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := gitserver.New(t)
+	up.Link("web/chart", "../real")
+	up.Link("real/leak", hostFile)
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml":         "helm: {chart: ./chart}\n",
+		"real/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+		"real/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stolen}\ndata: {leak: {{ .Files.Get \"leak\" | quote }}}\n",
+	})
+	key := h.createRepo(h.ns, "attack", up.ServeHTTP("", "").URL+"/repo.git", func(s *v1alpha1.GitRepoSpec) { s.Paths = []string{"web"} })
+	msg := h.renderFailure(key)
+	if !strings.Contains(msg, "web/fleet.yaml: helm.chart: real/leak is a symlink to") || !strings.Contains(msg, "which leaves the repository") {
+		t.Errorf("condition %q does not name the file, the field and the link", msg)
+	}
+	h.goodTenantKeepsDeploying("3")
+	h.assertNothingLeaked(canary)
+}
+
+// A repository's paths glob passes through a symlink to another tenant's files: refused, and
+// nothing of them is rendered.
+func TestHostileRepoPathsThroughASymlink(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	canary := fmt.Sprintf("canary-tenant-%d", time.Now().UnixNano())
+	other := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(other, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "app", "secret.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {s: "+canary+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := gitserver.New(t)
+	up.Link("tenants", other)
+	up.Commit("main", map[string]string{"mine/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine}\n"})
+	key := h.createRepo(h.ns, "attack", up.ServeHTTP("", "").URL+"/repo.git", func(s *v1alpha1.GitRepoSpec) { s.Paths = []string{"tenants/*"} })
+	msg := h.renderFailure(key)
+	if !strings.Contains(msg, `paths: "tenants/*": tenants is a symlink to`) {
+		t.Errorf("condition %q does not name the field and the link", msg)
+	}
+	h.goodTenantKeepsDeploying("4")
+	h.assertNothingLeaked(canary)
+}
+
+// A kustomization asks for URLs in every field Kustomize fetches: each is refused by file and
+// field, and the server behind them receives no request at all.
+func TestHostileRepoKustomizeReachesNoNetwork(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	canary := fmt.Sprintf("canary-ssrf-%d", time.Now().UnixNano())
+	var requests atomic.Int32
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		fmt.Fprintf(w, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssrf}\ndata: {s: %s}\n", canary)
+	}))
+	defer internal.Close()
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"k/fleet.yaml":         "{}\n",
+		"k/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base}\n",
+		"k/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- name: leak\n  files: [metadata=" + internal.URL + "/latest/meta-data]\n",
+	})
+	key := h.createRepo(h.ns, "attack", up.ServeHTTP("", "").URL+"/repo.git", nil)
+	msg := h.renderFailure(key)
+	if !strings.Contains(msg, "k/kustomization.yaml: configMapGenerator[0].files[0]:") || !strings.Contains(msg, "is remote") {
+		t.Errorf("condition %q does not name the file and field", msg)
+	}
+	h.goodTenantKeepsDeploying("5")
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the internal server received %d requests from the hub", n)
+	}
+	h.assertNothingLeaked(canary)
+}
+
+// A second tenant pins the first tenant's private commit without credentials of its own: the
+// hub's cache does not serve it, the GitRepo fails on authentication, and nothing of the
+// commit is rendered for it.
+func TestHostileRepoPinsAnotherTenantsPrivateCommit(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	canary := fmt.Sprintf("canary-private-%d", time.Now().UnixNano())
+	up := gitserver.New(t)
+	private := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: private}\ndata: {s: " + canary + "}\n"})
+	url := up.ServeHTTP("owner", "owner-token").URL + "/repo.git"
+	owner := namespace(t, h.c)
+	registerCluster(t, h.c, owner, "owners", nil)
+	if err := h.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git", Namespace: owner},
+		StringData: map[string]string{"username": "owner", "password": "owner-token"}}); err != nil {
+		t.Fatal(err)
+	}
+	ownerKey := h.createRepo(owner, "private", url, func(s *v1alpha1.GitRepoSpec) {
+		s.SecretRef = &v1alpha1.LocalObjectReference{Name: "git"}
+	})
+	waitFor(t, h.c, ownerKey, "the owner's commit", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == private })
+	key := h.createRepo(h.ns, "attack", url, func(s *v1alpha1.GitRepoSpec) { s.Revision = private })
+	got := waitFor(t, h.c, key, "the pinned commit refused", func(r *v1alpha1.GitRepo) bool {
+		cond := sourceReady(r)
+		return cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	if cond := sourceReady(got); cond.Reason != "AuthenticationFailed" || got.Status.Commit != "" {
+		t.Errorf("the attacker's GitRepo: reason %s, commit %q", cond.Reason, got.Status.Commit)
+	}
+	var bundles v1alpha1.BundleList
+	if err := h.c.List(context.Background(), &bundles, client.InNamespace(h.ns)); err != nil || len(bundles.Items) != 0 {
+		t.Errorf("the attacker's namespace has bundles: %v %v", bundles.Items, err)
+	}
+	h.goodTenantKeepsDeploying("6")
+	// The owner's own Content holds the canary; the attacker's namespace must hold none of it.
+	var contents v1alpha1.ContentList
+	if err := h.c.List(context.Background(), &contents, client.InNamespace(h.ns)); err != nil || len(contents.Items) != 0 {
+		t.Errorf("content rendered into the attacker's namespace: %d objects, %v", len(contents.Items), err)
+	}
+}
+
+// A chart that loops forever and one that allocates without end each fail their GitRepo at the
+// render limits, while the well-behaved tenant keeps deploying; the hub stays up.
+func TestHostileRepoRunawayChartIsStopped(t *testing.T) {
+	h := startHostileHub(t, Options{RenderTimeout: 3 * time.Second, RenderMemory: 256 << 20})
+	for name, template := range map[string]string{
+		"loop":   "{{ range 100000000000 }}{{ end }}",
+		"memory": "{{ $s := repeat 200000000 \"xxxxxxxxxx\" }}{{ $t := print $s $s }}{{ len $t }}",
+	} {
+		up := gitserver.New(t)
+		up.Commit("main", map[string]string{
+			"web/fleet.yaml":        "helm: {chart: .}\n",
+			"web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+			"web/templates/cm.yaml": template,
+		})
+		key := h.createRepo(h.ns, "runaway-"+name, up.ServeHTTP("", "").URL+"/repo.git", nil)
+		msg := h.renderFailure(key)
+		if !strings.Contains(msg, "web/fleet.yaml: helm: the render passed its") {
+			t.Errorf("%s: condition %q does not name the file, the field and the limit", name, msg)
+		}
+	}
+	h.goodTenantKeepsDeploying("7")
+}
