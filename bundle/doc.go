@@ -32,8 +32,8 @@
 //     lookup sees no cluster; no plugins or post-renderers run. Hooks become ordinary resources;
 //     test hooks are dropped.
 //   - Kustomize (krusty) on an in-memory copy of the checkout: nothing outside the repository is
-//     visible, symlinks are not copied, remote bases are rejected before the build, Helm
-//     inflation stays off.
+//     visible; every path a kustomization names must be a file of the checkout (no URL in any
+//     field), checked before the build; Helm inflation is refused.
 //   - Plain YAML/JSON, with yaml overlays (overlays/<name>/: <file>_patch.yaml is a JSON merge
 //     patch, any other file replaces or adds).
 //
@@ -45,9 +45,13 @@
 //
 // # Safety
 //
-// Paths in fleet.yaml are relative to the bundle and may not leave the checkout (.., absolute
-// paths and symlinks resolving outside are rejected). Files, chart archives, indexes, the
-// checkout copy and the rendered output have size limits (limits.go).
+// A repository is untrusted. Everything is read through Checkout, a view confined to the
+// checkout by the operating system and resolved link by link: a symlink leaving it, however
+// reached, is an EscapeError naming it; paths in fleet.yaml are relative to the bundle. Chart
+// servers are reached over a client with timeouts and size limits, with the GitRepo's own
+// credentials and CA bundle (ChartFetcher.For) and an optional host allow-list. A Sandbox runs
+// the template engines in a child process with a deadline and memory and output limits. Files,
+// chart archives, indexes and the checkout copy have size limits (limits.go).
 //
 // # Cost
 //

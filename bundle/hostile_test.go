@@ -303,3 +303,33 @@ func FuzzCheckoutConfinement(f *testing.F) {
 		}
 	})
 }
+
+// Template functions that would reach outside the render see nothing: lookup finds no cluster,
+// DNS lookups return nothing, and the environment is not readable; in process and in the
+// sandbox alike.
+func TestTemplatesCannotReachOutsideTheRender(t *testing.T) {
+	t.Setenv("FLOTILLA_TEST_SECRET", "canary-environment")
+	root := writeRepo(t, map[string]string{
+		"fleet.yaml":        "helm: {chart: .}\n",
+		"Chart.yaml":        "apiVersion: v2\nname: c\nversion: 1.0.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  lookup: {{ lookup \"v1\" \"Secret\" \"kube-system\" \"\" | toJson | quote }}\n  dns: {{ getHostByName \"localhost\" | quote }}\n",
+	})
+	for name, opts := range map[string]RendererOptions{"in process": {}, "sandbox": {Sandbox: &Sandbox{}}} {
+		res, err := renderOnly(t, root, opts, Target{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m := string(res.Manifest); !strings.Contains(m, `lookup: '{}'`) || !strings.Contains(m, `dns: ""`) {
+			t.Errorf("%s: lookup or DNS reached outside the render:\n%s", name, m)
+		}
+	}
+	env := writeRepo(t, map[string]string{
+		"fleet.yaml":        "helm: {chart: .}\n",
+		"Chart.yaml":        "apiVersion: v2\nname: c\nversion: 1.0.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {e: {{ env \"FLOTILLA_TEST_SECRET\" | quote }}}\n",
+	})
+	res, err := renderOnly(t, env, RendererOptions{Sandbox: &Sandbox{}}, Target{})
+	if err == nil || !strings.Contains(err.Error(), `function "env" not defined`) || res != nil {
+		t.Errorf("env: err %v, rendered %v", err, res)
+	}
+}

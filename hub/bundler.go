@@ -53,6 +53,8 @@ type bundler struct {
 	staging   *stagingNow
 	writes    writeSlots
 	charts    *bundle.ChartFetcher
+	// live says which clusters' agents are online (R1.11).
+	live *liveness
 	// sandbox runs the template engines out of the hub's process (bundle.Sandbox).
 	sandbox *bundle.Sandbox
 	// crossNamespaceRefs lets valuesFrom name other namespaces (Options.AllowCrossNamespaceRefs).
@@ -481,7 +483,7 @@ func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorde
 	}
 	p.recorded, p.want = recorded, maps.Clone(recorded)
 	var err error
-	if p.state, err = gatherPlan(ctx, b.client, b.now(), bun, p.want); err != nil {
+	if p.state, err = gatherPlan(ctx, b.client, b.live, b.now(), bun, p.want); err != nil {
 		return p, err
 	}
 	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {

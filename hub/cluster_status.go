@@ -34,6 +34,7 @@ const defaultStatusDelay = 5 * time.Second
 // (R1.11: offline once the heartbeat deadline passed).
 type clusterStatusReconciler struct {
 	client client.Client
+	live   *liveness
 	now    func() time.Time
 	delay  time.Duration
 	// progress spaces out writes that only move the bundle counts along: a rollout changes
@@ -99,7 +100,7 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady), State: worstState(counts)}
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: c.Generation,
 		Message: fmt.Sprintf("%d bundles ready", st.Summary.Ready+st.Summary.Modified)}
-	online, left := heartbeat(&c, r.now())
+	online, left := r.live.check(&c, r.now())
 	var requeue time.Duration
 	if online {
 		requeue = left + time.Second // to notice the deadline passing

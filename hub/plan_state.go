@@ -28,7 +28,7 @@ type planState struct {
 // gatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
 // dependencies) into the planner's input. Clusters named in also take part even before they
 // have a deployment: they are about to be staged.
-func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
+func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
 	bds, clusters, err := readFleet(ctx, c, bun)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func gatherPlan(ctx context.Context, c client.Reader, now time.Time, bun *v1alph
 			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
 		}
 		sort.Strings(t.Groups)
-		if ok, left := heartbeat(c, now); ok {
+		if ok, left := live.check(c, now); ok {
 			st.requeue = sooner(st.requeue, left+time.Second)
 		} else {
 			t.Offline = c.Status.AgentLastSeen != nil // a cluster that never reported is not offline, just pending

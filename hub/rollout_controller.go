@@ -33,9 +33,6 @@ import (
 // bundleWorkers is how many bundles are planned at once.
 const bundleWorkers = 4
 
-// DefaultHeartbeatDeadline is how long after its last heartbeat a cluster counts as offline.
-const DefaultHeartbeatDeadline = 2 * time.Minute
-
 // rolloutReconciler releases a bundle's staged revision to clusters as the planner decides
 // (gather → rollout.Plan → act), and reports the rollout on the Bundle. It never decides
 // anything itself: every release and every wait reason comes from the rollout package.
@@ -46,6 +43,7 @@ type rolloutReconciler struct {
 	released *releases
 	staging  *stagingNow
 	writes   writeSlots
+	live     *liveness
 	now      func() time.Time
 
 	// progress spaces out writes of a bundle's progress counts (see report).
@@ -73,7 +71,7 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.BundleDeployment{}, coalesced(passCoalesce, bundleOfDeployment, deploymentPlanChanged)).
 		WatchesRawSource(source.Channel(r.staging.done, &handler.EnqueueRequestForObject{})).
-		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{now: r.now})).
+		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{live: r.live, now: r.now})).
 		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return dependents(ctx, r.client, o)
 		})).
@@ -93,7 +91,8 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 // bundle several times a second. Going offline is noticed by the requeue at the deadline.
 type clusterPlanningChanged struct {
 	clusterMembershipChanged
-	now func() time.Time
+	live *liveness
+	now  func() time.Time
 }
 
 func (p clusterPlanningChanged) Update(e event.UpdateEvent) bool {
@@ -105,28 +104,9 @@ func (p clusterPlanningChanged) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !online(oldC, p.now()) && online(newC, p.now())
-}
-
-// online reports whether a cluster's agent reported within its heartbeat deadline (R1.11).
-func online(c *v1alpha1.Cluster, now time.Time) bool {
-	ok, _ := heartbeat(c, now)
-	return ok
-}
-
-// heartbeat says whether a cluster's agent reported within its heartbeat deadline (R1.11) and,
-// if so, how long until the deadline passes. An agent that never reported is not online.
-func heartbeat(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration) {
-	seen := c.Status.AgentLastSeen
-	if seen == nil {
-		return false, 0
-	}
-	deadline := DefaultHeartbeatDeadline
-	if c.Spec.HeartbeatDeadline != nil {
-		deadline = c.Spec.HeartbeatDeadline.Duration
-	}
-	left = seen.Add(deadline).Sub(now)
-	return left >= 0, max(left, 0)
+	wasOnline, _ := p.live.check(oldC, p.now())
+	isOnline, _ := p.live.check(newC, p.now())
+	return !wasOnline && isOnline
 }
 
 // passCoalesce is how long a deployment's change waits for others before its bundle is planned
@@ -182,7 +162,7 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	st, err := gatherPlan(ctx, r.client, r.now(), &bun, recorded)
+	st, err := gatherPlan(ctx, r.client, r.live, r.now(), &bun, recorded)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -116,11 +116,15 @@ func Run(ctx context.Context, opts Options) error {
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, newStagingNow()
 	writes := make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight))
-	b := &bundler{client: mgr.GetClient(), crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
+	live, err := watchLiveness(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	b := &bundler{client: mgr.GetClient(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
 		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
 		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now, progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup(mgr); err != nil {
+	if err := (&rolloutReconciler{client: mgr.GetClient(), live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now, progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the rollout controller: %w", err)
 	}
 	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
@@ -132,7 +136,7 @@ func Run(ctx context.Context, opts Options) error {
 	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
 	// A cluster's counts alone are written at most every three status delays (15 s by default),
 	// and all clusters' together at most clusterProgressPerSecond.
-	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), now: time.Now, delay: statusDelay,
+	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), live: live, now: time.Now, delay: statusDelay,
 		progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}}
 	if err := clusterStatus.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster status controller: %w", err)

@@ -80,6 +80,7 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 	if err != nil {
 		return badInput("%v", err)
 	}
+	defer r.Close()
 	target := bundle.Target{ClusterName: o.clusterName, Labels: labels, Groups: groups}
 	for i := range sources {
 		src := &sources[i]

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,22 @@ func TestRenderBadInput(t *testing.T) {
 	}
 	if _, err := runCLI("render", dir, "--cluster-label", "novalue"); !errors.As(err, &in) {
 		t.Errorf("bad label accepted: %v", err)
+	}
+}
+
+// render reads the repository through the hub's confined view: a symlink leading out of it is
+// refused with exit code 2 and the link's name, and nothing of its target is printed.
+func TestRenderRefusesSymlinksLeavingTheRepository(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	writeFile(t, outside, "secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: stolen}\n")
+	writeFile(t, dir, "fleet.yaml", "{}\n")
+	writeFile(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n")
+	if err := os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(dir, "linked.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI("render", dir)
+	var in *inputError
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), "linked.yaml is a symlink to") || strings.Contains(out, "stolen") {
+		t.Errorf("error = %v, output:\n%s", err, out)
 	}
 }

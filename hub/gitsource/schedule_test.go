@@ -222,3 +222,42 @@ func sortEvents(es []syncEvent) {
 		}
 	}
 }
+
+// A sync that panics counts as a failure of its own repository: the poller recovers, backs the
+// repository off, and keeps syncing the others on their schedule.
+func TestPollerRecoversFromAPanickingSync(t *testing.T) {
+	clock := &fakeClock{now: monday}
+	events := make(chan syncEvent, 100)
+	p := &Poller{Clock: clock, Rand: func() float64 { return 0 }, Workers: 1,
+		Sync: func(_ context.Context, key string) error {
+			events <- syncEvent{key, clock.Now().Sub(monday)}
+			if key == "crashing" {
+				panic("a renderer bug")
+			}
+			return nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	p.Set("crashing", Schedule{Interval: 15 * time.Second})
+	p.Set("app", Schedule{Interval: 15 * time.Second})
+	seen := map[syncEvent]bool{}
+	for _, step := range []time.Duration{0, 15 * time.Second, 15 * time.Second} {
+		clock.Advance(step)
+		for len(seen) < map[time.Duration]int{0: 2, 15 * time.Second: 4, 30 * time.Second: 5}[clock.Now().Sub(monday)] {
+			select {
+			case e := <-events:
+				seen[e] = true
+			case <-time.After(5 * time.Second):
+				t.Fatalf("at %v the syncs so far are %v", clock.Now().Sub(monday), seen)
+			}
+		}
+	}
+	// The crashing repository backs off (15 s, then 30 s); the other keeps its 15 s interval.
+	for _, want := range []syncEvent{{"crashing", 0}, {"app", 0}, {"crashing", 15 * time.Second}, {"app", 15 * time.Second}, {"app", 30 * time.Second}} {
+		if !seen[want] {
+			t.Errorf("missing sync %v; got %v", want, seen)
+		}
+	}
+}

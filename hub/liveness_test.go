@@ -1,0 +1,193 @@
+package hub
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// testClocks are the hub's wall clock and its monotonic clock, moved apart by the tests.
+type testClocks struct {
+	wall time.Time
+	mono time.Duration
+}
+
+func (c *testClocks) liveness() *liveness {
+	return &liveness{monotonic: func() time.Duration { return c.mono }, seen: map[types.UID]heartbeatSeen{}}
+}
+
+func updateEvent(old, new *v1alpha1.Cluster) event.UpdateEvent {
+	return event.UpdateEvent{ObjectOld: old, ObjectNew: new}
+}
+
+func clusterSeen(at time.Time) *v1alpha1.Cluster {
+	c := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{UID: "c1"}, Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}}
+	c.Status.AgentLastSeen = &metav1.Time{Time: at}
+	return c
+}
+
+// TestR1_11_Liveness: a cluster is online while its last heartbeat is within the deadline by
+// the hub's wall clock and the hub saw it within the deadline on its monotonic clock.
+func TestR1_11_Liveness(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	type step struct {
+		wall    time.Duration // the hub's wall clock, from w0
+		mono    time.Duration
+		beat    *time.Duration // a heartbeat the hub sees now, written at w0 + *beat
+		online  bool
+		left    time.Duration
+		comment string
+	}
+	d := func(x time.Duration) *time.Duration { return &x }
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"a live agent, then a stopped one", []step{
+			{0, 0, d(0), true, 6 * time.Second, "just reported"},
+			{4 * time.Second, 4 * time.Second, nil, true, 2 * time.Second, "within the deadline"},
+			{7 * time.Second, 7 * time.Second, nil, false, 0, "past it"},
+		}},
+		{"the hub's wall clock steps back after the last heartbeat", []step{
+			{0, 0, d(0), true, 6 * time.Second, "just reported"},
+			{-60 * time.Second, 7 * time.Second, nil, false, 0, "the wall clock says 66 s are left; the monotonic clock says the deadline passed"},
+			{-59 * time.Second, 8 * time.Second, d(-59 * time.Second), true, 6 * time.Second, "the agent reports again, on the stepped clock"},
+		}},
+		{"an agent claims a heartbeat in the future and stops", []step{
+			{0, 0, d(time.Hour), true, 6 * time.Second, "the monotonic clock bounds the claim"},
+			{7 * time.Second, 7 * time.Second, nil, false, 0, "no heartbeat seen for longer than the deadline"},
+		}},
+		{"the hub's wall clock steps forward", []step{
+			{0, 0, d(0), true, 6 * time.Second, "just reported"},
+			{time.Hour, 1 * time.Second, nil, false, 0, "the wall clock says the deadline passed: offline until the next heartbeat"},
+			{time.Hour + time.Second, 2 * time.Second, d(time.Hour + time.Second), true, 6 * time.Second, "the next heartbeat, on the new clock"},
+		}},
+		{"a hub that starts after the agent stopped", []step{
+			{0, 0, d(-time.Hour), false, 0, "seen for the first time, an hour old by the wall clock"},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clocks := &testClocks{}
+			live := clocks.liveness()
+			cl := &v1alpha1.Cluster{}
+			for i, s := range c.steps {
+				clocks.wall, clocks.mono = w0.Add(s.wall), s.mono
+				if s.beat != nil {
+					cl = clusterSeen(w0.Add(*s.beat))
+					live.observe(cl)
+				}
+				online, left := live.check(cl, clocks.wall)
+				if online != s.online || left != s.left {
+					t.Errorf("step %d (%s): online %v, %s left; want %v, %s", i, s.comment, online, left, s.online, s.left)
+				}
+			}
+		})
+	}
+}
+
+// An update's old object is judged by its own heartbeat, so the rollout controller sees an
+// agent that comes back after its deadline as coming back, whatever the order in which the
+// informer's handlers see the update.
+func TestR1_11_AgentComingBackIsSeenFromTheUpdate(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clocks := &testClocks{wall: w0}
+	live := clocks.liveness()
+	old := clusterSeen(w0)
+	live.observe(old)
+	clocks.wall, clocks.mono = w0.Add(-30*time.Second), 20*time.Second // wall stepped back
+	back := clusterSeen(w0.Add(-30 * time.Second))
+	p := clusterPlanningChanged{live: live, now: func() time.Time { return clocks.wall }}
+	for _, observedFirst := range []bool{false, true} {
+		if observedFirst {
+			live.observe(back)
+		}
+		if !p.Update(updateEvent(old, back)) {
+			t.Errorf("observed first %v: the agent coming back does not re-plan its bundles", observedFirst)
+		}
+	}
+	if p.Update(updateEvent(back, back.DeepCopy())) {
+		t.Errorf("a routine update re-plans")
+	}
+}
+
+// The interleaving of the stopped-agent e2e test, reproduced with the cluster status
+// reconciler on a real API server and controlled clocks: the agent reports, stops, and the
+// hub's wall clock steps back by a minute. Its Cluster turns Offline one deadline after the
+// last heartbeat the hub saw, not a minute later; when the agent reports again it is back.
+func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
+	scheme, _ := Scheme()
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme}) // no hub runs: the reconciler is driven by hand
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := namespace(t, c)
+	registerCluster(t, c, ns, "edge", nil)
+	w0 := time.Now().UTC().Truncate(time.Second)
+	clocks := &testClocks{wall: w0}
+	live := clocks.liveness()
+	r := &clusterStatusReconciler{client: c, live: live, now: func() time.Time { return clocks.wall }, delay: time.Second,
+		progress: progressThrottle{every: 3 * time.Second, perSecond: clusterProgressPerSecond}}
+	key := types.NamespacedName{Namespace: ns, Name: "edge"}
+	heartbeat := func(at time.Time) {
+		t.Helper()
+		var cl v1alpha1.Cluster
+		if err := c.Get(ctx, key, &cl); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(cl.DeepCopy())
+		cl.Spec.HeartbeatDeadline = &metav1.Duration{Duration: 6 * time.Second}
+		if err := c.Patch(ctx, &cl, patch); err != nil {
+			t.Fatal(err)
+		}
+		patch = client.MergeFrom(cl.DeepCopy())
+		cl.Status.AgentLastSeen = &metav1.Time{Time: at}
+		if err := c.Status().Patch(ctx, &cl, patch); err != nil {
+			t.Fatal(err)
+		}
+		live.observe(&cl)
+	}
+	reconcile := func(what string) (v1alpha1.Cluster, ctrl.Result) {
+		t.Helper()
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var cl v1alpha1.Cluster
+		if err := c.Get(ctx, key, &cl); err != nil {
+			t.Fatal(err)
+		}
+		return cl, res
+	}
+	offline := func(cl v1alpha1.Cluster) bool {
+		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
+		return cl.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
+	}
+
+	heartbeat(w0)
+	cl, res := reconcile("the agent reporting")
+	if offline(cl) || res.RequeueAfter != 7*time.Second {
+		t.Fatalf("a reporting agent: state %s, requeue after %s (want a look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter)
+	}
+	// The agent stops; at the requeue the hub's wall clock has stepped back a minute.
+	clocks.wall, clocks.mono = w0.Add(-time.Minute), res.RequeueAfter
+	if cl, _ = reconcile("at the deadline"); !offline(cl) {
+		t.Errorf("one deadline after the last heartbeat, with the wall clock stepped back: state %q, conditions %+v", cl.Status.Display.State, cl.Status.Conditions)
+	}
+	// The agent reports again, on the stepped clock.
+	clocks.mono += time.Second
+	heartbeat(clocks.wall)
+	if cl, _ = reconcile("the agent back"); offline(cl) {
+		t.Errorf("the agent reported again but the cluster stays Offline")
+	}
+}
