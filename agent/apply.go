@@ -41,7 +41,19 @@ type Options struct {
 	IgnoreConditions []map[string]string
 	// ComparePatches exclude fields from drift detection.
 	ComparePatches []ComparePatch
+	// Owner is the ownership mark of this deployment (its BundleDeployment's name): every
+	// object applied carries it, and only objects carrying it are pruned. Required.
+	Owner string
+	// TakeOwnership adopts objects that exist and are not this deployment's: without it, such
+	// an object is an error and is left alone.
+	TakeOwnership bool
+	// Protected are namespaces never deleted, whatever the bundle says, beside the cluster's
+	// own (default, kube-system, kube-public, kube-node-lease).
+	Protected []string
 }
+
+// OwnerAnnotation marks what a deployment applied: its value is Options.Owner.
+const OwnerAnnotation = "flotilla.dev/owned-by"
 
 // ComparePatch excludes JSON pointers of matching objects from drift detection.
 type ComparePatch struct {
@@ -95,8 +107,20 @@ func (r *Result) Err() error {
 // Apply server-side-applies objects (CRDs and namespaces first, waiting for CRDs to be served),
 // creates the namespaces they need, then prunes what the previous inventory had and this one
 // does not.
+//
+// Ownership: an object that exists and is neither in the previous inventory nor marked with
+// opts.Owner belongs to someone else (another tool, another bundle) and is not applied unless
+// opts.TakeOwnership; prune deletes only objects marked with opts.Owner (or, from before the
+// mark, applied by this agent's field manager alone), never a protected namespace.
 func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, previous Inventory, opts Options) (*Result, error) {
+	if opts.Owner == "" {
+		return nil, errors.New("apply: no owner: every deployment marks what it applies")
+	}
 	res := &Result{Errors: map[ObjMeta]error{}}
+	ours := make(map[ObjMeta]bool, len(previous))
+	for _, o := range previous {
+		ours[o] = true
+	}
 	ordered := orderForApply(objs)
 	namespaces := map[string]bool{}
 	for _, o := range ordered {
@@ -122,6 +146,13 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 				namespaces[ns] = true
 			}
 		}
+		if !ours[MetaOf(o)] && !opts.TakeOwnership {
+			if err := a.notSomeoneElses(ctx, o, m, opts.Owner); err != nil {
+				res.Errors[MetaOf(o)] = err
+				continue
+			}
+		}
+		markOwner(o, opts.Owner)
 		if err := a.applyOne(ctx, o, m); err != nil {
 			res.Errors[MetaOf(o)] = err
 			continue
@@ -134,17 +165,105 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 	}
 	res.Inventory = NewInventory(objs)
+	for o := range res.Errors {
+		if !ours[o] {
+			res.Inventory = res.Inventory.without(o) // never applied: not ours to prune later
+		}
+	}
 	if !opts.KeepResources {
+		protected := protectedSet(opts.Protected)
 		for _, o := range Diff(previous, res.Inventory) {
-			if err := a.delete(ctx, o); err != nil {
+			if o.isNamespace() && protected[o.Name] {
+				continue // dropped from the bundle, kept on the cluster, no longer tracked
+			}
+			deleted, err := a.prune(ctx, o, opts.Owner)
+			if err != nil {
 				res.Errors[o] = fmt.Errorf("failed to prune: %w", err)
 				res.Inventory = append(res.Inventory, o) // keep tracking it
 				continue
 			}
-			res.Pruned = append(res.Pruned, o)
+			if deleted {
+				res.Pruned = append(res.Pruned, o)
+			}
 		}
 	}
 	return res, nil
+}
+
+// notSomeoneElses fails when o exists on the cluster and belongs to another owner: marked by
+// another deployment, or not marked at all (made by another tool or by hand).
+func (a *Applier) notSomeoneElses(ctx context.Context, o *unstructured.Unstructured, m *meta.RESTMapping, owner string) error {
+	live, err := a.resource(m, o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to read it before applying: %w", err)
+	}
+	switch mark := live.GetAnnotations()[OwnerAnnotation]; mark {
+	case owner:
+		return nil
+	case "":
+		return errors.New("it exists and was not created by this bundle: set takeOwnership to adopt it")
+	default:
+		return fmt.Errorf("it exists and belongs to the deployment %q: set takeOwnership to adopt it", mark)
+	}
+}
+
+// markOwner sets the ownership mark on an object about to be applied.
+func markOwner(o *unstructured.Unstructured, owner string) {
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[OwnerAnnotation] = owner
+	o.SetAnnotations(ann)
+}
+
+// prune deletes an object that left the bundle if it is still this deployment's: marked with
+// owner or, for objects applied before the mark existed, managed by this agent alone. One that
+// changed hands (adopted by another bundle, re-created by someone else) is left alone. The
+// delete is conditioned on the object read, so a replacement made meanwhile is not deleted.
+func (a *Applier) prune(ctx context.Context, o ObjMeta, owner string) (deleted bool, err error) {
+	m, err := a.mapper.RESTMapping(o.GroupKind())
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return false, nil // the kind is gone, and the object with it
+		}
+		return false, err
+	}
+	ri := a.resource(m, o.Namespace)
+	live, err := ri.Get(ctx, o.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !ownedBy(live, owner) {
+		return false, nil
+	}
+	policy := metav1.DeletePropagationBackground
+	uid := live.GetUID()
+	err = ri.Delete(ctx, o.Name, metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ownedBy reports whether a live object is the deployment owner's to delete.
+func ownedBy(live *unstructured.Unstructured, owner string) bool {
+	if mark, ok := live.GetAnnotations()[OwnerAnnotation]; ok {
+		return mark == owner
+	}
+	managers := live.GetManagedFields()
+	for _, f := range managers {
+		if f.Manager != FieldManager {
+			return false
+		}
+	}
+	return len(managers) > 0
 }
 
 // orderForApply puts CRDs first, then namespaces, then everything else, keeping the given order.
@@ -235,22 +354,6 @@ func (a *Applier) waitEstablished(ctx context.Context, name string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func (a *Applier) delete(ctx context.Context, o ObjMeta) error {
-	m, err := a.mapper.RESTMapping(o.GroupKind())
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil // the kind is gone, and the object with it
-		}
-		return err
-	}
-	policy := metav1.DeletePropagationBackground
-	err = a.resource(m, o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }
 
 func orDefault(s, def string) string {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,7 +80,7 @@ func TestApplyPruneAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	opts := Options{NamespaceLabels: map[string]string{"team": "web"}}
+	opts := Options{NamespaceLabels: map[string]string{"team": "web"}, Owner: "shop-web"}
 	first := objects(t, deploymentYAML("shop", "web", 2, false),
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {mode: blue}\n")
 	res, err := a.Apply(ctx, first, nil, opts)
@@ -108,7 +109,7 @@ func TestApplyPruneAndHealth(t *testing.T) {
 	}
 	third := objects(t, deploymentYAML("shop", "web", 2, false), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept, namespace: shop}\n")
 	res3, _ := a.Apply(ctx, third, res2.Inventory, opts)
-	if _, err := a.Apply(ctx, second, res3.Inventory, Options{KeepResources: true}); err != nil {
+	if _, err := a.Apply(ctx, second, res3.Inventory, Options{KeepResources: true, Owner: "shop-web"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.CoreV1().ConfigMaps("shop").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
@@ -119,7 +120,7 @@ func TestApplyPruneAndHealth(t *testing.T) {
 func TestNeverReadyDeploymentIsReported(t *testing.T) {
 	a, _ := NewApplier(workload.Config())
 	ctx := context.Background()
-	res, err := a.Apply(ctx, objects(t, deploymentYAML("broken", "api", 1, true)), nil, Options{})
+	res, err := a.Apply(ctx, objects(t, deploymentYAML("broken", "api", 1, true)), nil, Options{Owner: "broken"})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -135,10 +136,10 @@ func TestDriftDetectionAndCorrection(t *testing.T) {
 	a, _ := NewApplier(workload.Config())
 	ctx := context.Background()
 	desired := objects(t, deploymentYAML("drift", "svc", 2, false), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf, namespace: drift}\ndata: {a: \"1\"}\n")
-	if res, err := a.Apply(ctx, desired, nil, Options{}); err != nil || res.Err() != nil {
+	if res, err := a.Apply(ctx, desired, nil, Options{Owner: "drift"}); err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
-	if d, err := a.Drift(ctx, desired, Options{}); err != nil || len(d) != 0 {
+	if d, err := a.Drift(ctx, desired, Options{Owner: "drift"}); err != nil || len(d) != 0 {
 		t.Fatalf("fresh apply reports drift: %+v %v", d, err)
 	}
 	// Someone scales the Deployment and edits the ConfigMap by hand.
@@ -149,20 +150,20 @@ func TestDriftDetectionAndCorrection(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("drift").Patch(ctx, "conf", types.MergePatchType, []byte(`{"data":{"a":"2"}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := a.Drift(ctx, desired, Options{})
+	d, err := a.Drift(ctx, desired, Options{Owner: "drift"})
 	if err != nil || len(d) != 2 || !strings.Contains(d[0].Message, "data.a") || !strings.Contains(d[1].Message, "spec.replicas") {
 		t.Fatalf("drift: %+v %v", d, err)
 	}
 	// comparePatches: replicas are someone else's business (an autoscaler).
-	ignore := Options{ComparePatches: []ComparePatch{{Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}}
+	ignore := Options{Owner: "drift", ComparePatches: []ComparePatch{{Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}}
 	if d, _ := a.Drift(ctx, desired, ignore); len(d) != 1 || d[0].Object.Kind != "ConfigMap" {
 		t.Errorf("with comparePatches: %+v", d)
 	}
 	// correctDrift: applying again restores the bundle's values.
-	if res, err := a.Apply(ctx, desired, nil, Options{}); err != nil || res.Err() != nil {
+	if res, err := a.Apply(ctx, desired, nil, Options{Owner: "drift"}); err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
-	if d, _ := a.Drift(ctx, desired, Options{}); len(d) != 0 {
+	if d, _ := a.Drift(ctx, desired, Options{Owner: "drift"}); len(d) != 0 {
 		t.Errorf("drift after correction: %+v", d)
 	}
 	if cm, _ := cs.CoreV1().ConfigMaps("drift").Get(ctx, "conf", metav1.GetOptions{}); cm.Data["a"] != "1" {
@@ -189,7 +190,7 @@ spec:
 `
 	widget := "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: widgets}\nspec: {size: 3}\n"
 	// The custom resource comes first in the list: the engine applies the CRD before it.
-	res, err := a.Apply(ctx, objects(t, widget, crd), nil, Options{})
+	res, err := a.Apply(ctx, objects(t, widget, crd), nil, Options{Owner: "widgets"})
 	if err != nil || res.Err() != nil {
 		t.Fatalf("apply: %v %v", err, res.Err())
 	}
@@ -200,5 +201,102 @@ spec:
 	}
 	if rs := Readiness(live, []map[string]string{{"type": "Ready", "reason": "Waiting"}}); !rs.Ready {
 		t.Errorf("ignored condition still makes it unready: %+v", rs)
+	}
+}
+
+// An object that exists and is not the deployment's is never taken over unless the bundle says
+// takeOwnership, and prune deletes only what carries the deployment's mark, never a protected
+// namespace: whatever the bundles on a cluster do, they cannot take or delete what is not theirs.
+func TestApplyTakesNothingAndPrunesNothingThatIsNotTheDeployments(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "safe"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Made by another tool.
+	if _, err := cs.CoreV1().ConfigMaps("safe").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs"}, Data: map[string]string{"owner": "someone"}},
+		metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	cm := func(name, value string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: safe}\ndata: {owner: " + value + "}\n"
+	}
+	data := func(name string) (string, string) {
+		got, err := cs.CoreV1().ConfigMaps("safe").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", ""
+		}
+		return got.Data["owner"], got.Annotations[OwnerAnnotation]
+	}
+
+	res, err := a.Apply(ctx, objects(t, cm("theirs", "bundle-a"), cm("shared", "bundle-a")), nil, Options{Owner: "a"})
+	if err != nil || res.Err() == nil || !strings.Contains(res.Err().Error(), "ConfigMap safe/theirs: it exists and was not created by this bundle: set takeOwnership") {
+		t.Fatalf("another tool's object: %v %v", err, res.Err())
+	}
+	if v, mark := data("theirs"); v != "someone" || mark != "" {
+		t.Errorf("another tool's object was changed: owner %q, mark %q", v, mark)
+	}
+	if strings.Contains(strings.Join(res.Inventory.Strings(), " "), "theirs") {
+		t.Errorf("an object never applied is in the inventory: %v", res.Inventory)
+	}
+	invA := res.Inventory
+
+	// Another bundle naming bundle a's object is refused too.
+	resB, err := a.Apply(ctx, objects(t, cm("shared", "bundle-b")), nil, Options{Owner: "b"})
+	if err != nil || resB.Err() == nil || !strings.Contains(resB.Err().Error(), `belongs to the deployment "a"`) {
+		t.Fatalf("another bundle's object: %v %v", err, resB.Err())
+	}
+	if v, mark := data("shared"); v != "bundle-a" || mark != "a" {
+		t.Errorf("bundle a's object changed: owner %q, mark %q", v, mark)
+	}
+
+	// With takeOwnership, bundle b adopts it; bundle a dropping it afterwards deletes nothing.
+	if resB, err = a.Apply(ctx, objects(t, cm("shared", "bundle-b")), nil, Options{Owner: "b", TakeOwnership: true}); err != nil || resB.Err() != nil {
+		t.Fatalf("takeOwnership: %v %v", err, resB.Err())
+	}
+	if res, err = a.Apply(ctx, nil, invA, Options{Owner: "a"}); err != nil || res.Err() != nil || len(res.Pruned) != 0 {
+		t.Fatalf("bundle a's prune: %v %v, pruned %v", err, res.Err(), res.Pruned)
+	}
+	if v, mark := data("shared"); v != "bundle-b" || mark != "b" {
+		t.Errorf("bundle a pruned what bundle b adopted: owner %q, mark %q", v, mark)
+	}
+
+	// A Role named a_b deploys, is inventoried, and is pruned when it leaves.
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: a_b, namespace: safe}\nrules: []\n"
+	res, err = a.Apply(ctx, objects(t, role), nil, Options{Owner: "rbac"})
+	if err != nil || res.Err() != nil {
+		t.Fatalf("role a_b: %v %v", err, res.Err())
+	}
+	inv, err := ParseObjMeta(res.Inventory.Strings()[0])
+	if err != nil || inv.Name != "a_b" {
+		t.Fatalf("inventory of role a_b: %+v %v", inv, err)
+	}
+	if res, err = a.Apply(ctx, nil, Inventory{inv}, Options{Owner: "rbac"}); err != nil || res.Err() != nil || len(res.Pruned) != 1 {
+		t.Fatalf("pruning role a_b: %v %v %v", err, res.Err(), res.Pruned)
+	}
+
+	// Namespaces a bundle drops are deleted, except protected ones: the cluster's own (default,
+	// here adopted with takeOwnership) and those the operator protects.
+	nsYAML := func(name string) string { return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}\n" }
+	opts := Options{Owner: "namespaces", TakeOwnership: true, Protected: []string{"team-shared"}}
+	res, err = a.Apply(ctx, objects(t, nsYAML("default"), nsYAML("team-shared"), nsYAML("scratch")), nil, opts)
+	if err != nil || res.Err() != nil {
+		t.Fatalf("namespaces: %v %v", err, res.Err())
+	}
+	if res, err = a.Apply(ctx, nil, res.Inventory, opts); err != nil || res.Err() != nil {
+		t.Fatalf("dropping the namespaces: %v %v", err, res.Err())
+	}
+	if got := strings.Join(res.Pruned.Strings(), " "); got != "_scratch__Namespace" {
+		t.Errorf("pruned %q, want only the unprotected namespace", got)
+	}
+	for _, ns := range []string{"default", "team-shared"} {
+		got, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil || got.DeletionTimestamp != nil {
+			t.Errorf("protected namespace %s: %v, deleting %v", ns, err, got.DeletionTimestamp)
+		}
 	}
 }

@@ -14,5 +14,8 @@
 //	drift := a.Drift(ctx, objects, opts)             // dry-run apply vs live, comparePatches
 //
 // Everything is applied under one field manager, "flotilla-agent", with conflicts forced: the
-// bundle is the source of truth for the fields it sets.
+// bundle is the source of truth for the fields it sets. Ownership is explicit: every object
+// carries its deployment's mark (opts.Owner, in the flotilla.dev/owned-by annotation); an
+// object that exists and is not the deployment's is left alone unless opts.TakeOwnership, and
+// prune deletes only what carries the mark, never a protected namespace.
 package agent

@@ -30,6 +30,10 @@ func (a *Applier) Drift(ctx context.Context, objs []*unstructured.Unstructured, 
 			ns = orDefault(opts.DefaultNamespace, "default")
 		}
 		ri := a.resource(m, ns)
+		if opts.Owner != "" {
+			o = o.DeepCopy()
+			markOwner(o, opts.Owner) // as applied: the mark is part of what the bundle wants
+		}
 		live, want, err := a.liveAndWanted(ctx, ri, o)
 		if apierrors.IsNotFound(err) {
 			drifted = append(drifted, ResourceStatus{Object: MetaOf(o), Message: "missing"})

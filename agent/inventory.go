@@ -9,22 +9,48 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// ObjMeta identifies a deployed object. Its string form, namespace_name_group_kind, is the
-// inventory format, a stable API between agent versions.
+// ObjMeta identifies a deployed object. Its string form, namespace_name_group_kind (the form
+// cli-utils' inventories use), is the inventory format, a stable API between agent versions.
 type ObjMeta struct {
 	Namespace, Name, Group, Kind string
 }
 
 func (o ObjMeta) String() string { return o.Namespace + "_" + o.Name + "_" + o.Group + "_" + o.Kind }
 
-// ParseObjMeta reads the inventory form back.
+// ParseObjMeta reads the inventory form back. Namespaces, groups and kinds never hold "_", but
+// names may (RBAC objects' names are path segments: "a_b" and "system:x" are valid), so the
+// fields are taken from both ends and the name is what stands between. cli-utils' own parser
+// refuses such names ("too many fields"), which would leave a deployment stuck for good.
 func ParseObjMeta(s string) (ObjMeta, error) {
-	// Kubernetes names, namespaces, groups and kinds never contain "_".
-	parts := strings.Split(s, "_")
-	if len(parts) != 4 || parts[1] == "" || parts[3] == "" {
+	ns, rest, ok1 := strings.Cut(s, "_")
+	rest, kind, ok2 := cutLast(rest, "_")
+	name, group, ok3 := cutLast(rest, "_")
+	if !ok1 || !ok2 || !ok3 || name == "" || kind == "" {
 		return ObjMeta{}, fmt.Errorf("invalid inventory entry %q: want namespace_name_group_kind", s)
 	}
-	return ObjMeta{Namespace: parts[0], Name: parts[1], Group: parts[2], Kind: parts[3]}, nil
+	return ObjMeta{Namespace: ns, Name: name, Group: group, Kind: kind}, nil
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+// isNamespace reports whether the object is a Namespace.
+func (o ObjMeta) isNamespace() bool { return o.Group == "" && o.Kind == "Namespace" }
+
+// without returns the inventory less o.
+func (inv Inventory) without(o ObjMeta) Inventory {
+	out := inv[:0:0]
+	for _, e := range inv {
+		if e != o {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // MetaOf is an object's identity.
@@ -74,23 +100,29 @@ func Diff(old, new Inventory) Inventory {
 }
 
 // protectedNamespaces are never deleted with a bundle, whatever it asks.
-var protectedNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+var protectedNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// protectedSet is the cluster's own namespaces and extra.
+func protectedSet(extra []string) map[string]bool {
+	set := make(map[string]bool, len(protectedNamespaces)+len(extra))
+	for _, ns := range append(append([]string(nil), protectedNamespaces...), extra...) {
+		set[ns] = true
+	}
+	return set
+}
 
 // Namespaces lists, sorted, the namespaces that hold the inventory's namespaced objects or are
 // themselves in it, leaving out protected namespaces and those in except: what deleteNamespace
 // removes with the bundle.
 func (inv Inventory) Namespaces(except ...string) []string {
-	skip := map[string]bool{}
-	for _, e := range except {
-		skip[e] = true
-	}
+	skip := protectedSet(except)
 	set := map[string]bool{}
 	for _, o := range inv {
 		ns := o.Namespace
-		if o.Group == "" && o.Kind == "Namespace" {
+		if o.isNamespace() {
 			ns = o.Name
 		}
-		if ns != "" && !protectedNamespaces[ns] && !skip[ns] {
+		if ns != "" && !skip[ns] {
 			set[ns] = true
 		}
 	}

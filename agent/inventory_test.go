@@ -35,3 +35,25 @@ func TestInventoryNamespacesForDeleteNamespace(t *testing.T) {
 		}
 	}
 }
+
+// Inventory ids work for every valid name: RBAC names may hold "_" and ":", and the form is
+// read back from both ends.
+func TestInventoryIDsRoundTripEveryValidName(t *testing.T) {
+	for _, o := range []ObjMeta{
+		{Namespace: "shop", Name: "web", Group: "apps", Kind: "Deployment"},
+		{Namespace: "shop", Name: "a_b", Group: "rbac.authorization.k8s.io", Kind: "Role"},
+		{Name: "system:controller:x_y", Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"},
+		{Namespace: "shop", Name: "__", Group: "", Kind: "ConfigMap"},
+		{Name: "tenant-a", Kind: "Namespace"},
+	} {
+		got, err := ParseObjMeta(o.String())
+		if err != nil || got != o {
+			t.Errorf("%q: parsed %+v, %v; want %+v", o.String(), got, err, o)
+		}
+	}
+	for _, bad := range []string{"", "shop", "shop_web", "shop__apps_", "_a_b"} {
+		if o, err := ParseObjMeta(bad); err == nil {
+			t.Errorf("%q parsed as %+v", bad, o)
+		}
+	}
+}

@@ -54,6 +54,14 @@ type RunOptions struct {
 	ResyncInterval time.Duration
 	// Version is reported on the Cluster.
 	Version string
+	// ProtectedNamespaces are never deleted by a bundle, beside the cluster's own (default,
+	// kube-*) and StateNamespace.
+	ProtectedNamespaces []string
+}
+
+// protected is every namespace no bundle may delete on this cluster, beyond the cluster's own.
+func (o *RunOptions) protected() []string {
+	return append([]string{o.StateNamespace}, o.ProtectedNamespaces...)
 }
 
 // Run runs the agent until ctx ends.
@@ -119,7 +127,7 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	orig := bd.DeepCopy()
-	opts := engineOptions(&bd.Spec.Options)
+	opts := d.engineOptions(&bd)
 	var objs []*unstructured.Unstructured
 	var applyErr error
 	rel := bd.Spec.Released
@@ -281,7 +289,7 @@ func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: inventoryName(name), Namespace: d.opts.StateNamespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "flotilla-agent"}},
 		Data: map[string]string{"inventory": strings.Join(inv.Strings(), "\n"), "keepResources": fmt.Sprint(opts.KeepResources)}}
 	if opts.DeleteNamespace && !opts.KeepResources {
-		cm.Data["deleteNamespaces"] = strings.Join(inv.Namespaces(d.opts.StateNamespace), "\n")
+		cm.Data["deleteNamespaces"] = strings.Join(inv.Namespaces(d.opts.protected()...), "\n")
 	}
 	if _, err := d.local.CoreV1().Namespaces().Get(ctx, d.opts.StateNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		if _, err := d.local.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.opts.StateNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -312,7 +320,7 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 		return err
 	}
 	if cm.Data["keepResources"] != "true" {
-		if _, err := d.applier.Apply(ctx, nil, inv, Options{}); err != nil {
+		if _, err := d.applier.Apply(ctx, nil, inv, Options{Owner: name, Protected: d.opts.protected()}); err != nil {
 			return err
 		}
 		// deleteNamespace: the namespaces the bundle deployed into go with it.
@@ -327,9 +335,13 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 
 func inventoryName(bd string) string { return "inventory-" + bd }
 
-func engineOptions(o *v1alpha1.DeploymentOptions) Options {
+// engineOptions are a deployment's options for the engine: those of its spec, its ownership
+// mark (the deployment's name) and the namespaces no bundle may delete here.
+func (d *deployer) engineOptions(bd *v1alpha1.BundleDeployment) Options {
+	o := &bd.Spec.Options
 	opts := Options{DefaultNamespace: o.DefaultNamespace, NamespaceLabels: o.NamespaceLabels, NamespaceAnnotations: o.NamespaceAnnotations,
-		KeepResources: o.KeepResources, DeleteNamespace: o.DeleteNamespace, IgnoreConditions: o.IgnoreConditions}
+		KeepResources: o.KeepResources, DeleteNamespace: o.DeleteNamespace, IgnoreConditions: o.IgnoreConditions,
+		Owner: bd.Name, TakeOwnership: o.TakeOwnership, Protected: d.opts.protected()}
 	for _, p := range o.ComparePatches {
 		opts.ComparePatches = append(opts.ComparePatches, ComparePatch{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
 	}

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	helmchart "helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/provenance"
+	helmrepo "helm.sh/helm/v3/pkg/repo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -339,4 +344,50 @@ func TestHostileRepoRunawayChartIsStopped(t *testing.T) {
 		}
 	}
 	h.goodTenantKeepsDeploying("7")
+}
+
+// A GitRepo's helmSecretRef and caBundle reach its chart server: a chart behind basic auth on
+// TLS renders with them, and a GitRepo of another tenant naming the same repository without
+// them is refused by the server, with its field named.
+func TestHelmSecretRefAndCABundleReachTheChartServer(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	dir := t.TempDir()
+	chart := &helmchart.Chart{Metadata: &helmchart.Metadata{APIVersion: "v2", Name: "greeter", Version: "1.0.0"},
+		Templates: []*helmchart.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greeter}\ndata: {from: private-chart}\n")}}}
+	archive, err := chartutil.Save(chart, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "charts" || p != "chart-token" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		http.ServeFile(w, r, filepath.Join(dir, filepath.Base(r.URL.Path)))
+	}))
+	defer srv.Close()
+	index := helmrepo.NewIndexFile()
+	digest, _ := provenance.DigestFile(archive)
+	if err := index.MustAdd(chart.Metadata, filepath.Base(archive), srv.URL, digest); err != nil {
+		t.Fatal(err)
+	}
+	if err := index.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	up := gitserver.New(t)
+	commit := up.Commit("main", map[string]string{"web/fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: greeter\n"})
+	url := up.ServeHTTP("", "").URL + "/repo.git"
+	if err := h.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: h.goodNS},
+		StringData: map[string]string{"username": "charts", "password": "chart-token"}}); err != nil {
+		t.Fatal(err)
+	}
+	owner := h.createRepo(h.goodNS, "charts", url, func(s *v1alpha1.GitRepoSpec) {
+		s.HelmSecretRef, s.CABundle = &v1alpha1.LocalObjectReference{Name: "charts"}, ca
+	})
+	waitFor(t, h.c, owner, "rendered with the GitRepo's credentials", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == commit })
+	other := h.createRepo(h.ns, "charts", url, func(s *v1alpha1.GitRepoSpec) { s.CABundle = ca })
+	if msg := h.renderFailure(other); !strings.Contains(msg, "web/fleet.yaml: helm.chart:") || !strings.Contains(msg, "authentication failed") {
+		t.Errorf("without credentials: %q", msg)
+	}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 var hubCluster *controlplane.Cluster
@@ -36,11 +35,7 @@ func TestMain(m *testing.M) {
 		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
 			return err
 		}
-		crds, err := manifests.CRDs()
-		if err != nil {
-			return err
-		}
-		return controlplane.InstallCRDs(ctx, hubCluster.Config(), crds)
+		return controlplane.InstallFlotillaAPI(ctx, hubCluster.Config())
 	}))
 }
 

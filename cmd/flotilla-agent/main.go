@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +32,10 @@ func main() {
 	flag.StringVar(&opts.StateNamespace, "state-namespace", "flotilla-system", "local namespace for inventories")
 	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "time between heartbeats")
 	flag.DurationVar(&opts.ResyncInterval, "resync-interval", 30*time.Second, "time between readiness and drift checks")
+	flag.Func("protected-namespaces", "comma-separated namespaces no bundle may delete, beside default, kube-* and --state-namespace", func(v string) error {
+		opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, strings.Split(v, ",")...)
+		return nil
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse() // also reads --kubeconfig (the local cluster), registered by controller-runtime

@@ -30,7 +30,6 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/hub/report"
-	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 //go:embed all:example
@@ -135,11 +134,7 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 	if err != nil {
 		return err
 	}
-	crds, err := manifests.CRDs()
-	if err != nil {
-		return err
-	}
-	if err := controlplane.InstallCRDs(ctx, hubCluster.Config(), crds); err != nil {
+	if err := controlplane.InstallFlotillaAPI(ctx, hubCluster.Config()); err != nil {
 		return err
 	}
 	kubeconfig := filepath.Join(abs, "hub.kubeconfig")

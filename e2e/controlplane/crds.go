@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -58,6 +60,28 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, docs [][]byte) error {
 		})
 		if err != nil {
 			return fmt.Errorf("CRD %s did not become Established: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// InstallFlotillaAPI installs what a hub's API server needs before a hub runs: Flotilla's
+// CustomResourceDefinitions (waiting until each is Established) and its admission policies.
+func InstallFlotillaAPI(ctx context.Context, cfg *rest.Config) error {
+	crds, err := manifests.CRDs()
+	if err != nil {
+		return err
+	}
+	if err := InstallCRDs(ctx, cfg, crds); err != nil {
+		return err
+	}
+	policies, err := manifests.Policies()
+	if err != nil {
+		return err
+	}
+	for _, p := range policies {
+		if _, err := Apply(ctx, cfg, p); err != nil {
+			return fmt.Errorf("failed to install the admission policies: %w", err)
 		}
 	}
 	return nil

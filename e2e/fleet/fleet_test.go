@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,7 +27,6 @@ import (
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
-	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 var (
@@ -61,11 +61,7 @@ func TestMain(m *testing.M) {
 		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
 			return err
 		}
-		crds, err := manifests.CRDs()
-		if err != nil {
-			return err
-		}
-		if err := controlplane.InstallCRDs(ctx, hubCluster.Config(), crds); err != nil {
+		if err := controlplane.InstallFlotillaAPI(ctx, hubCluster.Config()); err != nil {
 			return err
 		}
 		for i := range workloadClusters {
@@ -115,6 +111,7 @@ func startFleet(t *testing.T) *fleetEnv {
 		}
 		f.mu.Unlock()
 		f.running.Wait()
+		f.removeWorkloads()
 	})
 	f.startHub()
 	for i, w := range workloads {
@@ -131,6 +128,48 @@ func startFleet(t *testing.T) *fleetEnv {
 		f.startAgent(w)
 	}
 	return f
+}
+
+// removeWorkloads deletes, on every workload cluster, the namespaces this test's deployments
+// used (read from the agents' inventories) and its agents' state namespace: the clusters are
+// shared by the package's tests, and the agent never takes over another deployment's objects,
+// so a test that runs again (go test -count) needs them gone. It does not wait: a run that
+// comes while they terminate has its agents retry until they are gone.
+func (f *fleetEnv) removeWorkloads() {
+	ctx := context.Background()
+	state := "flotilla-" + f.ns
+	for _, w := range workloads {
+		cs := kubernetes.NewForConfigOrDie(w.Config())
+		cms, err := cs.CoreV1().ConfigMaps(state).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		namespaces := map[string]bool{state: true}
+		for _, cm := range cms.Items {
+			for _, line := range strings.Fields(cm.Data["inventory"]) {
+				o, err := agent.ParseObjMeta(line)
+				if err != nil {
+					continue
+				}
+				ns := o.Namespace
+				if o.Group == "" && o.Kind == "Namespace" {
+					ns = o.Name
+				}
+				if ns != "" && ns != "default" && !strings.HasPrefix(ns, "kube-") {
+					namespaces[ns] = true
+				}
+			}
+		}
+		now := int64(0)
+		for ns := range namespaces {
+			// Pods first, without the grace period the namespace's deletion would wait out.
+			_ = cs.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &now}, metav1.ListOptions{})
+			_ = cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &now}, metav1.ListOptions{})
+			if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &now}); err != nil && !apierrors.IsNotFound(err) {
+				f.t.Errorf("cleanup: deleting namespace %s on %s: %v", ns, w.Name, err)
+			}
+		}
+	}
 }
 
 // start runs a component until stop(name) or the end of the test.

@@ -31,7 +31,6 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 var (
@@ -45,11 +44,7 @@ func TestMain(m *testing.M) {
 		if apiServer, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub"}); err != nil {
 			return err
 		}
-		crds, err := manifests.CRDs()
-		if err != nil {
-			return err
-		}
-		return controlplane.InstallCRDs(ctx, apiServer.Config(), crds)
+		return controlplane.InstallFlotillaAPI(ctx, apiServer.Config())
 	}))
 }
 

@@ -27,7 +27,9 @@ type ClusterSpec struct {
 	TemplateValues map[string]string `json:"templateValues,omitempty"`
 }
 
-// ClusterStatus reports the agent and the bundles on the cluster.
+// ClusterStatus reports the agent and the bundles on the cluster. The namespace is set once, at
+// admission: where a cluster's deployments and grants live never follows a later write.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.__namespace__) || (has(self.__namespace__) && self.__namespace__ == oldSelf.__namespace__)",message="status.namespace is set once, when the hub admits the cluster"
 type ClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

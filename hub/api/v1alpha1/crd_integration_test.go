@@ -32,11 +32,7 @@ func TestMain(m *testing.M) {
 		if hub, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
 			return err
 		}
-		crds, err := manifests.CRDs()
-		if err != nil {
-			return err
-		}
-		return controlplane.InstallCRDs(ctx, hub.Config(), crds)
+		return controlplane.InstallFlotillaAPI(ctx, hub.Config())
 	}))
 }
 
@@ -301,6 +297,30 @@ func TestLatestRevisionNeverDecreases(t *testing.T) {
 	_ = unstructured.SetNestedField(b.Object, int64(4), "spec", "latestRevision")
 	if _, err := resourceFor(b).Namespace(ns).Update(t.Context(), b, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "latestRevision must not decrease") {
 		t.Fatalf("latestRevision decreased: %v", err)
+	}
+}
+
+// Where a cluster's deployments live is set once, when the hub admits it: no later status
+// write, the hub's or an agent's, moves or removes it.
+func TestClusterNamespaceIsSetOnce(t *testing.T) {
+	ns := newNamespace(t)
+	c, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: edge}\nspec: {}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters := resourceFor(c).Namespace(ns)
+	_ = unstructured.SetNestedField(c.Object, "cluster-a", "status", "namespace")
+	if c, err = clusters.UpdateStatus(t.Context(), c, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("admission: %v", err)
+	}
+	moved := c.DeepCopy()
+	_ = unstructured.SetNestedField(moved.Object, "cluster-victim", "status", "namespace")
+	removed := c.DeepCopy()
+	unstructured.RemoveNestedField(removed.Object, "status", "namespace")
+	for what, o := range map[string]*unstructured.Unstructured{"moved": moved, "removed": removed} {
+		if _, err := clusters.UpdateStatus(t.Context(), o, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "status.namespace is set once") {
+			t.Errorf("status.namespace %s: %v", what, err)
+		}
 	}
 }
 
