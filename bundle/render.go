@@ -30,7 +30,7 @@ type Renderer struct {
 	fetcher     *ChartFetcher
 	values      ValuesResolver
 	kubeVersion string
-	sandbox     *Sandbox
+	sandbox     *sandboxSession
 
 	mu      sync.Mutex
 	results map[string]*renderCall
@@ -54,11 +54,20 @@ func NewRenderer(root string, opts RendererOptions) (*Renderer, error) {
 	if fetcher == nil {
 		fetcher = &ChartFetcher{}
 	}
-	return &Renderer{checkout: checkout, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, sandbox: opts.Sandbox, results: map[string]*renderCall{}}, nil
+	r := &Renderer{checkout: checkout, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, results: map[string]*renderCall{}}
+	if opts.Sandbox != nil {
+		r.sandbox = opts.Sandbox.session()
+	}
+	return r, nil
 }
 
-// Close releases the checkout. Renders under way may fail.
-func (r *Renderer) Close() error { return r.checkout.Close() }
+// Close releases the checkout and ends the sandbox's child process. Renders under way may fail.
+func (r *Renderer) Close() error {
+	if r.sandbox != nil {
+		r.sandbox.close()
+	}
+	return r.checkout.Close()
+}
 
 // Renders counts the renders actually performed (not served from the cache).
 func (r *Renderer) Renders() int {

@@ -1,8 +1,10 @@
 package bundle
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,7 +75,6 @@ func (e *LimitError) Error() string {
 
 // sandboxRequest is one render: a Helm chart with values, or values templates with a target.
 type sandboxRequest struct {
-	Memory int64 `json:"memory"`
 	Output int64 `json:"output"`
 	// Helm.
 	Chart                []byte         `json:"chart,omitempty"`
@@ -99,111 +102,252 @@ func outputLimit(limit int64) *LimitError {
 // Exit codes of the child beyond 0 (answered) and 1 (could not answer).
 const exitMemory = 3
 
-// helm renders a chart in a child process.
-func (s *Sandbox) helm(ctx context.Context, archive []byte, vals map[string]any, release, namespace string, h *Helm, kubeVersion string) (string, error) {
+// sandboxSession is one child process serving a Renderer's template renders in turn, started
+// on first use: a commit's renders pay for one process start, not one each. A render past a
+// limit kills the child, and the next render starts another.
+type sandboxSession struct {
+	s  *Sandbox
+	mu sync.Mutex
+	w  *sandboxWorker
+}
+
+// sandboxWorker is a running child.
+type sandboxWorker struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    io.Reader
+	stderr *limitedBuffer
+	exited chan struct{} // closed once the child has exited
+	err    error         // how it exited
+}
+
+func (s *Sandbox) session() *sandboxSession { return &sandboxSession{s: s} }
+
+func (s *Sandbox) limits() (timeout time.Duration, memory, output int64) {
+	timeout, memory, output = s.Timeout, s.Memory, s.Output
+	if timeout <= 0 {
+		timeout = DefaultRenderTimeout
+	}
+	if memory <= 0 {
+		memory = DefaultRenderMemory
+	}
+	if output <= 0 {
+		output = maxRendered
+	}
+	return timeout, memory, output
+}
+
+// helm renders a chart in the child.
+func (ss *sandboxSession) helm(ctx context.Context, archive []byte, vals map[string]any, release, namespace string, h *Helm, kubeVersion string) (string, error) {
 	req := sandboxRequest{Chart: archive, Values: vals, Release: release, Namespace: namespace, KubeVersion: kubeVersion,
 		SkipSchemaValidation: h != nil && h.SkipSchemaValidation}
-	resp, err := s.run(ctx, req)
+	resp, err := ss.run(ctx, req)
 	if err != nil {
 		return "", err
 	}
 	return resp.Manifest, nil
 }
 
-// values evaluates values templates in a child process.
-func (s *Sandbox) values(ctx context.Context, vals map[string]any, t Target) (map[string]any, error) {
-	resp, err := s.run(ctx, sandboxRequest{Template: vals, Target: &t})
+// values evaluates values templates in the child.
+func (ss *sandboxSession) values(ctx context.Context, vals map[string]any, t Target) (map[string]any, error) {
+	resp, err := ss.run(ctx, sandboxRequest{Template: vals, Target: &t})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Values, nil
 }
 
-func (s *Sandbox) run(ctx context.Context, req sandboxRequest) (*sandboxResponse, error) {
-	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = DefaultRenderTimeout
+// close ends the child.
+func (ss *sandboxSession) close() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.w != nil {
+		ss.w.stop()
+		ss.w = nil
 	}
-	req.Memory = s.Memory
-	if req.Memory <= 0 {
-		req.Memory = DefaultRenderMemory
-	}
-	req.Output = s.Output
-	if req.Output <= 0 {
-		req.Output = maxRendered
-	}
-	exe := s.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("render sandbox: %w", err)
+}
+
+func (ss *sandboxSession) run(ctx context.Context, req sandboxRequest) (*sandboxResponse, error) {
+	timeout, memory, output := ss.s.limits()
+	req.Output = output
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.w == nil {
+		w, err := startWorker(ss.s.Executable, memory)
+		if err != nil {
+			return nil, err
 		}
+		ss.w = w
 	}
+	w := ss.w
 	in, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("render sandbox: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe)
-	// Nothing of the hub's environment (credentials, proxies, kubeconfig) reaches the child.
-	cmd.Env = []string{sandboxEnv + "=1", "GOMEMLIMIT=" + fmt.Sprint(req.Memory), "GOMAXPROCS=1"}
-	cmd.Stdin = bytes.NewReader(in)
-	out := &limitedBuffer{limit: req.Output + 1<<20}
-	var stderr limitedBuffer
-	stderr.limit = 64 << 10
-	cmd.Stdout, cmd.Stderr = out, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
-	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && (err != nil || out.full):
+	type answer struct {
+		data []byte
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		if err := writeFrame(w.in, in); err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		data, err := readFrame(w.out, output+1<<20)
+		answered <- answer{data, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var a answer
+	select {
+	case a = <-answered:
+	case <-timer.C:
+		ss.kill()
 		return nil, &LimitError{Limit: "deadline", Value: timeout.String()}
-	case ctx.Err() != nil:
+	case <-ctx.Done():
+		ss.kill()
 		return nil, ctx.Err()
-	case out.full:
-		return nil, outputLimit(req.Output)
 	}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == exitMemory {
-		return nil, &LimitError{Limit: "memory", Value: fmt.Sprintf("%d MiB", req.Memory>>20)}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("render sandbox: %w: %s", err, lastLine(stderr.Bytes()))
+	switch {
+	case errors.Is(a.err, errFrameTooLarge):
+		ss.kill()
+		return nil, outputLimit(output)
+	case a.err != nil:
+		ss.kill()
+		var exit *exec.ExitError
+		if errors.As(w.err, &exit) && exit.ExitCode() == exitMemory {
+			return nil, &LimitError{Limit: "memory", Value: fmt.Sprintf("%d MiB", memory>>20)}
+		}
+		return nil, fmt.Errorf("render sandbox: %v: %s", w.err, lastLine(w.stderr.Bytes()))
 	}
 	var resp sandboxResponse
-	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+	if err := json.Unmarshal(a.data, &resp); err != nil {
+		ss.kill()
 		return nil, fmt.Errorf("render sandbox: invalid answer: %w", err)
 	}
 	switch {
 	case resp.OutputLimit:
-		return nil, outputLimit(req.Output)
+		return nil, outputLimit(output)
 	case resp.Error != "":
 		return nil, errors.New(resp.Error)
 	}
 	return &resp, nil
 }
 
-// serveSandbox is the child: it answers one request and returns its exit code.
-func serveSandbox(in io.Reader, out io.Writer) int {
-	var req sandboxRequest
-	if err := json.NewDecoder(in).Decode(&req); err != nil {
-		fmt.Fprintln(os.Stderr, "render sandbox: invalid request:", err)
-		return 1
-	}
-	go watchMemory(req.Memory)
-	var resp sandboxResponse
-	if err := answer(&req, &resp); err != nil {
-		resp = sandboxResponse{Error: err.Error()}
-	}
-	if int64(len(resp.Manifest)) > req.Output {
-		resp = sandboxResponse{Error: outputLimit(req.Output).Error(), OutputLimit: true}
-	}
-	if err := json.NewEncoder(out).Encode(resp); err != nil {
-		return 1
-	}
-	return 0
+// kill ends the child after a render went wrong; the next render starts another.
+func (ss *sandboxSession) kill() {
+	ss.w.stop()
+	ss.w = nil
 }
+
+// startWorker starts a child of the running binary (or exe) in sandbox mode.
+func startWorker(exe string, memory int64) (*sandboxWorker, error) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("render sandbox: %w", err)
+		}
+	}
+	cmd := exec.Command(exe)
+	// Nothing of the hub's environment (credentials, proxies, kubeconfig) reaches the child.
+	cmd.Env = []string{sandboxEnv + "=" + fmt.Sprint(memory), "GOMEMLIMIT=" + fmt.Sprint(memory), "GOMAXPROCS=1"}
+	w := &sandboxWorker{cmd: cmd, stderr: &limitedBuffer{limit: 64 << 10}, exited: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	// The child dies with the hub; and when the hub closes its input, it exits by itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var err error
+	if w.in, err = cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("render sandbox: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("render sandbox: %w", err)
+	}
+	w.out = bufio.NewReader(stdout)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("render sandbox: failed to start: %w", err)
+	}
+	go func() {
+		w.err = cmd.Wait()
+		close(w.exited)
+	}()
+	return w, nil
+}
+
+// stop kills the child and waits for it.
+func (w *sandboxWorker) stop() {
+	_ = w.in.Close()
+	_ = w.cmd.Process.Kill()
+	<-w.exited
+}
+
+// Frames are a length (8 bytes, big-endian) and as many bytes of JSON.
+var errFrameTooLarge = errors.New("frame larger than the limit")
+
+func writeFrame(w io.Writer, data []byte) error {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(data)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(data)
+	return err
+}
+
+func readFrame(r io.Reader, limit int64) ([]byte, error) {
+	var n [8]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint64(n[:])
+	if size > uint64(limit) {
+		return nil, errFrameTooLarge
+	}
+	data := make([]byte, size)
+	_, err := io.ReadFull(r, data)
+	return data, err
+}
+
+// serveSandbox is the child: it answers requests until its input ends, and returns its exit code.
+func serveSandbox(in io.Reader, out io.Writer) int {
+	memory, err := strconv.ParseInt(os.Getenv(sandboxEnv), 10, 64)
+	if err != nil || memory <= 0 {
+		memory = DefaultRenderMemory
+	}
+	go watchMemory(memory)
+	r, w := bufio.NewReader(in), bufio.NewWriter(out)
+	for {
+		data, err := readFrame(r, maxSandboxRequest)
+		if errors.Is(err, io.EOF) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "render sandbox: invalid request:", err)
+			return 1
+		}
+		var req sandboxRequest
+		var resp sandboxResponse
+		if err := json.Unmarshal(data, &req); err != nil {
+			resp.Error = "invalid request: " + err.Error()
+		} else if err := answer(&req, &resp); err != nil {
+			resp = sandboxResponse{Error: err.Error()}
+		}
+		if int64(len(resp.Manifest)) > req.Output {
+			resp = sandboxResponse{Error: outputLimit(req.Output).Error(), OutputLimit: true}
+		}
+		answerData, err := json.Marshal(resp)
+		if err != nil {
+			return 1
+		}
+		if err := writeFrame(w, answerData); err != nil || w.Flush() != nil {
+			return 1
+		}
+	}
+}
+
+// maxSandboxRequest bounds a request: a chart archive and its values.
+const maxSandboxRequest = maxChartArchive + maxRendered
 
 func answer(req *sandboxRequest, resp *sandboxResponse) (err error) {
 	defer func() {

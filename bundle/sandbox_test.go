@@ -20,7 +20,7 @@ func TestSandboxStopsRunawayTemplates(t *testing.T) {
 			"good/fleet.yaml":             "helm: {chart: .}\n",
 			"good/Chart.yaml":             "apiVersion: v2\nname: good\nversion: 1.0.0\n",
 			"good/templates/cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good}\ndata: {a: {{ .Values.a | default \"b\" | quote }}}\n",
-			"values-loop/fleet.yaml":      "helm:\n  chart: ../good\n  values: {a: '${ range 100000000000 }x${ end }'}\n",
+			"values-loop/fleet.yaml":      "helm:\n  chart: ../good\n  values: {a: '${ range 100000000000 }${ end }'}\n",
 			"values-loop/templates/.keep": "",
 		}
 	}
@@ -81,6 +81,7 @@ func TestSandboxRendersTheSameManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sandboxed.Close()
 	target := Target{ClusterName: "prod-1", Labels: map[string]string{"env": "prod", "region": "eu"}}
 	for i := range sources {
 		a, errA := inProcess.Render(context.Background(), &sources[i], target)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -389,5 +390,70 @@ func TestHelmSecretRefAndCABundleReachTheChartServer(t *testing.T) {
 	other := h.createRepo(h.ns, "charts", url, func(s *v1alpha1.GitRepoSpec) { s.CABundle = ca })
 	if msg := h.renderFailure(other); !strings.Contains(msg, "web/fleet.yaml: helm.chart:") || !strings.Contains(msg, "authentication failed") {
 		t.Errorf("without credentials: %q", msg)
+	}
+}
+
+// Webhook senders, against the real hub: two tenants follow one repository, each with its own
+// webhook secret, and a third without one. A delivery signed with one tenant's secret makes the
+// hub poll that tenant's GitRepo alone; an unsigned or wrongly signed delivery gets 401 and
+// triggers nothing; no response names a GitRepo.
+func TestHostileWebhookSenders(t *testing.T) {
+	c, webhook := startHub(t, Options{})
+	ctx := context.Background()
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
+	url := up.ServeHTTP("", "").URL + "/repo.git"
+	keys := map[string]client.ObjectKey{}
+	for _, tenant := range []string{"alpha", "beta", "open"} {
+		ns := namespace(t, c)
+		repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+			Repo: url, PollingInterval: &metav1.Duration{Duration: time.Hour}}}
+		if tenant != "open" {
+			if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
+				StringData: map[string]string{"token": tenant + "-secret"}}); err != nil {
+				t.Fatal(err)
+			}
+			repo.Spec.WebhookSecretRef = &v1alpha1.LocalObjectReference{Name: "hook"}
+		}
+		if err := c.Create(ctx, repo); err != nil {
+			t.Fatal(err)
+		}
+		keys[tenant] = client.ObjectKeyFromObject(repo)
+		waitFor(t, c, keys[tenant], "the first poll", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit != "" })
+	}
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, url)
+	deliver := func(signature string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, webhook, strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		if signature != "" {
+			req.Header.Set("X-Hub-Signature-256", "sha256="+signature)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out strings.Builder
+		_, _ = io.Copy(&out, resp.Body)
+		return resp.StatusCode, out.String()
+	}
+	for what, signature := range map[string]string{"unsigned": "", "signed with a guess": hmacHex("guess", body)} {
+		if code, out := deliver(signature); code != http.StatusUnauthorized || strings.Contains(out, "fleet") {
+			t.Errorf("%s: %d %q, want 401 naming nothing", what, code, out)
+		}
+	}
+	code, out := deliver(hmacHex("alpha-secret", body))
+	if code != http.StatusAccepted || strings.Contains(out, "fleet") || strings.Contains(out, keys["alpha"].Namespace) {
+		t.Fatalf("alpha's delivery: %d %q", code, out)
+	}
+	waitFor(t, c, keys["alpha"], "alpha polled on its webhook", func(r *v1alpha1.GitRepo) bool { return r.Status.LastWebhookTime != nil })
+	for _, tenant := range []string{"beta", "open"} {
+		var r v1alpha1.GitRepo
+		if err := c.Get(ctx, keys[tenant], &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.LastWebhookTime != nil {
+			t.Errorf("%s was triggered by alpha's delivery", tenant)
+		}
 	}
 }
