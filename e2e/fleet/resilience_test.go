@@ -52,15 +52,22 @@ func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 
 	canary := workloads[0]
 	f.stop("agent " + canary.Name)
+	stopped := time.Now()
 	// 6 s deadline after the last heartbeat (at most one 2 s interval before the stop), a
 	// second to notice, a few more for a loaded machine.
+	var last v1alpha1.Cluster
+	defer func() {
+		if t.Failed() {
+			t.Logf("the canary's Cluster %.1fs after the stop: resourceVersion %s, agentLastSeen %v, display %+v, conditions %+v",
+				time.Since(stopped).Seconds(), last.ResourceVersion, last.Status.AgentLastSeen, last.Status.Display, last.Status.Conditions)
+		}
+	}()
 	eventually(t, "the canary's Cluster reports it offline", 12*time.Second, func() bool {
-		var c v1alpha1.Cluster
-		if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: canary.Name}, &c); err != nil {
+		if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: canary.Name}, &last); err != nil {
 			return false
 		}
-		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ReadyCondition)
-		return c.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
+		cond := meta.FindStatusCondition(last.Status.Conditions, v1alpha1.ReadyCondition)
+		return last.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
 	})
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
 	var lastHold string
