@@ -316,6 +316,9 @@ func serveSandbox(in io.Reader, out io.Writer) int {
 		memory = DefaultRenderMemory
 	}
 	go watchMemory(memory)
+	// A render runs behind the hub's own work: a chart that loops until its deadline must not
+	// take the CPU the hub and its API server need.
+	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, sandboxNice)
 	r, w := bufio.NewReader(in), bufio.NewWriter(out)
 	for {
 		data, err := readFrame(r, maxSandboxRequest)
@@ -345,6 +348,9 @@ func serveSandbox(in io.Reader, out io.Writer) int {
 		}
 	}
 }
+
+// sandboxNice is the child's scheduling priority (nice value).
+const sandboxNice = 10
 
 // maxSandboxRequest bounds a request: a chart archive and its values.
 const maxSandboxRequest = maxChartArchive + maxRendered

@@ -40,7 +40,7 @@ func TestSandboxStopsRunawayTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := NewRenderer(root, RendererOptions{Sandbox: &Sandbox{Timeout: 3 * time.Second, Memory: c.memory, Output: 1 << 20}})
+			r, err := NewRenderer(root, RendererOptions{Sandbox: &Sandbox{Timeout: time.Second, Memory: c.memory, Output: 1 << 20}})
 			if err != nil {
 				t.Fatal(err)
 			}

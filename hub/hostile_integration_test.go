@@ -327,7 +327,7 @@ func TestHostileRepoPinsAnotherTenantsPrivateCommit(t *testing.T) {
 // A chart that loops forever and one that allocates without end each fail their GitRepo at the
 // render limits, while the well-behaved tenant keeps deploying; the hub stays up.
 func TestHostileRepoRunawayChartIsStopped(t *testing.T) {
-	h := startHostileHub(t, Options{RenderTimeout: 3 * time.Second, RenderMemory: 256 << 20})
+	h := startHostileHub(t, Options{RenderTimeout: time.Second, RenderMemory: 256 << 20})
 	for name, template := range map[string]string{
 		"loop":   "{{ range 100000000000 }}{{ end }}",
 		"memory": "{{ $s := repeat 200000000 \"xxxxxxxxxx\" }}{{ $t := print $s $s }}{{ len $t }}",

@@ -53,8 +53,9 @@ func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 	canary := workloads[0]
 	f.stop("agent " + canary.Name)
 	stopped := time.Now()
-	// 6 s deadline after the last heartbeat (at most one 2 s interval before the stop), a
-	// second to notice, a few more for a loaded machine.
+	// 6 s deadline after the last heartbeat (at most one 2 s interval and a second of the
+	// timestamp's precision before the stop), a second to notice, a few more for a machine
+	// loaded by the other test packages.
 	var last v1alpha1.Cluster
 	defer func() {
 		if t.Failed() {
@@ -62,7 +63,7 @@ func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 				time.Since(stopped).Seconds(), last.ResourceVersion, last.Status.AgentLastSeen, last.Status.Display, last.Status.Conditions)
 		}
 	}()
-	eventually(t, "the canary's Cluster reports it offline", 12*time.Second, func() bool {
+	eventually(t, "the canary's Cluster reports it offline", 15*time.Second, func() bool {
 		if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: canary.Name}, &last); err != nil {
 			return false
 		}
