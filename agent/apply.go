@@ -111,7 +111,7 @@ func (r *Result) Err() error {
 // Ownership: an object that exists and is neither in the previous inventory nor marked with
 // opts.Owner belongs to someone else (another tool, another bundle) and is not applied unless
 // opts.TakeOwnership; prune deletes only objects marked with opts.Owner (or, from before the
-// mark, applied by this agent's field manager alone), never a protected namespace.
+// mark, applied by this agent), never a protected namespace.
 func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, previous Inventory, opts Options) (*Result, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("apply: no owner: every deployment marks what it applies")
@@ -220,9 +220,8 @@ func markOwner(o *unstructured.Unstructured, owner string) {
 	o.SetAnnotations(ann)
 }
 
-// prune deletes an object that left the bundle if it is still this deployment's: marked with
-// owner or, for objects applied before the mark existed, managed by this agent alone. One that
-// changed hands (adopted by another bundle, re-created by someone else) is left alone. The
+// prune deletes an object that left the bundle if it is still this deployment's (ownedBy). One
+// that changed hands (adopted by another bundle, re-created by someone else) is left alone. The
 // delete is conditioned on the object read, so a replacement made meanwhile is not deleted.
 func (a *Applier) prune(ctx context.Context, o ObjMeta, owner string) (deleted bool, err error) {
 	m, err := a.mapper.RESTMapping(o.GroupKind())
@@ -252,18 +251,23 @@ func (a *Applier) prune(ctx context.Context, o ObjMeta, owner string) (deleted b
 	return err == nil, err
 }
 
-// ownedBy reports whether a live object is the deployment owner's to delete.
+// ownedBy reports whether a live object is the deployment owner's to delete: it carries the
+// owner's mark or, applied before marks existed (it is in the deployment's inventory), no mark
+// and this agent's server-side apply (or no writer at all). Controllers writing an object's status or annotations
+// (a Deployment's revision) do not make it theirs; another bundle adopting it marks it.
 func ownedBy(live *unstructured.Unstructured, owner string) bool {
 	if mark, ok := live.GetAnnotations()[OwnerAnnotation]; ok {
 		return mark == owner
 	}
 	managers := live.GetManagedFields()
 	for _, f := range managers {
-		if f.Manager != FieldManager {
-			return false
+		if f.Manager == FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
+			return true
 		}
 	}
-	return len(managers) > 0
+	// An object applied with nothing but its name has no managed fields at all: nobody else
+	// has written it either.
+	return len(managers) == 0
 }
 
 // orderForApply puts CRDs first, then namespaces, then everything else, keeping the given order.

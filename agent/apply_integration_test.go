@@ -300,3 +300,35 @@ func TestApplyTakesNothingAndPrunesNothingThatIsNotTheDeployments(t *testing.T) 
 		}
 	}
 }
+
+// Objects an older agent applied carry no mark: they are still pruned when they leave the
+// bundle, a Deployment included (its controller writes its status and revision annotation).
+func TestPruneRemovesWhatAnAgentAppliedBeforeTheMark(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old := objects(t, deploymentYAML("legacy", "web", 1, false), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf, namespace: legacy}\ndata: {a: b}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: empty, namespace: legacy}\n")
+	// Applied as the agent applied before marks: its field manager, no annotation.
+	for _, o := range old {
+		m, err := a.mapping(o.GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ensureNamespace(ctx, "legacy", Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.applyOne(ctx, o, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if notReady := waitHealthy(t, a, NewInventory(old), Options{}); len(notReady) != 0 {
+		t.Fatalf("not ready: %+v", notReady)
+	}
+	res, err := a.Apply(ctx, nil, NewInventory(old), Options{Owner: "legacy"})
+	if err != nil || res.Err() != nil || len(res.Pruned) != 3 {
+		t.Fatalf("prune: %v %v, pruned %v", err, res.Err(), res.Pruned)
+	}
+}

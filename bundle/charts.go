@@ -89,15 +89,18 @@ type ChartFetcher struct {
 	// HTTPClient replaces the client built from Access.CABundle (tests).
 	HTTPClient *http.Client
 
-	init    sync.Once
-	indexes *indexCache
-	client  *http.Client
+	init   sync.Once
+	shared *fetcherCache
+	client *http.Client
 }
 
-// indexCache keeps repository indexes by URL and credential identity, for IndexTTL.
-type indexCache struct {
+// fetcherCache is what the fetchers made with For share: repository indexes by URL and
+// credential identity (for IndexTTL), and one HTTP client per CA bundle, so that connections
+// to a chart server are reused from one commit's renders to the next.
+type fetcherCache struct {
 	mu      sync.Mutex
-	entries map[string]cachedIndex
+	indexes map[string]cachedIndex
+	clients map[string]*http.Client
 }
 
 type cachedIndex struct {
@@ -107,12 +110,19 @@ type cachedIndex struct {
 
 func (f *ChartFetcher) setup() {
 	f.init.Do(func() {
-		if f.indexes == nil {
-			f.indexes = &indexCache{entries: map[string]cachedIndex{}}
+		if f.shared == nil {
+			f.shared = &fetcherCache{indexes: map[string]cachedIndex{}, clients: map[string]*http.Client{}}
 		}
-		f.client = f.HTTPClient
-		if f.client == nil {
+		if f.client = f.HTTPClient; f.client != nil {
+			return
+		}
+		sum := sha256.Sum256(f.Access.CABundle)
+		key := hex.EncodeToString(sum[:])
+		f.shared.mu.Lock()
+		defer f.shared.mu.Unlock()
+		if f.client = f.shared.clients[key]; f.client == nil {
 			f.client = f.newHTTPClient()
+			f.shared.clients[key] = f.client
 		}
 	})
 }
@@ -121,7 +131,7 @@ func (f *ChartFetcher) setup() {
 func (f *ChartFetcher) For(access ChartAccess) *ChartFetcher {
 	f.setup()
 	return &ChartFetcher{CacheDir: f.CacheDir, Access: access, AllowedHosts: f.AllowedHosts, IndexTTL: f.IndexTTL,
-		PlainHTTPRegistries: f.PlainHTTPRegistries, HTTPClient: f.HTTPClient, indexes: f.indexes}
+		PlainHTTPRegistries: f.PlainHTTPRegistries, HTTPClient: f.HTTPClient, shared: f.shared}
 }
 
 // newHTTPClient builds the client for chart servers: bounded in time, trusting the access's CA
@@ -204,12 +214,12 @@ func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFi
 		ttl = defaultIndexTTL
 	}
 	now := time.Now()
-	f.indexes.mu.Lock()
-	if e, ok := f.indexes.entries[key]; ok && now.Sub(e.fetched) < ttl {
-		f.indexes.mu.Unlock()
+	f.shared.mu.Lock()
+	if e, ok := f.shared.indexes[key]; ok && now.Sub(e.fetched) < ttl {
+		f.shared.mu.Unlock()
 		return e.index, nil
 	}
-	f.indexes.mu.Unlock()
+	f.shared.mu.Unlock()
 	indexURL, err := resolveURL(strings.TrimSuffix(repoURL, "/")+"/", "index.yaml")
 	if err != nil {
 		return nil, err
@@ -223,16 +233,16 @@ func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFi
 		return nil, fmt.Errorf("invalid index.yaml at %s: %w", redact(indexURL), err)
 	}
 	idx.SortEntries()
-	f.indexes.mu.Lock()
-	defer f.indexes.mu.Unlock()
-	if len(f.indexes.entries) >= maxCachedIndexes {
-		for k, e := range f.indexes.entries {
-			if now.Sub(e.fetched) >= ttl || len(f.indexes.entries) >= maxCachedIndexes {
-				delete(f.indexes.entries, k)
+	f.shared.mu.Lock()
+	defer f.shared.mu.Unlock()
+	if len(f.shared.indexes) >= maxCachedIndexes {
+		for k, e := range f.shared.indexes {
+			if now.Sub(e.fetched) >= ttl || len(f.shared.indexes) >= maxCachedIndexes {
+				delete(f.shared.indexes, k)
 			}
 		}
 	}
-	f.indexes.entries[key] = cachedIndex{index: idx, fetched: now}
+	f.shared.indexes[key] = cachedIndex{index: idx, fetched: now}
 	return idx, nil
 }
 

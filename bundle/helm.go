@@ -222,12 +222,12 @@ func hasTemplates(v any) bool {
 
 // templateValues evaluates `${ .ClusterLabels.env }`-style templates in values.
 func templateValues(vals map[string]any, t Target) (map[string]any, error) {
+	if !hasTemplates(vals) {
+		return vals, nil
+	}
 	data, err := k8syaml.Marshal(vals)
 	if err != nil {
 		return nil, err
-	}
-	if !bytes.Contains(data, []byte("${")) {
-		return vals, nil
 	}
 	funcs := sprig.TxtFuncMap()
 	for _, unsafe := range []string{"env", "expandenv", "getHostByName"} {

@@ -3,7 +3,6 @@ package bundle
 import (
 	"fmt"
 	"io"
-	"os"
 )
 
 // Size limits protect the hub from repositories and chart servers that send too much.
@@ -14,16 +13,6 @@ const (
 	maxRendered     = 64 << 20 // the rendered manifests of one bundle for one target
 	maxCheckoutSize = 256 << 20
 )
-
-// readLimited reads a file, failing when it is larger than limit.
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAllLimited(f, limit, path)
-}
 
 // readAllLimited reads r to the end, failing when it holds more than limit bytes.
 func readAllLimited(r io.Reader, limit int64, what string) ([]byte, error) {

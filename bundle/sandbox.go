@@ -30,8 +30,8 @@ import (
 // its output limit. A repository that renders forever or blows up then costs one failed render
 // of its own, and every other GitRepo keeps rendering.
 //
-// The child is this same binary started with sandboxEnv set: the package's init serves one
-// request on standard input and exits before main runs. Every binary that links this package
+// The child is this same binary started with sandboxEnv set: the package's init serves
+// length-framed requests on standard input until it closes, and exits before main runs. Every binary that links this package
 // (the hub, the CLI, tests) can therefore be its own sandbox; nothing else is installed.
 
 // sandboxEnv marks the child process.
@@ -79,9 +79,10 @@ type sandboxRequest struct {
 	// Helm.
 	Chart                []byte         `json:"chart,omitempty"`
 	Values               map[string]any `json:"values,omitempty"`
-	Release, Namespace   string
-	KubeVersion          string `json:"kubeVersion,omitempty"`
-	SkipSchemaValidation bool   `json:"skipSchemaValidation,omitempty"`
+	Release              string         `json:"release,omitempty"`
+	Namespace            string         `json:"namespace,omitempty"`
+	KubeVersion          string         `json:"kubeVersion,omitempty"`
+	SkipSchemaValidation bool           `json:"skipSchemaValidation,omitempty"`
 	// Values templates.
 	Template map[string]any `json:"template,omitempty"`
 	Target   *Target        `json:"target,omitempty"`
@@ -387,22 +388,19 @@ func watchMemory(limit int64) {
 	}
 }
 
-// limitedBuffer keeps at most limit bytes and reports when more came.
+// limitedBuffer keeps the first limit bytes written to it and drops the rest: the child's
+// error output, for the message of a failed render, never grows without bound and never
+// blocks the child.
 type limitedBuffer struct {
 	bytes.Buffer
 	limit int64
-	full  bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.limit - int64(b.Len()); int64(len(p)) > room {
-		b.full = true
-		if room > 0 {
-			b.Buffer.Write(p[:room])
-		}
-		return 0, errors.New("output limit reached")
+	if room := b.limit - int64(b.Len()); room > 0 {
+		b.Buffer.Write(p[:min(int64(len(p)), room)])
 	}
-	return b.Buffer.Write(p)
+	return len(p), nil
 }
 
 func lastLine(b []byte) string {

@@ -111,7 +111,7 @@ func Run(ctx context.Context, opts Options) error {
 		webhooks:    map[string]time.Time{},
 		rerender:    map[string]bool{},
 	}
-	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers}
+	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, newStagingNow()
@@ -185,7 +185,7 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("failed to listen for webhooks on %s: %w", opts.WebhookAddr, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: src.notify})
+		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: src.notify, Log: ctrl.Log.WithName("webhook")})
 		// Senders are untrusted: a slow or idle one must not hold a connection for long.
 		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}

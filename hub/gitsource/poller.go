@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // Clock is the poller's time source; tests pass a simulated one.
@@ -32,6 +34,8 @@ type Poller struct {
 	// Clock defaults to the wall clock; Rand (in [0,1)) draws jitter.
 	Clock Clock
 	Rand  func() float64
+	// Log records syncs that panicked (with their stack); default discards.
+	Log logr.Logger
 
 	mu    sync.Mutex
 	items map[string]*pollItem
@@ -169,7 +173,9 @@ func (p *Poller) Run(ctx context.Context) {
 func (p *Poller) sync(ctx context.Context, key string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+			perr := &PanicError{Value: r, Stack: debug.Stack()}
+			p.Log.Error(perr, "sync panicked", "gitrepo", key, "stack", string(perr.Stack))
+			err = perr
 		}
 	}()
 	return p.Sync(ctx, key)

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/go-logr/logr"
 )
 
 // Push is what a webhook delivery says happened: a push of Ref to the repository reachable at
@@ -84,6 +86,9 @@ type Receiver struct {
 	Notify func(s Subscriber, p Push)
 	// MaxBody bounds a delivery's size; default 1 MiB.
 	MaxBody int64
+	// Log records, at V(1), each delivery and which GitRepos it triggered or why it was
+	// refused; default discards. Responses name no GitRepo; the operator's log does.
+	Log logr.Logger
 }
 
 // ServeHTTP handles one delivery.
@@ -136,14 +141,18 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(accepted) == 0 {
+		rc.Log.V(1).Info("webhook delivery refused: no GitRepo accepts its signature", "provider", provider, "ref", push.Ref, "followers", len(subs))
 		http.Error(w, "invalid or missing webhook signature", http.StatusUnauthorized)
 		return
 	}
+	var triggered []string
 	for _, s := range accepted {
 		if s.wants(push) {
 			rc.Notify(s, push)
+			triggered = append(triggered, s.Key)
 		}
 	}
+	rc.Log.V(1).Info("webhook delivery accepted", "provider", provider, "ref", push.Ref, "triggered", triggered)
 	writeJSON(w, http.StatusAccepted, map[string]any{"provider": provider, "ref": push.Ref})
 }
 
