@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // FieldManager is the server-side apply field manager of everything the agent applies.
@@ -50,6 +52,12 @@ type Options struct {
 	// Protected are namespaces never deleted, whatever the bundle says, beside the cluster's
 	// own (default, kube-system, kube-public, kube-node-lease).
 	Protected []string
+	// TargetNamespace is the bundle's forced namespace: a cluster-scoped object then fails
+	// the deployment (see admissible).
+	TargetNamespace string
+	// Restrictions are the FleetRestrictions of the bundle's namespace: every object must be
+	// allowed by each, or nothing is applied.
+	Restrictions []v1alpha1.DeploymentRestriction
 }
 
 // OwnerAnnotation marks what a deployment applied: its value is Options.Owner.
@@ -115,6 +123,9 @@ func (r *Result) Err() error {
 func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, previous Inventory, opts Options) (*Result, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("apply: no owner: every deployment marks what it applies")
+	}
+	if err := a.admissible(objs, opts); err != nil {
+		return nil, err
 	}
 	res := &Result{Errors: map[ObjMeta]error{}}
 	ours := make(map[ObjMeta]bool, len(previous))
@@ -329,6 +340,13 @@ func (a *Applier) ensureNamespace(ctx context.Context, name string, opts Options
 	m, err := a.mapping(ns.GroupVersionKind())
 	if err != nil {
 		return err
+	}
+	if len(opts.NamespaceLabels) == 0 && len(opts.NamespaceAnnotations) == 0 {
+		// Nothing to set on a namespace that exists: a deployment that applies as a tenant's
+		// service account needs no write access to namespaces for it.
+		if _, err := a.resource(m, "").Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return nil
+		}
 	}
 	if err := a.applyOne(ctx, ns, m); err != nil {
 		return fmt.Errorf("failed to create namespace %s: %w", name, err)

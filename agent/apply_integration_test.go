@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 var workload *controlplane.Cluster
@@ -332,3 +335,80 @@ func TestPruneRemovesWhatAnAgentAppliedBeforeTheMark(t *testing.T) {
 		t.Fatalf("prune: %v %v, pruned %v", err, res.Err(), res.Pruned)
 	}
 }
+
+// A deployment whose objects its options do not allow applies nothing, and says which objects
+// and why: cluster-scoped objects under a forced namespace (as Fleet fails them), and objects
+// outside a FleetRestriction, cluster-scoped kinds judged by what the cluster serves or by a
+// CustomResourceDefinition of the same set.
+func TestDisallowedObjectsApplyNothing(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: restricted-cm, namespace: tenant-x}\ndata: {a: b}\n"
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: restricted-role}\nrules: []\n"
+	crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.restricted.example.com}
+spec:
+  group: restricted.example.com
+  names: {kind: Gadget, plural: gadgets}
+  scope: Cluster
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+`
+	gadget := "apiVersion: restricted.example.com/v1\nkind: Gadget\nmetadata: {name: g}\n"
+	tenant := v1alpha1.DeploymentRestriction{Name: "tenant", AllowedNamespaces: []string{"tenant-*"}, AllowedClusterScopedKinds: []string{"apiextensions.k8s.io/CustomResourceDefinition"}}
+	cases := []struct {
+		name string
+		objs []string
+		opts Options
+		want []string
+	}{
+		{"forced namespace", []string{cm, role}, Options{TargetNamespace: "tenant-x"},
+			[]string{`ClusterRole restricted-role is cluster-scoped, but the bundle forces namespace "tenant-x"`}},
+		{"namespace outside the restriction", []string{strings.Replace(cm, "tenant-x", "kube-system", 1)}, Options{Restrictions: []v1alpha1.DeploymentRestriction{tenant}},
+			[]string{`ConfigMap restricted-cm: namespace "kube-system" is not allowed (FleetRestriction tenant)`}},
+		{"cluster-scoped kind the cluster serves", []string{cm, role}, Options{Restrictions: []v1alpha1.DeploymentRestriction{tenant}},
+			[]string{"ClusterRole restricted-role: cluster-scoped kind rbac.authorization.k8s.io/ClusterRole is not allowed (FleetRestriction tenant)"}},
+		{"cluster-scoped kind of a CRD in the same set", []string{crd, gadget}, Options{Restrictions: []v1alpha1.DeploymentRestriction{tenant}},
+			[]string{"Gadget g: cluster-scoped kind restricted.example.com/Gadget is not allowed"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.Owner = "restricted"
+			res, err := a.Apply(ctx, objects(t, c.objs...), nil, c.opts)
+			var restricted *RestrictedError
+			if !errors.As(err, &restricted) || res != nil {
+				t.Fatalf("apply: %v, %+v; want a RestrictedError", err, res)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// Nothing of any of them was applied.
+	for what, err := range map[string]error{
+		"the ConfigMap":      getErr(cs.CoreV1().ConfigMaps("tenant-x").Get(ctx, "restricted-cm", metav1.GetOptions{})),
+		"the namespace":      getErr(cs.CoreV1().Namespaces().Get(ctx, "tenant-x", metav1.GetOptions{})),
+		"the ClusterRole":    getErr(cs.RbacV1().ClusterRoles().Get(ctx, "restricted-role", metav1.GetOptions{})),
+		"the CRD":            cs.RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.restricted.example.com").Do(ctx).Error(),
+		"the kube-system CM": getErr(cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "restricted-cm", metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s exists (%v)", what, err)
+		}
+	}
+	// Allowed objects apply.
+	allowed := Options{Owner: "restricted", Restrictions: []v1alpha1.DeploymentRestriction{tenant}}
+	res, err := a.Apply(ctx, objects(t, cm), nil, allowed)
+	if err != nil || res.Err() != nil {
+		t.Fatalf("allowed objects: %v %v", err, res.Err())
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), "tenant-x", metav1.DeleteOptions{}) })
+}
+
+func getErr[T any](_ T, err error) error { return err }

@@ -2,8 +2,9 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,9 @@ import (
 // Keys of the Secret in which an agent keeps the hub credentials it was granted.
 const (
 	credentialsClusterNamespace = "cluster-namespace"
+	// credentialsRemoved records that the hub removed the cluster (ErrRemoved): a restart does
+	// not register again on its own.
+	credentialsRemoved = "removed"
 )
 
 // BootstrapOptions say where, in the downstream cluster, the agent finds its bootstrap Secret
@@ -24,42 +28,45 @@ const (
 type BootstrapOptions struct {
 	// Namespace of both Secrets, e.g. flotilla-system.
 	Namespace string
-	// BootstrapSecret holds a registration token's values and the cluster's name and labels.
+	// BootstrapSecret holds a registration token's values and the cluster's name.
 	BootstrapSecret string
 	// CredentialsSecret is where the granted credentials are kept; default "flotilla-agent-hub".
 	CredentialsSecret string
+	// Waiting is told why the hub holds a registration (see RegisterOptions.Waiting).
+	Waiting func(reason, message string)
+}
+
+func (o *BootstrapOptions) credentialsSecret() string {
+	if o.CredentialsSecret == "" {
+		return "flotilla-agent-hub"
+	}
+	return o.CredentialsSecret
 }
 
 // Bootstrap returns the agent's hub credentials: the ones kept from an earlier registration,
-// or, on first start, a new registration made with the bootstrap Secret, then kept. The
-// cluster's kube-system namespace UID identifies it, so registering again (credentials lost)
-// gets the same Cluster back.
+// or, on first start (or after they expired), a new registration made with the bootstrap
+// Secret, then kept. The cluster's kube-system namespace UID identifies it; a registration for
+// a Cluster that has an agent already waits for an operator's approval. Credentials of a
+// cluster the hub removed are not used, and no new registration is made: ErrRemoved.
 func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOptions) (*Registration, error) {
-	if opts.CredentialsSecret == "" {
-		opts.CredentialsSecret = "flotilla-agent-hub"
-	}
 	secrets := local.CoreV1().Secrets(opts.Namespace)
-	kept, err := secrets.Get(ctx, opts.CredentialsSecret, metav1.GetOptions{})
+	kept, err := secrets.Get(ctx, opts.credentialsSecret(), metav1.GetOptions{})
 	switch {
-	case err == nil:
+	case err == nil && len(kept.Data[credentialsRemoved]) > 0:
+		return nil, fmt.Errorf("%w (%s); delete secret %s/%s to register again", ErrRemoved, kept.Data[credentialsRemoved], opts.Namespace, opts.credentialsSecret())
+	case err == nil && !expired(string(kept.Data[v1alpha1.RegistrationTokenKey]), time.Now()):
 		return registrationFrom(kept), nil
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("failed to read secret %s/%s: %w", opts.Namespace, opts.CredentialsSecret, err)
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("failed to read secret %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
 	boot, err := secrets.Get(ctx, opts.BootstrapSecret, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("no hub credentials yet and no bootstrap secret %s/%s (create it with `flotilla agent install`): %w", opts.Namespace, opts.BootstrapSecret, err)
+		return nil, fmt.Errorf("no valid hub credentials and no bootstrap secret %s/%s (create it with `flotilla agent install`): %w", opts.Namespace, opts.BootstrapSecret, err)
 	}
 	d := boot.Data
-	for _, k := range []string{v1alpha1.RegistrationTokenKey, v1alpha1.RegistrationServerKey, v1alpha1.RegistrationNamespaceKey, v1alpha1.RegistrationClusterNameKey} {
+	for _, k := range []string{v1alpha1.RegistrationTokenKey, v1alpha1.RegistrationServerKey, v1alpha1.RegistrationNamespaceKey, v1alpha1.RegistrationClusterNameKey, v1alpha1.RegistrationTokenNameKey} {
 		if len(d[k]) == 0 {
-			return nil, fmt.Errorf("bootstrap secret %s/%s: key %q is missing", opts.Namespace, opts.BootstrapSecret, k)
-		}
-	}
-	var labels map[string]string
-	if raw := d[v1alpha1.RegistrationClusterLabelsKey]; len(raw) > 0 {
-		if err := json.Unmarshal(raw, &labels); err != nil {
-			return nil, fmt.Errorf("bootstrap secret %s/%s: key %q: %w", opts.Namespace, opts.BootstrapSecret, v1alpha1.RegistrationClusterLabelsKey, err)
+			return nil, fmt.Errorf("bootstrap secret %s/%s: key %q is missing (print it again with `flotilla agent install`)", opts.Namespace, opts.BootstrapSecret, k)
 		}
 	}
 	kubeSystem, err := local.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
@@ -67,18 +74,53 @@ func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOp
 		return nil, fmt.Errorf("failed to identify the cluster by its kube-system namespace: %w", err)
 	}
 	reg, err := Register(ctx, RegisterOptions{Server: string(d[v1alpha1.RegistrationServerKey]), CA: d[v1alpha1.RegistrationCAKey], Token: string(d[v1alpha1.RegistrationTokenKey]),
-		Namespace: string(d[v1alpha1.RegistrationNamespaceKey]), ClientID: string(kubeSystem.UID), ClusterName: string(d[v1alpha1.RegistrationClusterNameKey]), ClusterLabels: labels})
+		Namespace: string(d[v1alpha1.RegistrationNamespaceKey]), TokenName: string(d[v1alpha1.RegistrationTokenNameKey]), ClientID: string(kubeSystem.UID),
+		ClusterName: string(d[v1alpha1.RegistrationClusterNameKey]), Waiting: opts.Waiting})
 	if err != nil {
 		return nil, err
 	}
-	keep := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: opts.CredentialsSecret, Namespace: opts.Namespace}, Data: map[string][]byte{
+	keep := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: opts.credentialsSecret(), Namespace: opts.Namespace}, Data: map[string][]byte{
 		v1alpha1.RegistrationServerKey: []byte(reg.HubConfig.Host), v1alpha1.RegistrationCAKey: reg.HubConfig.CAData, v1alpha1.RegistrationTokenKey: []byte(reg.HubConfig.BearerToken),
 		v1alpha1.RegistrationNamespaceKey: []byte(reg.Namespace), v1alpha1.RegistrationClusterNameKey: []byte(reg.ClusterName), credentialsClusterNamespace: []byte(reg.ClusterNamespace),
 	}}
-	if _, err := secrets.Create(ctx, keep, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("registered, but failed to keep the credentials in %s/%s: %w", opts.Namespace, opts.CredentialsSecret, err)
+	if _, err := secrets.Update(ctx, keep, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		_, err = secrets.Create(ctx, keep, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("registered, but failed to keep the credentials in %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("registered, but failed to keep the credentials in %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
 	return reg, nil
+}
+
+// Keep stores credentials the agent renewed or moved to in the credentials Secret: what
+// RunOptions.OnCredentials calls.
+func (o BootstrapOptions) Keep(local kubernetes.Interface) func(context.Context, Credentials) error {
+	return func(ctx context.Context, creds Credentials) error {
+		return o.update(ctx, local, map[string][]byte{v1alpha1.RegistrationTokenKey: []byte(creds.Token), v1alpha1.RegistrationNamespaceKey: []byte(creds.Namespace)})
+	}
+}
+
+// MarkRemoved records in the credentials Secret that the hub removed the cluster, and why.
+func (o BootstrapOptions) MarkRemoved(ctx context.Context, local kubernetes.Interface, why error) error {
+	return o.update(ctx, local, map[string][]byte{credentialsRemoved: []byte(time.Now().UTC().Format(time.RFC3339) + ": " + why.Error())})
+}
+
+func (o BootstrapOptions) update(ctx context.Context, local kubernetes.Interface, data map[string][]byte) error {
+	secrets := local.CoreV1().Secrets(o.Namespace)
+	s, err := secrets.Get(ctx, o.credentialsSecret(), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("failed to read secret %s/%s: %w", o.Namespace, o.credentialsSecret(), err)
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	maps.Copy(s.Data, data)
+	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("failed to update secret %s/%s: %w", o.Namespace, o.credentialsSecret(), err)
+	}
+	return nil
 }
 
 func registrationFrom(s *corev1.Secret) *Registration {

@@ -17,5 +17,14 @@
 // bundle is the source of truth for the fields it sets. Ownership is explicit: every object
 // carries its deployment's mark (opts.Owner, in the flotilla.dev/owned-by annotation); an
 // object that exists and is not the deployment's is left alone unless opts.TakeOwnership, and
-// prune deletes only what carries the mark, never a protected namespace.
+// prune deletes only what carries the mark, never a protected namespace. A deployment's
+// FleetRestrictions and forced namespace are checked before anything is applied (admissible),
+// and a restricted deployment applies as the service account its restriction names
+// (impersonation), so downstream RBAC bounds it too.
+//
+// On the hub the agent is its cluster's ServiceAccount and nothing more (README, security
+// model). It renews its own token before it expires (credentials.go), follows its cluster when
+// the hub moves it to a new namespace, and stops with ErrRemoved when the hub revoked it: a
+// deployment that disappears from the hub is uninstalled only while the cluster is still a
+// member.
 package agent

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/crypto/nacl/box"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -27,13 +28,18 @@ type RegisterOptions struct {
 	Token  string
 	// Namespace is where the token lets it create its ClusterRegistration.
 	Namespace string
-	// ClientID identifies this cluster stably (for example its kube-system namespace UID);
-	// registering again with the same id gets the same Cluster.
-	ClientID      string
-	ClusterName   string
-	ClusterLabels map[string]string
-	// Timeout bounds the wait for the hub's answer; default 2m.
+	// TokenName is the ClusterRegistrationToken Token was issued for.
+	TokenName string
+	// ClientID identifies this cluster stably (for example its kube-system namespace UID).
+	// It is no secret: registering again for a Cluster that has an agent needs an operator's
+	// approval, whatever the id.
+	ClientID    string
+	ClusterName string
+	// Timeout bounds the wait for the hub's first answer; default 2m. A registration the hub
+	// holds (for approval, or rate-limited) is waited for until ctx ends.
 	Timeout time.Duration
+	// Waiting, when set, is told why the hub holds the registration, each time that changes.
+	Waiting func(reason, message string)
 }
 
 // Registration is the hub's answer: credentials that reach only this cluster's resources.
@@ -64,11 +70,12 @@ func Register(ctx context.Context, opts RegisterOptions) (*Registration, error) 
 	}
 	sum := sha256.Sum256([]byte(opts.ClientID + "\x00" + hex.EncodeToString(pub[:])))
 	reg := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "reg-" + hex.EncodeToString(sum[:])[:20], Namespace: opts.Namespace},
-		Spec: v1alpha1.ClusterRegistrationSpec{ClientID: opts.ClientID, ClusterName: opts.ClusterName, ClusterLabels: opts.ClusterLabels, PublicKey: pub[:]}}
+		Spec: v1alpha1.ClusterRegistrationSpec{ClientID: opts.ClientID, ClusterName: opts.ClusterName, TokenName: opts.TokenName, PublicKey: pub[:]}}
 	if err := c.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("failed to register: %w", err)
 	}
 	deadline := time.Now().Add(opts.Timeout)
+	held := ""
 	for {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(reg), reg); err != nil {
 			return nil, fmt.Errorf("failed to read the registration: %w", err)
@@ -76,9 +83,16 @@ func Register(ctx context.Context, opts RegisterOptions) (*Registration, error) 
 		if reg.Status.Granted {
 			break
 		}
-		for _, cond := range reg.Status.Conditions {
-			if cond.Type == v1alpha1.ReadyCondition && cond.Reason == "Refused" {
-				return nil, fmt.Errorf("registration refused: %s", cond.Message)
+		if cond := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ReadyCondition); cond != nil {
+			switch cond.Reason {
+			case v1alpha1.RegistrationRefusedReason:
+				return nil, fmt.Errorf("registration %s refused: %s", reg.Name, cond.Message)
+			case v1alpha1.AwaitingApprovalReason, v1alpha1.RateLimitedReason:
+				deadline = time.Now().Add(opts.Timeout) // the hub answered: wait on
+				if opts.Waiting != nil && cond.Message != held {
+					opts.Waiting(cond.Reason, cond.Message)
+				}
+				held = cond.Message
 			}
 		}
 		if time.Now().After(deadline) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -57,6 +59,13 @@ type RunOptions struct {
 	// ProtectedNamespaces are never deleted by a bundle, beside the cluster's own (default,
 	// kube-*) and StateNamespace.
 	ProtectedNamespaces []string
+	// RenewBefore: the hub token is renewed when this much of its lifetime is left; default a
+	// third of it. TokenLifetime is the lifetime renewed tokens ask for; default the current
+	// token's.
+	RenewBefore, TokenLifetime time.Duration
+	// OnCredentials keeps credentials the agent renewed or moved to (Bootstrap's Secret, see
+	// BootstrapOptions.Keep), before the agent uses them.
+	OnCredentials func(context.Context, Credentials) error
 }
 
 // protected is every namespace no bundle may delete on this cluster, beyond the cluster's own.
@@ -64,7 +73,9 @@ func (o *RunOptions) protected() []string {
 	return append([]string{o.StateNamespace}, o.ProtectedNamespaces...)
 }
 
-// Run runs the agent until ctx ends.
+// Run runs the agent until ctx ends, or until the hub revokes its access (ErrRemoved) or its
+// credentials expired (ErrCredentialsExpired). When its cluster moves to a new namespace on the
+// hub, it follows.
 func Run(ctx context.Context, opts RunOptions) error {
 	if opts.StateNamespace == "" {
 		opts.StateNamespace = "flotilla-system"
@@ -75,6 +86,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if opts.ResyncInterval <= 0 {
 		opts.ResyncInterval = 30 * time.Second
 	}
+	token := &tokenHolder{}
+	hubConfig := renewingConfig(opts.HubConfig, token)
+	for {
+		err := run(ctx, opts, hubConfig, token)
+		var moved *movedError
+		if !errors.As(err, &moved) {
+			return err
+		}
+		log.FromContext(ctx).Info("the cluster moved to a new namespace on the hub", "from", opts.Namespace, "to", moved.to)
+		opts.Namespace = moved.to
+	}
+}
+
+// movedError stops the agent's manager to start again in the namespace its cluster moved to.
+type movedError struct{ to string }
+
+func (e *movedError) Error() string { return "the cluster moved to namespace " + e.to }
+
+func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *tokenHolder) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -82,7 +112,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(opts.HubConfig, ctrl.Options{
+	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
@@ -91,20 +121,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	applier, err := NewApplier(opts.LocalConfig)
-	if err != nil {
-		return err
+	// Revoked or expired credentials end the run before the manager waits on caches that
+	// could never fill.
+	var own v1alpha1.Cluster
+	err = mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: opts.ClusterNamespace, Name: opts.ClusterName}, &own)
+	if gone := removal(&own, err, token.get()); gone != nil {
+		return gone
 	}
 	local, err := kubernetes.NewForConfig(opts.LocalConfig)
 	if err != nil {
 		return err
 	}
-	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), applier: applier, local: local, opts: opts}
+	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{}}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r); err != nil {
 		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(r.heartbeat)); err != nil {
-		return err
+	for _, loop := range []manager.RunnableFunc{r.heartbeat, r.renewCredentials} {
+		if err := mgr.Add(loop); err != nil {
+			return err
+		}
 	}
 	return mgr.Start(ctx)
 }
@@ -113,15 +148,46 @@ func Run(ctx context.Context, opts RunOptions) error {
 type deployer struct {
 	hub       client.Client
 	hubReader client.Reader
-	applier   *Applier
+	hubConfig *rest.Config
+	token     *tokenHolder
 	local     kubernetes.Interface
 	opts      RunOptions
+
+	mu       sync.Mutex
+	appliers map[string]*Applier // by the service account they apply as; "" is the agent's own
+}
+
+// applier returns the engine that applies as serviceAccount (in the agent's namespace), or as
+// the agent itself: impersonated, downstream RBAC bounds what a bundle can do.
+func (d *deployer) applier(serviceAccount string) (*Applier, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a := d.appliers[serviceAccount]; a != nil {
+		return a, nil
+	}
+	cfg := d.opts.LocalConfig
+	if serviceAccount != "" {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + d.opts.StateNamespace + ":" + serviceAccount}
+	}
+	a, err := NewApplier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.appliers[serviceAccount] = a
+	return a, nil
 }
 
 func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bd v1alpha1.BundleDeployment
 	if err := d.hub.Get(ctx, req.NamespacedName, &bd); err != nil {
 		if apierrors.IsNotFound(err) {
+			// Gone from the hub: uninstall only while this cluster is still a member there.
+			// A deleted Cluster's deployments go with its namespace, and a moving cluster's
+			// are deleted from the old one: neither removes what runs on the cluster.
+			if member, err := d.stillMember(ctx); !member || err != nil {
+				return ctrl.Result{}, err
+			}
 			return ctrl.Result{}, d.uninstall(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
@@ -143,7 +209,11 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			applyErr = d.apply(ctx, &bd, objs, opts)
 		}
 		if applyErr != nil {
-			setCondition(&bd, v1alpha1.AppliedCondition, false, "ApplyFailed", applyErr.Error())
+			reason := "ApplyFailed"
+			if errors.As(applyErr, new(*RestrictedError)) {
+				reason = "Restricted"
+			}
+			setCondition(&bd, v1alpha1.AppliedCondition, false, reason, applyErr.Error())
 		}
 	}
 	requeue := d.observe(ctx, &bd, objs, opts)
@@ -174,12 +244,16 @@ func (d *deployer) objects(ctx context.Context, namespace, contentID string) ([]
 	return parseManifests(data)
 }
 
-func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, objs []*unstructured.Unstructured, opts Options) error {
+func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, objs []*unstructured.Unstructured, opts deployOptions) error {
 	previous, err := d.loadInventory(ctx, bd.Name)
 	if err != nil {
 		return err
 	}
-	res, err := d.applier.Apply(ctx, objs, previous, opts)
+	a, err := d.applier(opts.serviceAccount)
+	if err != nil {
+		return err
+	}
+	res, err := a.Apply(ctx, objs, previous, opts.Options)
 	if err != nil {
 		return err
 	}
@@ -196,7 +270,7 @@ func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, obj
 }
 
 // observe computes readiness and drift of what is deployed; it returns when to look again.
-func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, objs []*unstructured.Unstructured, opts Options) time.Duration {
+func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, objs []*unstructured.Unstructured, opts deployOptions) time.Duration {
 	if bd.Status.AppliedDeploymentID == "" {
 		bd.Status.Ready, bd.Status.Modified = false, false
 		return 0
@@ -206,7 +280,12 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 		setCondition(bd, v1alpha1.ReadyCondition, false, "InventoryUnreadable", err.Error())
 		return d.opts.ResyncInterval
 	}
-	notReady, err := d.applier.Health(ctx, inv, opts)
+	a, err := d.applier(opts.serviceAccount)
+	if err != nil {
+		setCondition(bd, v1alpha1.ReadyCondition, false, "HealthCheckFailed", err.Error())
+		return d.opts.ResyncInterval
+	}
+	notReady, err := a.Health(ctx, inv, opts.Options)
 	if err != nil {
 		setCondition(bd, v1alpha1.ReadyCondition, false, "HealthCheckFailed", err.Error())
 		return d.opts.ResyncInterval
@@ -218,7 +297,7 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 		setCondition(bd, v1alpha1.ReadyCondition, false, "NotReady", fmt.Sprintf("%d of %d resources not ready: %s", len(notReady), len(inv), notReady[0].Message))
 	}
 	if objs != nil && bd.Status.AppliedDeploymentID == bd.Spec.Released.DeploymentID {
-		drifted, err := d.applier.Drift(ctx, objs, opts)
+		drifted, err := a.Drift(ctx, objs, opts.Options)
 		if err != nil {
 			// Keep the last known drift; say why it could not be checked now.
 			setCondition(bd, v1alpha1.InSyncCondition, false, "DriftCheckFailed", err.Error())
@@ -237,29 +316,137 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 	return d.opts.ResyncInterval
 }
 
-// heartbeat reports the agent alive on its Cluster (R1.11).
+// heartbeat reports the agent alive on its Cluster (R1.11), with the namespace it watches. It
+// ends the agent's run when the Cluster names another namespace (the agent follows it), and
+// when the hub removed the cluster.
 func (d *deployer) heartbeat(ctx context.Context) error {
-	beat := func() {
-		var c v1alpha1.Cluster
-		if err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c); err != nil {
-			return
-		}
-		orig := c.DeepCopy()
-		now := metav1.Now()
-		c.Status.AgentLastSeen, c.Status.AgentVersion = &now, d.opts.Version
-		_ = d.hub.Status().Patch(ctx, &c, client.MergeFrom(orig))
-	}
-	beat()
 	t := time.NewTicker(d.opts.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		if err := d.beat(ctx); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			beat()
 		}
 	}
+}
+
+func (d *deployer) beat(ctx context.Context) error {
+	var c v1alpha1.Cluster
+	err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
+	if gone := d.removed(&c, err); gone != nil {
+		return gone
+	}
+	if err != nil {
+		return nil // the hub is unreachable or slow: try again at the next beat
+	}
+	if to := c.Status.Namespace; to != "" && to != d.opts.Namespace {
+		if err := d.moveTo(ctx, to); err != nil {
+			log.FromContext(ctx).Error(err, "cannot follow the cluster to its new namespace yet", "to", to)
+			return nil
+		}
+		return &movedError{to: to}
+	}
+	orig := c.DeepCopy()
+	now := metav1.Now()
+	c.Status.AgentLastSeen, c.Status.AgentVersion, c.Status.AgentNamespace = &now, d.opts.Version, d.opts.Namespace
+	_ = d.hub.Status().Patch(ctx, &c, client.MergeFrom(orig))
+	return nil
+}
+
+func (d *deployer) removed(c *v1alpha1.Cluster, err error) error { return removal(c, err, d.token.get()) }
+
+// removal says whether a reading of the agent's own Cluster shows that the hub removed the
+// cluster: gone, being deleted, or the agent's token refused while it has not expired; or
+// that the token expired.
+func removal(c *v1alpha1.Cluster, err error, token string) error {
+	switch {
+	case apierrors.IsUnauthorized(err) && expired(token, time.Now()):
+		return ErrCredentialsExpired
+	case apierrors.IsUnauthorized(err), apierrors.IsNotFound(err):
+		return ErrRemoved
+	case err == nil && !c.DeletionTimestamp.IsZero():
+		return ErrRemoved
+	}
+	return nil
+}
+
+// stillMember reads the agent's Cluster: true while it exists, is not being deleted and names
+// the namespace the agent watches.
+func (d *deployer) stillMember(ctx context.Context) (bool, error) {
+	var c v1alpha1.Cluster
+	err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
+	if d.removed(&c, err) != nil {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("failed to confirm the cluster is still in the fleet: %w", err)
+	}
+	return c.Status.Namespace == d.opts.Namespace, nil
+}
+
+// moveTo takes the agent identity of the namespace its cluster moves to (the hub lets the
+// current identity request it) and keeps it.
+func (d *deployer) moveTo(ctx context.Context, namespace string) error {
+	lifetime := d.opts.TokenLifetime
+	if _, current, ok := renewal(d.token.get(), 0); ok && lifetime == 0 {
+		lifetime = current
+	}
+	if lifetime == 0 {
+		lifetime = 7 * 24 * time.Hour
+	}
+	token, err := requestToken(ctx, d.hubConfig, namespace, lifetime)
+	if err != nil {
+		return err
+	}
+	return d.keep(ctx, Credentials{Token: token, Namespace: namespace})
+}
+
+// renewCredentials renews the agent's hub token for as long as the agent runs.
+func (d *deployer) renewCredentials(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	for {
+		at, lifetime, ok := renewal(d.token.get(), d.opts.RenewBefore)
+		if !ok {
+			return nil // a token that does not expire (or is no JWT) needs no renewal
+		}
+		if d.opts.TokenLifetime > 0 {
+			lifetime = d.opts.TokenLifetime
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(at)):
+		}
+		token, err := requestToken(ctx, d.hubConfig, d.opts.Namespace, lifetime)
+		if err == nil {
+			err = d.keep(ctx, Credentials{Token: token, Namespace: d.opts.Namespace})
+		}
+		if err != nil {
+			logger.Error(err, "failed to renew the hub credentials; retrying")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(min(30*time.Second, d.opts.HeartbeatInterval)):
+			}
+			continue
+		}
+		logger.Info("renewed the hub credentials")
+	}
+}
+
+// keep stores credentials (OnCredentials) and uses them from then on.
+func (d *deployer) keep(ctx context.Context, creds Credentials) error {
+	if d.opts.OnCredentials != nil {
+		if err := d.opts.OnCredentials(ctx, creds); err != nil {
+			return fmt.Errorf("failed to keep the hub credentials: %w", err)
+		}
+	}
+	d.token.set(creds.Token)
+	return nil
 }
 
 // inventories live in ConfigMaps on the local cluster, one per BundleDeployment.
@@ -285,9 +472,9 @@ func (d *deployer) loadInventory(ctx context.Context, name string) (Inventory, e
 	return inv, nil
 }
 
-func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory, opts Options) error {
+func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory, opts deployOptions) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: inventoryName(name), Namespace: d.opts.StateNamespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "flotilla-agent"}},
-		Data: map[string]string{"inventory": strings.Join(inv.Strings(), "\n"), "keepResources": fmt.Sprint(opts.KeepResources)}}
+		Data: map[string]string{"inventory": strings.Join(inv.Strings(), "\n"), "keepResources": fmt.Sprint(opts.KeepResources), "serviceAccount": opts.serviceAccount}}
 	if opts.DeleteNamespace && !opts.KeepResources {
 		cm.Data["deleteNamespaces"] = strings.Join(inv.Namespaces(d.opts.protected()...), "\n")
 	}
@@ -320,7 +507,11 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 		return err
 	}
 	if cm.Data["keepResources"] != "true" {
-		if _, err := d.applier.Apply(ctx, nil, inv, Options{Owner: name, Protected: d.opts.protected()}); err != nil {
+		a, err := d.applier(cm.Data["serviceAccount"])
+		if err != nil {
+			return err
+		}
+		if _, err := a.Apply(ctx, nil, inv, Options{Owner: name, Protected: d.opts.protected()}); err != nil {
 			return err
 		}
 		// deleteNamespace: the namespaces the bundle deployed into go with it.
@@ -335,17 +526,24 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 
 func inventoryName(bd string) string { return "inventory-" + bd }
 
+// deployOptions are a deployment's options for the engine, and the service account it
+// applies as.
+type deployOptions struct {
+	Options
+	serviceAccount string
+}
+
 // engineOptions are a deployment's options for the engine: those of its spec, its ownership
 // mark (the deployment's name) and the namespaces no bundle may delete here.
-func (d *deployer) engineOptions(bd *v1alpha1.BundleDeployment) Options {
+func (d *deployer) engineOptions(bd *v1alpha1.BundleDeployment) deployOptions {
 	o := &bd.Spec.Options
 	opts := Options{DefaultNamespace: o.DefaultNamespace, NamespaceLabels: o.NamespaceLabels, NamespaceAnnotations: o.NamespaceAnnotations,
 		KeepResources: o.KeepResources, DeleteNamespace: o.DeleteNamespace, IgnoreConditions: o.IgnoreConditions,
-		Owner: bd.Name, TakeOwnership: o.TakeOwnership, Protected: d.opts.protected()}
+		Owner: bd.Name, TakeOwnership: o.TakeOwnership, Protected: d.opts.protected(), TargetNamespace: o.TargetNamespace, Restrictions: o.Restrictions}
 	for _, p := range o.ComparePatches {
 		opts.ComparePatches = append(opts.ComparePatches, ComparePatch{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
 	}
-	return opts
+	return deployOptions{Options: opts, serviceAccount: o.ServiceAccount}
 }
 
 func parseManifests(data []byte) ([]*unstructured.Unstructured, error) {

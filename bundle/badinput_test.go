@@ -47,6 +47,9 @@ func TestBadInputNamesFileAndField(t *testing.T) {
 			[]string{"app/fleet.yaml: helm: helm template c:", "nil pointer"}},
 		{"valuesFrom in the CLI", map[string]string{"app/fleet.yaml": "helm:\n  chart: .\n  valuesFrom: [{configMapKeyRef: {name: v}}]\n", "app/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n"},
 			[]string{"app/fleet.yaml: helm.valuesFrom[0]: values from ConfigMaps and Secrets are only available on the hub"}},
+		{"forced namespace with cluster-scoped objects", map[string]string{"app/fleet.yaml": "namespace: apps\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+			"app/rbac.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n"},
+			[]string{"fleet.yaml: namespace:", `forces every object into namespace "apps"`, "ClusterRole reader, Namespace other"}},
 		{"overlay patching a missing file", map[string]string{"app/fleet.yaml": "yaml: {overlays: [o]}\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "app/overlays/o/other_patch.yaml": "data: {a: b}\n"},
 			[]string{"app/overlays/o/other_patch.yaml: patches other.yaml, which the bundle does not have"}},
 	}

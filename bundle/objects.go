@@ -172,9 +172,13 @@ func normalize(objs []Object, defaultNamespace, forceNamespace string) ([]Object
 	if defaultNamespace == "" {
 		defaultNamespace = "default"
 	}
+	var unplaceable []string
 	for _, o := range objs {
 		key := o.Group() + "/" + o.Kind()
 		if clusterScoped[key] || scoped[key] {
+			if forceNamespace != "" {
+				unplaceable = append(unplaceable, o.Kind()+" "+o.Name())
+			}
 			continue
 		}
 		switch {
@@ -183,6 +187,11 @@ func normalize(objs []Object, defaultNamespace, forceNamespace string) ([]Object
 		case o.Namespace() == "":
 			o.setNamespace(defaultNamespace)
 		}
+	}
+	if len(unplaceable) > 0 {
+		sort.Strings(unplaceable)
+		return nil, nil, &FieldError{File: "fleet.yaml", Field: "namespace", Err: fmt.Errorf("forces every object into namespace %q, but cluster-scoped objects have none: %s",
+			forceNamespace, strings.Join(unplaceable, ", "))}
 	}
 	sort.SliceStable(objs, func(i, j int) bool {
 		a, b := objs[i], objs[j]

@@ -2,6 +2,10 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,23 +24,36 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // AgentServiceAccount is the identity of a cluster's agent, in the cluster's namespace.
-const AgentServiceAccount = "flotilla-agent"
+const AgentServiceAccount = v1alpha1.AgentServiceAccountName
 
-// accessReconciler gives each registered cluster's agent exactly what it needs on the hub:
-// read its own BundleDeployments and write their status (in the cluster's namespace), read the
-// Content those deployments reference (by name), and read and heartbeat its own Cluster. Nothing
-// else: not other clusters' namespaces, not Secrets, not other Content. Content shared by many
-// clusters may be granted to them all at once instead (content_grants.go).
+// accessReconciler admits every Cluster (its namespace, see AdmitCluster) and gives its agent
+// exactly what it needs on the hub: read its own BundleDeployments and write their status (in
+// the cluster's namespace), renew its own token, read the Content those deployments reference
+// (by name), and read and heartbeat its own Cluster. Nothing else: not other clusters'
+// namespaces, not Secrets, not other Content. Content shared by many clusters may be granted to
+// them all at once instead (content_grants.go). A deleted Cluster loses all of it at once
+// (revokeAccess), before its finalizer goes.
 type accessReconciler struct {
 	client client.Client
 }
+
+// clusterAccessFinalizer holds a deleted Cluster until its agent's access is revoked.
+const clusterAccessFinalizer = "flotilla.dev/cluster-access"
+
+// AdmittedCondition (Cluster) is present, False, while the hub cannot admit the cluster: its
+// namespace belongs to another Cluster.
+const AdmittedCondition = "Admitted"
 
 // accessCoalesce is how long a BundleDeployment change waits before its cluster's Roles are
 // recomputed. Staging a commit touches every bundle of a cluster in a burst; one Role write
@@ -51,9 +68,24 @@ func (r *accessReconciler) setup(mgr ctrl.Manager) error {
 		}
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-access").
-		For(&v1alpha1.Cluster{}).
+		For(&v1alpha1.Cluster{}, builder.WithPredicates(accessChanged{})).
 		Watches(&v1alpha1.BundleDeployment{}, byContentChange).
 		Complete(r)
+}
+
+// accessChanged passes the Cluster changes access depends on: not heartbeats, which come
+// from every agent every few seconds.
+type accessChanged struct{ predicate.Funcs }
+
+func (accessChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.Status.Namespace != n.Status.Namespace || o.Status.PreviousNamespace != n.Status.PreviousNamespace ||
+		o.Status.AgentNamespace != n.Status.AgentNamespace || !n.DeletionTimestamp.IsZero() ||
+		!slices.Equal(o.Finalizers, n.Finalizers) || o.Annotations[v1alpha1.ClientIDAnnotation] != n.Annotations[v1alpha1.ClientIDAnnotation]
 }
 
 // clusterOf names the Cluster a BundleDeployment is staged for: bundles target the Clusters of
@@ -71,7 +103,103 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, &c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return ctrl.Result{}, grantAccess(ctx, r.client, &c, nil)
+	if !c.DeletionTimestamp.IsZero() {
+		if !controllerutil.ContainsFinalizer(&c, clusterAccessFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		if err := revokeAccess(ctx, r.client, &c); err != nil {
+			return ctrl.Result{}, err
+		}
+		controllerutil.RemoveFinalizer(&c, clusterAccessFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &c))
+	}
+	if !controllerutil.ContainsFinalizer(&c, clusterAccessFinalizer) {
+		controllerutil.AddFinalizer(&c, clusterAccessFinalizer)
+		if err := r.client.Update(ctx, &c); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add the access finalizer to cluster %s: %w", c.Name, err)
+		}
+	}
+	if err := AdmitCluster(ctx, r.client, &c); err != nil {
+		var conflict *NamespaceConflictError
+		if errors.As(err, &conflict) {
+			// Nothing to retry: the namespace stays its owner's until an operator acts.
+			return ctrl.Result{}, r.admitted(ctx, &c, metav1.ConditionFalse, "NamespaceConflict", err.Error())
+		}
+		return ctrl.Result{}, err
+	}
+	if err := r.admitted(ctx, &c, metav1.ConditionTrue, "", ""); err != nil {
+		return ctrl.Result{}, err
+	}
+	moved := c.Status.PreviousNamespace != "" && c.Status.AgentNamespace == c.Status.Namespace
+	if err := finishMove(ctx, r.client, &c); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, grantAccessWith(ctx, r.client, &c, nil, moved)
+}
+
+// admitted records a failed admission in the Admitted condition, which is present only while
+// admission fails (as kstatus' Stalled is): an admitted cluster costs no write for it.
+func (r *accessReconciler) admitted(ctx context.Context, c *v1alpha1.Cluster, status metav1.ConditionStatus, reason, msg string) error {
+	orig := c.DeepCopy()
+	if status == metav1.ConditionTrue {
+		if !meta.RemoveStatusCondition(&c.Status.Conditions, AdmittedCondition) {
+			return nil
+		}
+	} else {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, AdmittedCondition); cond != nil && cond.Status == status && cond.Reason == reason && cond.Message == msg {
+			return nil
+		}
+		setCondition(&c.Status.Conditions, metav1.Condition{Type: AdmittedCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, c, client.MergeFrom(orig)))
+}
+
+// revokeAccess removes everything a deleted Cluster's agent could use on the hub: its identity
+// first (every token it holds stops working), then its Roles in the fleet and bundle
+// namespaces, its deployments and its namespace.
+func revokeAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster) error {
+	for _, ns := range []string{cl.Status.Namespace, cl.Status.PreviousNamespace} {
+		if ns == "" {
+			continue
+		}
+		if err := removeClusterNamespace(ctx, c, ns); err != nil {
+			return fmt.Errorf("failed to revoke the access of cluster %s: %w", cl.Name, err)
+		}
+	}
+	var roles rbacv1.RoleList
+	if err := c.List(ctx, &roles, client.MatchingLabels{LabelAgentOf: agentOf(cl)}); err != nil {
+		return fmt.Errorf("failed to list the roles of cluster %s: %w", cl.Name, err)
+	}
+	for i := range roles.Items {
+		role := &roles.Items[i]
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace}}
+		if err := c.Delete(ctx, binding); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete role binding %s/%s: %w", role.Namespace, role.Name, err)
+		}
+		if err := c.Delete(ctx, role); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete role %s/%s: %w", role.Namespace, role.Name, err)
+		}
+	}
+	return nil
+}
+
+// LabelAgentOf marks the Roles of a cluster's agent with a hash of its Cluster's namespace and
+// name, so that they can all be found when the Cluster goes.
+const LabelAgentOf = "flotilla.dev/agent-of"
+
+func agentOf(cl *v1alpha1.Cluster) string {
+	sum := sha256.Sum256([]byte(ownerOf(cl)))
+	return hex.EncodeToString(sum[:])[:20]
+}
+
+// agentSubjects are the identities of a cluster's agent: the one of its namespace, and while
+// the cluster moves, the one of the namespace it moves from.
+func agentSubjects(cl *v1alpha1.Cluster) []rbacv1.Subject {
+	out := []rbacv1.Subject{agentSubject(cl.Status.Namespace)}
+	if prev := cl.Status.PreviousNamespace; prev != "" {
+		out = append(out, agentSubject(prev))
+	}
+	return out
 }
 
 // grantAccess writes the Roles of a cluster's agent: its deployments, its Cluster, and the
@@ -84,16 +212,20 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // revision a cluster ran before stays readable until its next Role write (the next revision),
 // which saves a second write per cluster and revision.
 func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, staging map[string][]string) error {
+	return grantAccessWith(ctx, c, cl, staging, false)
+}
+
+// grantAccessWith is grantAccess that also rewrites the subjects of existing bindings when
+// resync is set or the cluster is moving: they change only then.
+func grantAccessWith(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, staging map[string][]string, resync bool) error {
 	ns := cl.Status.Namespace
 	if ns == "" {
 		return nil
 	}
-	subject := []rbacv1.Subject{agentSubject(ns)}
-	// In the cluster's namespace: its BundleDeployments.
-	if err := ensureRole(ctx, c, ns, "flotilla-agent", []rbacv1.PolicyRule{
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}},
-	}, subject); err != nil {
+	subjects := agentSubjects(cl)
+	resync = resync || cl.Status.PreviousNamespace != ""
+	labels := map[string]string{LabelAgentOf: agentOf(cl)}
+	if err := grantAgent(ctx, c, cl, ns, subjects, resync); err != nil {
 		return err
 	}
 	// In the Cluster's namespace: its own Cluster, for heartbeats.
@@ -112,16 +244,26 @@ func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, sta
 		if bundleNS == cl.Namespace {
 			nsRules = append(nsRules, rules...)
 		}
-		if err := ensureRole(ctx, c, bundleNS, roleName, nsRules, subject); err != nil {
+		if err := ensureRole(ctx, c, roleSpec{ns: bundleNS, name: roleName, labels: labels, rules: nsRules, subjects: subjects, resync: resync}); err != nil {
 			return err
 		}
 	}
 	if _, ok := contents[cl.Namespace]; !ok {
-		if err := ensureRole(ctx, c, cl.Namespace, roleName, rules, subject); err != nil {
+		if err := ensureRole(ctx, c, roleSpec{ns: cl.Namespace, name: roleName, labels: labels, rules: rules, subjects: subjects, resync: resync}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// grantAgent writes the agent's Role in a cluster namespace: its deployments, their status,
+// and a token for its own identity there (renewal, and the move into a new namespace).
+func grantAgent(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, ns string, subjects []rbacv1.Subject, resync bool) error {
+	return ensureRole(ctx, c, roleSpec{ns: ns, name: AgentServiceAccount, labels: map[string]string{LabelAgentOf: agentOf(cl)}, subjects: subjects, resync: resync, rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}},
+	}})
 }
 
 // agentRoleName is the Role of a cluster's agent in its Cluster's namespace and in each bundle
@@ -184,15 +326,27 @@ func referencedContent(ctx context.Context, c client.Client, ns string, staging 
 	return out, nil
 }
 
+// roleSpec is a Role with its RoleBinding.
+type roleSpec struct {
+	ns, name string
+	labels   map[string]string
+	rules    []rbacv1.PolicyRule
+	subjects []rbacv1.Subject
+	// resync rewrites the subjects of an existing binding (they change only when a cluster
+	// moves); otherwise a binding is written once, with its Role.
+	resync bool
+}
+
 // ensureRole creates a Role or updates one whose rules do not cover rules (see rulesCover). A
 // new Role gets its RoleBinding and, for service-account subjects of its namespace, the
 // ServiceAccount: those never change, so they are written once, not on every reconcile.
-func ensureRole(ctx context.Context, c client.Client, ns, name string, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
+func ensureRole(ctx context.Context, c client.Client, spec roleSpec) error {
+	ns, name := spec.ns, spec.name
 	var role rbacv1.Role
 	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &role)
 	switch {
 	case apierrors.IsNotFound(err):
-		for _, s := range subjects {
+		for _, s := range spec.subjects {
 			// A service account is created with the Role of its own namespace: the Roles in
 			// bundle namespaces then bind it without a second, failing create.
 			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != ns {
@@ -203,24 +357,62 @@ func ensureRole(ctx context.Context, c client.Client, ns, name string, rules []r
 				return fmt.Errorf("failed to create service account %s/%s: %w", s.Namespace, s.Name, err)
 			}
 		}
-		role = rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
+		role = rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: spec.labels}, Rules: spec.rules}
 		if err := c.Create(ctx, &role); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create role %s/%s: %w", ns, name, err)
 		}
-		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
-		if err := c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("failed to bind role %s/%s: %w", ns, name, err)
-		}
+		return bindRole(ctx, c, spec, false)
 	case err != nil:
 		return err
-	case !rulesCover(role.Rules, rules):
-		role.Rules = rules
+	case !rulesCover(role.Rules, spec.rules) || !labelsCover(role.Labels, spec.labels):
+		role.Rules = spec.rules
+		if role.Labels == nil {
+			role.Labels = map[string]string{}
+		}
+		for k, v := range spec.labels {
+			role.Labels[k] = v
+		}
 		if err := c.Update(ctx, &role); err != nil {
 			return fmt.Errorf("failed to update role %s/%s: %w", ns, name, err)
 		}
 	}
+	if spec.resync {
+		return bindRole(ctx, c, spec, true)
+	}
 	return nil
+}
+
+// bindRole creates a Role's binding, or with replace, sets the subjects of the one there (a
+// patch: the hub does not cache the bindings it writes, only shared content grants).
+func bindRole(ctx context.Context, c client.Client, spec roleSpec, replace bool) error {
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: spec.name, Namespace: spec.ns, Labels: spec.labels}, Subjects: spec.subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: spec.name}}
+	if replace {
+		patch, err := json.Marshal(map[string]any{"subjects": spec.subjects})
+		if err != nil {
+			return err
+		}
+		err = c.Patch(ctx, binding, client.RawPatch(types.MergePatchType, patch))
+		if !apierrors.IsNotFound(err) {
+			if err != nil {
+				return fmt.Errorf("failed to update role binding %s/%s: %w", spec.ns, spec.name, err)
+			}
+			return nil
+		}
+	}
+	if err := c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to bind role %s/%s: %w", spec.ns, spec.name, err)
+	}
+	return nil
+}
+
+func labelsCover(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // rulesCover reports whether have grants what want does and nothing of another kind: the

@@ -100,6 +100,8 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 type rendered struct {
 	src     *bundle.Source
 	targets map[string]*bundle.Rendered // cluster → render
+	// restrictions are the namespace's FleetRestrictions, which every deployment carries.
+	restrictions []v1alpha1.DeploymentRestriction
 }
 
 // render renders every bundle for every cluster it targets; any error is the commit's.
@@ -107,6 +109,10 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 	access, err := chartAccess(ctx, b.client, repo)
 	if err != nil {
 		return nil, &RenderError{Err: err}
+	}
+	policy, err := restrictionsOf(ctx, b.client, repo.Namespace)
+	if err != nil {
+		return nil, err
 	}
 	values := &valuesResolver{client: b.client, namespace: repo.Namespace, crossNamespace: b.crossNamespaceRefs}
 	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts.For(access), Values: values, Sandbox: b.sandbox})
@@ -117,7 +123,7 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 	all := make([]rendered, 0, len(sources))
 	for i := range sources {
 		src := &sources[i]
-		r := rendered{src: src, targets: map[string]*bundle.Rendered{}}
+		r := rendered{src: src, targets: map[string]*bundle.Rendered{}, restrictions: policy.forDeployment()}
 		for _, c := range clusters {
 			if !selected(repo.Spec.Targets, src.Fleet.OverrideTargets, c.target) {
 				continue
@@ -126,9 +132,13 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 			if err != nil {
 				return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
 			}
-			if !res.DoNotDeploy {
-				r.targets[c.cluster.Name] = res
+			if res.DoNotDeploy {
+				continue
 			}
+			if err := policy.restrict(res); err != nil {
+				return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
+			}
+			r.targets[c.cluster.Name] = res
 		}
 		all = append(all, r)
 	}
@@ -153,7 +163,7 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 					return err
 				}
 			}
-			bun, recorded, err := b.stage(gctx, repo, commit, r.src, r.targets)
+			bun, recorded, err := b.stage(gctx, repo, commit, r)
 			if err != nil {
 				return err
 			}
@@ -295,7 +305,8 @@ func convertSelector(s *metav1.LabelSelector) *rollout.Selector {
 // stage records a new revision on the Bundle when any target's deployment changed and drops
 // the deployments of clusters no longer targeted. It returns the Bundle and what its latest
 // revision deploys to each cluster; the caller stages that per cluster.
-func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, src *bundle.Source, targets map[string]*bundle.Rendered) (*v1alpha1.Bundle, revisionTargets, error) {
+func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, r rendered) (*v1alpha1.Bundle, revisionTargets, error) {
+	src, targets := r.src, r.targets
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
 	err := b.client.Get(ctx, key, &bun)
@@ -328,7 +339,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		spec.TargetRevision = nil // a new revision supersedes a rollback
 	}
 	// What the latest revision deploys to each cluster: when nothing changed, what it recorded.
-	recorded, err := recordedTargets(spec.LatestRevision, targets)
+	recorded, err := recordedTargets(spec.LatestRevision, targets, r.restrictions)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -105,7 +105,10 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if online {
 		requeue = left + time.Second // to notice the deadline passing
 	}
-	switch {
+	switch admitted := meta.FindStatusCondition(c.Status.Conditions, AdmittedCondition); {
+	case admitted != nil && admitted.Status == metav1.ConditionFalse:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, admitted.Reason, admitted.Message
+		st.Display.State = "NotAdmitted"
 	case c.Status.AgentLastSeen == nil:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "AgentNotConnected", "no agent has reported for this cluster yet"
 		st.Display.State = "WaitingForAgent"

@@ -10,7 +10,8 @@ package hub
 //go:generate go tool controller-gen crd:maxDescLen=400 paths=./api/... output:crd:artifacts:config=../manifests/crds
 //go:generate go tool controller-gen rbac:roleName=flotilla-hub paths=./... output:rbac:artifacts:config=../manifests/rbac
 
-// +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents;fleetrestrictions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flotilla.dev,resources=bundledeployments,verbs=deletecollection
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos/status;bundles/status;bundledeployments/status;clusters/status;clustergroups/status;clusterregistrationtokens/status;clusterregistrations/status;stagedupdateruns/status;approvalrequests/status;rolloutsequences/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create

@@ -79,7 +79,8 @@ type placed struct {
 }
 
 // placements reads a bundle's BundleDeployments with their Clusters, sorted by cluster name.
-// Deployments whose Cluster is gone are left out: nothing can be released to them. Both are
+// Deployments whose Cluster is gone are left out: nothing can be released to them; so are the
+// ones a cluster that moves to a new namespace leaves behind (clusterMove). Both are
 // the cache's objects: copy a deployment before changing it.
 func placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]placed, error) {
 	bds, clusters, err := readFleet(ctx, c, bun)
@@ -93,7 +94,7 @@ func placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]p
 	out := make([]placed, 0, len(bds))
 	for i := range bds {
 		bd := &bds[i]
-		if cl := byName[bd.Labels[LabelCluster]]; cl != nil {
+		if cl := byName[bd.Labels[LabelCluster]]; cl != nil && bd.Namespace == cl.Status.Namespace {
 			out = append(out, placed{bd: bd, cluster: cl})
 		}
 	}

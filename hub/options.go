@@ -54,4 +54,11 @@ type Options struct {
 	// default 1 GiB. A render past either fails its GitRepo with a condition, and the others go on.
 	RenderTimeout time.Duration
 	RenderMemory  int64
+	// AgentTokenTTL is the lifetime of the hub tokens agents are issued at registration and
+	// renew themselves; default 7 days. Agents renew theirs when a third of it is left.
+	AgentTokenTTL time.Duration
+	// RegistrationBurst registrations a token may grant at once, then one per
+	// RegistrationInterval; defaults 10 and 6s. Later ones wait, with a condition.
+	RegistrationBurst    int
+	RegistrationInterval time.Duration
 }

@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
+	"maps"
+	"math"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/nacl/box"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,6 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -32,6 +38,31 @@ const (
 	RegistrationServer    = v1alpha1.RegistrationServerKey
 )
 
+// Registration is under the operator's control:
+//   - a token's agents can only create ClusterRegistrations naming that token (an admission
+//     policy, manifests/policies), so the hub knows which token each registration used;
+//   - a deleted or expired token registers no cluster, and deleting one revokes its bearer
+//     token at once (its ServiceAccount goes);
+//   - a registered cluster's labels are its token's spec.clusterLabels and what the operator
+//     sets, never the agent's;
+//   - a registration that claims a Cluster with an identity already (another agent's, or the
+//     same client id, which is no secret) waits for an operator's approval;
+//   - each token grants at most RegistrationBurst registrations at once, then one per
+//     RegistrationInterval.
+
+// Registration limits per token, and the agent tokens' lifetime (agents renew them).
+const (
+	DefaultRegistrationInterval = 6 * time.Second
+	DefaultRegistrationBurst    = 10
+	DefaultAgentTokenTTL        = 7 * 24 * time.Hour
+)
+
+// tokenFinalizer holds a deleted ClusterRegistrationToken until its bearer token is revoked.
+const tokenFinalizer = "flotilla.dev/registration-token"
+
+// minTokenSeconds is the shortest lifetime the API server issues a token for.
+const minTokenSeconds = 600
+
 // tokenReconciler turns a ClusterRegistrationToken into a Secret holding a bearer token that may
 // only create and read ClusterRegistrations in the token's namespace.
 type tokenReconciler struct {
@@ -39,59 +70,130 @@ type tokenReconciler struct {
 	kube   kubernetes.Interface
 	server string
 	ca     []byte
-	now    func() time.Time
 }
 
 func (r *tokenReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("registration-token").For(&v1alpha1.ClusterRegistrationToken{}).Complete(r)
 }
 
+func registrationAccount(token string) string { return "registration-" + token }
+
 func (r *tokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var tok v1alpha1.ClusterRegistrationToken
 	if err := r.client.Get(ctx, req.NamespacedName, &tok); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ns, sa := tok.Namespace, registrationAccount(tok.Name)
+	if !tok.DeletionTimestamp.IsZero() {
+		// The hub does not count on a garbage collector: it removes what the token held.
+		for _, o := range []client.Object{
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns}},
+		} {
+			if err := r.client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
+			}
+		}
+		controllerutil.RemoveFinalizer(&tok, tokenFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &tok))
+	}
 	if tok.Status.SecretName != "" {
 		return ctrl.Result{}, nil // issued; a token is not re-issued
 	}
-	sa := "registration-" + tok.Name
-	ns := tok.Namespace
-	if err := r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}); client.IgnoreAlreadyExists(err) != nil {
-		return ctrl.Result{}, err
+	if controllerutil.AddFinalizer(&tok, tokenFinalizer) {
+		if err := r.client.Update(ctx, &tok); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of registration token %s: %w", tok.Name, err)
+		}
 	}
-	if err := ensureRole(ctx, r.client, ns, sa, []rbacv1.PolicyRule{
+	if err := ensureRole(ctx, r.client, roleSpec{ns: ns, name: sa, subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}, rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create", "get"}},
-	}, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}); err != nil {
+	}}); err != nil {
 		return ctrl.Result{}, err
 	}
-	ttl := int64((30 * 24 * time.Hour).Seconds())
+	// Unset TTL: the longest token the API server issues (136 years); the hub refuses
+	// registrations past a set TTL itself, as the API server's minimum is 10 minutes.
+	seconds := int64(math.MaxUint32)
+	var expires *metav1.Time
 	if tok.Spec.TTL != nil {
-		ttl = int64(tok.Spec.TTL.Seconds())
+		seconds = max(int64(tok.Spec.TTL.Seconds()), minTokenSeconds)
+		expires = &metav1.Time{Time: tok.CreationTimestamp.Add(tok.Spec.TTL.Duration)}
 	}
-	tr, err := r.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	tr, err := r.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to issue registration token: %w", err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns},
-		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.ca, RegistrationServer: []byte(r.server)}}
+		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.ca, RegistrationServer: []byte(r.server),
+			v1alpha1.RegistrationTokenNameKey: []byte(tok.Name)}}
 	if err := r.client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
 		return ctrl.Result{}, err
 	}
 	orig := tok.DeepCopy()
-	expires := metav1.NewTime(tr.Status.ExpirationTimestamp.Time)
-	tok.Status.SecretName, tok.Status.Expires = secret.Name, &expires
+	tok.Status.SecretName, tok.Status.Expires = secret.Name, expires
 	return ctrl.Result{}, r.client.Status().Patch(ctx, &tok, client.MergeFrom(orig))
 }
 
 // registrationReconciler grants a ClusterRegistration: the Cluster, its namespace, the agent's
 // identity, and the agent's token sealed to the agent's public key.
 type registrationReconciler struct {
-	client client.Client
-	kube   kubernetes.Interface
+	client   client.Client
+	kube     kubernetes.Interface
+	now      func() time.Time
+	tokenTTL time.Duration
+	limits   tokenLimits
+}
+
+// tokenLimits rate-limits the registrations each token grants, by token UID.
+type tokenLimits struct {
+	every time.Duration
+	burst int
+
+	mu       sync.Mutex
+	limiters map[types.UID]*rate.Limiter
+}
+
+// wait reserves a grant for the token and returns zero, or how long until one is free.
+func (l *tokenLimits) wait(tok types.UID, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limiters == nil {
+		l.limiters = map[types.UID]*rate.Limiter{}
+	}
+	lim := l.limiters[tok]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Every(l.every), l.burst)
+		l.limiters[tok] = lim
+	}
+	res := lim.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d
+	}
+	return 0
 }
 
 func (r *registrationReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("cluster-registration").For(&v1alpha1.ClusterRegistration{}).Complete(r)
+	// An approval is written on the Cluster: the registrations that claim it look again.
+	byCluster := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		if o.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation] == "" {
+			return nil
+		}
+		var regs v1alpha1.ClusterRegistrationList
+		if err := r.client.List(ctx, &regs, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, reg := range regs.Items {
+			if !reg.Status.Granted && string(reg.UID) == o.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation] {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&reg)})
+			}
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("cluster-registration").For(&v1alpha1.ClusterRegistration{}).
+		Watches(&v1alpha1.Cluster{}, byCluster).Complete(r)
 }
 
 func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -103,36 +205,59 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	if len(reg.Spec.PublicKey) != 32 {
-		return ctrl.Result{}, r.refuse(ctx, &reg, "spec.publicKey must be a 32-byte X25519 key")
+		return ctrl.Result{}, r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, "spec.publicKey must be a 32-byte X25519 key")
+	}
+	tok, why, err := r.token(ctx, &reg)
+	if err != nil || why != "" {
+		return ctrl.Result{}, firstErr(err, r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, why))
 	}
 	name := reg.Spec.ClusterName
 	if name == "" {
 		sum := sha256.Sum256([]byte(reg.Spec.ClientID))
 		name = "cluster-" + hex.EncodeToString(sum[:])[:10]
 	}
-	var existing v1alpha1.Cluster
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, &existing)
-	switch {
-	case err == nil && existing.Annotations["flotilla.dev/client-id"] != reg.Spec.ClientID:
-		return ctrl.Result{}, r.refuse(ctx, &reg, fmt.Sprintf("cluster name %q is taken by another cluster", name))
-	case apierrors.IsNotFound(err):
-		existing = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: reg.Spec.ClusterLabels,
-			Annotations: map[string]string{"flotilla.dev/client-id": reg.Spec.ClientID}}}
-		if err := r.client.Create(ctx, &existing); err != nil {
+	var cl v1alpha1.Cluster
+	err = r.client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, &cl)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	takeover := exists && cl.Annotations[v1alpha1.ClientIDAnnotation] != ""
+	if takeover && cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] != string(reg.UID) {
+		return ctrl.Result{}, r.hold(ctx, &reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
+			"cluster %s is registered already: this registration takes it over once an operator approves it (flotilla cluster approve %s -n %s)", name, reg.Name, reg.Namespace))
+	}
+	if wait := r.limits.wait(tok.UID, r.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, r.hold(ctx, &reg, v1alpha1.RateLimitedReason,
+			fmt.Sprintf("token %s registered too many clusters lately; this one is granted in %s", tok.Name, wait.Round(time.Second)))
+	}
+	if !exists {
+		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
+			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID}}}
+		if err := r.client.Create(ctx, &cl); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
 		}
-	case err != nil:
+	} else if err := r.claim(ctx, &cl, &reg, tok); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := AdmitCluster(ctx, r.client, &existing); err != nil {
+	if err := AdmitCluster(ctx, r.client, &cl); err != nil {
+		return ctrl.Result{}, firstErr(r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, err.Error()), err)
+	}
+	clusterNS := cl.Status.Namespace
+	if takeover {
+		// The cluster's former agent loses its access: its tokens die with its identity.
+		if err := r.client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
+		}
+	}
+	if err := grantAccess(ctx, r.client, &cl, nil); err != nil {
 		return ctrl.Result{}, err
 	}
-	clusterNS := existing.Status.Namespace
 	if err := r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
 		return ctrl.Result{}, err
 	}
-	ttl := int64((365 * 24 * time.Hour).Seconds())
-	tr, err := r.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	seconds := int64(r.tokenTTL.Seconds())
+	tr, err := r.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to issue the agent's token: %w", err)
 	}
@@ -149,38 +274,67 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{}, r.client.Status().Patch(ctx, &reg, client.MergeFrom(orig))
 }
 
-// ClusterNamespace is where the BundleDeployments of a cluster registered in a fleet namespace
-// live.
-func ClusterNamespace(fleetNamespace, cluster string) string {
-	return strings.TrimRight(truncate("cluster-"+fleetNamespace+"-"+cluster, 63), "-")
+// token returns the registration's token, or why it registers nothing.
+func (r *registrationReconciler) token(ctx context.Context, reg *v1alpha1.ClusterRegistration) (*v1alpha1.ClusterRegistrationToken, string, error) {
+	if reg.Spec.TokenName == "" {
+		return nil, "spec.tokenName is required: the registration token it was made with", nil
+	}
+	var tok v1alpha1.ClusterRegistrationToken
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: reg.Spec.TokenName}, &tok)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("registration token %s does not exist", reg.Spec.TokenName), nil
+	case err != nil:
+		return nil, "", err
+	case !tok.DeletionTimestamp.IsZero():
+		return nil, fmt.Sprintf("registration token %s is being deleted", tok.Name), nil
+	case tok.Status.Expires != nil && !r.now().Before(tok.Status.Expires.Time):
+		return nil, fmt.Sprintf("registration token %s expired at %s", tok.Name, tok.Status.Expires.UTC().Format(time.RFC3339)), nil
+	}
+	return &tok, "", nil
 }
 
-// AdmitCluster gives a Cluster its BundleDeployment namespace and records it in the Cluster's
-// status: the part of registration that involves no agent. Clusters created directly, by an
-// operator or the quickstart, are admitted with it too.
-func AdmitCluster(ctx context.Context, c client.Client, cl *v1alpha1.Cluster) error {
-	ns := ClusterNamespace(cl.Namespace, cl.Name)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
-		return fmt.Errorf("failed to create namespace %s for cluster %s: %w", ns, cl.Name, err)
-	}
-	if cl.Status.Namespace == ns {
-		return nil
-	}
+// claim makes an existing Cluster the registration's: an operator's Cluster that no agent
+// registered for yet, or, approved, one whose agent the registration replaces. The token's
+// labels are added; the operator's stay.
+func (r *registrationReconciler) claim(ctx context.Context, cl *v1alpha1.Cluster, reg *v1alpha1.ClusterRegistration, tok *v1alpha1.ClusterRegistrationToken) error {
 	orig := cl.DeepCopy()
-	cl.Status.Namespace = ns
-	if err := c.Status().Patch(ctx, cl, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("failed to record namespace of cluster %s: %w", cl.Name, err)
+	if cl.Labels == nil {
+		cl.Labels = map[string]string{}
+	}
+	for k, v := range tok.Spec.ClusterLabels {
+		if _, set := cl.Labels[k]; !set {
+			cl.Labels[k] = v
+		}
+	}
+	if cl.Annotations == nil {
+		cl.Annotations = map[string]string{}
+	}
+	cl.Annotations[v1alpha1.ClientIDAnnotation] = reg.Spec.ClientID
+	delete(cl.Annotations, v1alpha1.ApprovedRegistrationAnnotation)
+	if err := r.client.Patch(ctx, cl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to claim cluster %s: %w", cl.Name, err)
 	}
 	return nil
 }
 
-func (r *registrationReconciler) refuse(ctx context.Context, reg *v1alpha1.ClusterRegistration, msg string) error {
+// hold records why a registration is not granted (yet).
+func (r *registrationReconciler) hold(ctx context.Context, reg *v1alpha1.ClusterRegistration, reason, msg string) error {
 	orig := reg.DeepCopy()
-	setReady(&reg.Status.Conditions, false, "Refused", msg, reg.Generation)
+	setReady(&reg.Status.Conditions, false, reason, msg, reg.Generation)
 	if equality.Semantic.DeepEqual(orig.Status, reg.Status) {
 		return nil
 	}
 	return r.client.Status().Patch(ctx, reg, client.MergeFrom(orig))
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func setReady(conds *[]metav1.Condition, ok bool, reason, msg string, gen int64) {

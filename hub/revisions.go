@@ -133,12 +133,15 @@ func measuredRevision(bun *v1alpha1.Bundle, bd *v1alpha1.BundleDeployment) int64
 }
 
 // recordedTargets is what a revision renders to each cluster, as its record keeps it.
-func recordedTargets(index int64, rendered map[string]*bundle.Rendered) (revisionTargets, error) {
+func recordedTargets(index int64, rendered map[string]*bundle.Rendered, restrictions []v1alpha1.DeploymentRestriction) (revisionTargets, error) {
 	out := revisionTargets{}
 	for cluster, res := range rendered {
 		t := revisionTarget{Ref: v1alpha1.RevisionRef{Index: index, ContentID: res.ContentID, DeploymentID: res.DeploymentID}}
 		if err := convertJSON(res.Options, &t.Options); err != nil {
 			return nil, fmt.Errorf("failed to convert the options of %s: %w", res.Bundle, err)
+		}
+		if len(restrictions) > 0 {
+			t.Options.Restrictions = restrictions
 		}
 		out[cluster] = t
 	}

@@ -155,10 +155,11 @@ func Run(ctx context.Context, opts Options) error {
 	if len(ca) == 0 {
 		ca = opts.Config.CAData
 	}
-	if err := (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca, now: time.Now}).setup(mgr); err != nil {
+	if err := (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the registration token controller: %w", err)
 	}
-	if err := (&registrationReconciler{client: mgr.GetClient(), kube: kube}).setup(mgr); err != nil {
+	if err := (&registrationReconciler{client: mgr.GetClient(), kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
+		limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the registration controller: %w", err)
 	}
 	if err := (&runReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {

@@ -60,7 +60,8 @@ type sourceReconciler struct {
 
 func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 	// Only spec changes matter here; the controller's own status writes do not come back.
-	// Clusters joining, leaving or changing labels change what the current commit renders to.
+	// Clusters joining, leaving or changing labels change what the current commit renders to;
+	// a changed FleetRestriction, what it may render.
 	reRender := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var repos v1alpha1.GitRepoList
 		if err := r.client.List(ctx, &repos, client.InNamespace(o.GetNamespace())); err != nil {
@@ -78,6 +79,7 @@ func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-source").
 		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, reRender, builder.WithPredicates(clusterMembershipChanged{})).
+		Watches(&v1alpha1.FleetRestriction{}, reRender).
 		Watches(&v1alpha1.ClusterGroup{}, reRender, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(r)
 }
@@ -195,6 +197,14 @@ func (r *sourceReconciler) releaseAllowed(repo *v1alpha1.GitRepo) (bool, string)
 // repoFor builds the gitsource.Repo of a GitRepo, reading its credentials Secret.
 func (r *sourceReconciler) repoFor(ctx context.Context, repo *v1alpha1.GitRepo) (gitsource.Repo, error) {
 	src := gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver}
+	// Checked before anything is read or fetched on the repository's behalf.
+	policy, err := restrictionsOf(ctx, r.client, repo.Namespace)
+	if err != nil {
+		return src, err
+	}
+	if err := policy.allowRepo(repo.Spec.Repo); err != nil {
+		return src, err
+	}
 	auth := &gitsource.Auth{CABundle: repo.Spec.CABundle, InsecureSkipTLSVerify: repo.Spec.InsecureSkipTLSVerify}
 	if ref := repo.Spec.SecretRef; ref != nil {
 		var secret corev1.Secret
@@ -227,6 +237,11 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	case errors.As(syncErr, &renderErr):
 		// The source is fine; the commit is not: keep deploying the last good one.
 		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, gitsource.Sanitize(syncErr.Error())
+		if errors.As(syncErr, new(*RestrictedError)) {
+			rendered.Reason = RestrictedReason
+		}
+	case errors.As(syncErr, new(*RestrictedError)):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, RestrictedReason, syncErr.Error()
 	case syncErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(gitsource.Classify(syncErr)), gitsource.Sanitize(syncErr.Error())
 	default:

@@ -25,7 +25,7 @@ var crds embed.FS
 //go:embed samples/*.yaml
 var samples embed.FS
 
-//go:embed policies/agent-*.yaml
+//go:embed policies/*-*.yaml
 var policies embed.FS
 
 // Install holds the kustomizations users apply, with everything they refer to.

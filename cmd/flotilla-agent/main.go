@@ -4,12 +4,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,18 +60,52 @@ func main() {
 		if opts.HubConfig, err = clientcmd.BuildConfigFromFlags("", hubKubeconfig); err != nil {
 			fail(2, fmt.Errorf("hub kubeconfig: %w", err))
 		}
-	} else {
-		local, err := kubernetes.NewForConfig(opts.LocalConfig)
-		if err != nil {
-			fail(2, err)
+		if err := agent.Run(ctx, opts); err != nil {
+			fail(1, err)
 		}
-		reg, err := agent.Bootstrap(ctx, local, agent.BootstrapOptions{Namespace: opts.StateNamespace, BootstrapSecret: bootstrapSecret})
+		return
+	}
+	local, err := kubernetes.NewForConfig(opts.LocalConfig)
+	if err != nil {
+		fail(2, err)
+	}
+	logger := ctrl.Log.WithName("agent")
+	boot := agent.BootstrapOptions{Namespace: opts.StateNamespace, BootstrapSecret: bootstrapSecret,
+		Waiting: func(reason, msg string) {
+			logger.Info("the hub holds the registration", "reason", reason, "message", msg)
+		}}
+	opts.OnCredentials = boot.Keep(local)
+	for {
+		reg, err := agent.Bootstrap(ctx, local, boot)
+		if errors.Is(err, agent.ErrRemoved) {
+			idle(ctx, logger, err)
+			return
+		}
 		if err != nil {
 			fail(1, err)
 		}
 		opts.HubConfig, opts.Namespace, opts.ClusterName, opts.ClusterNamespace = reg.HubConfig, reg.Namespace, reg.ClusterName, reg.ClusterNamespace
+		err = agent.Run(ctx, opts)
+		switch {
+		case errors.Is(err, agent.ErrCredentialsExpired):
+			logger.Info("the hub credentials expired: registering again")
+			continue
+		case errors.Is(err, agent.ErrRemoved):
+			if err := boot.MarkRemoved(ctx, local, err); err != nil {
+				logger.Error(err, "failed to record the removal")
+			}
+			idle(ctx, logger, err)
+			return
+		case err != nil:
+			fail(1, err)
+		}
+		return
 	}
-	if err := agent.Run(ctx, opts); err != nil {
-		fail(1, err)
-	}
+}
+
+// idle reports a removed cluster and waits for the end: restarting would only find the same
+// revoked credentials again.
+func idle(ctx context.Context, logger logr.Logger, err error) {
+	logger.Error(err, "the agent stays idle until its credentials secret is deleted and it is restarted")
+	<-ctx.Done()
 }

@@ -36,6 +36,9 @@ func main() {
 	flag.Int64Var(&opts.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory one template render of a bundle may use")
 	flag.BoolVar(&opts.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "let repositories reference ConfigMaps and Secrets (helm.valuesFrom) outside their GitRepo's namespace")
 	flag.Int64Var(&recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
+	flag.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", hub.DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")
+	flag.IntVar(&opts.RegistrationBurst, "registration-burst", hub.DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
+	flag.DurationVar(&opts.RegistrationInterval, "registration-interval", hub.DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse() // also reads --kubeconfig, registered by controller-runtime

@@ -177,9 +177,12 @@ func newAgentCommand() *cobra.Command {
 		Use:   "install --token NAME --cluster-name NAME [--label k=v]...",
 		Short: "Print the agent manifest of one cluster, to apply there with kubectl apply -f -",
 		Long: `Install prints the agent's Namespace, RBAC and Deployment with a bootstrap Secret holding the
-registration token's values and the cluster's name and labels. On first start the agent
-registers with the hub, which creates the Cluster, its namespace and credentials that reach
-only that cluster's BundleDeployments; the agent keeps them in the Secret flotilla-agent-hub.`,
+registration token's values and the cluster's name; --label sets labels on the Cluster on the
+hub now (an agent brings none of its own). On first start the agent registers with the hub,
+which creates or claims the Cluster, its namespace and credentials that reach only that
+cluster's BundleDeployments; the agent keeps them in the Secret flotilla-agent-hub and renews
+them itself. A registration for a Cluster that has an agent already waits for
+` + "`flotilla cluster approve`" + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := h.client()
@@ -198,10 +201,39 @@ only that cluster's BundleDeployments; the agent keeps them in the Secret flotil
 	h.add(install)
 	install.Flags().StringVar(&in.Token, "token", "", "ClusterRegistrationToken on the hub (required)")
 	install.Flags().StringVar(&in.ClusterName, "cluster-name", "", "name of the Cluster to register (required)")
-	install.Flags().StringToStringVar(&in.ClusterLabels, "label", nil, "label of the Cluster, key=value (repeatable)")
+	install.Flags().StringToStringVar(&in.ClusterLabels, "label", nil, "label set on the Cluster on the hub, key=value (repeatable)")
 	install.Flags().StringVar(&in.Image, "image", "", "agent image (default: the one manifests/agent names)")
 	_ = install.MarkFlagRequired("token")
 	_ = install.MarkFlagRequired("cluster-name")
 	root.AddCommand(install)
+	return root
+}
+
+func newClusterCommand() *cobra.Command {
+	root := &cobra.Command{Use: "cluster", Short: "Manage registered clusters"}
+	h := &hubFlags{}
+	approve := &cobra.Command{
+		Use:   "approve REGISTRATION",
+		Short: "Let a held ClusterRegistration take over the Cluster it claims",
+		Long: `Approve lets a ClusterRegistration that waits for approval (its Ready condition says
+AwaitingApproval) take over the Cluster it claims: the hub revokes the credentials of the
+Cluster's current agent and grants the new one. Approve only a registration you expect, such as
+a cluster rebuilt from scratch: anyone holding a registration token can ask.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := h.client()
+			if err != nil {
+				return err
+			}
+			cluster, err := operate.ApproveRegistration(cmd.Context(), c, h.namespace, args[0])
+			if err != nil {
+				return asInput(err)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "registration %s approved: it takes over cluster %s\n", args[0], cluster)
+			return err
+		},
+	}
+	h.add(approve)
+	root.AddCommand(approve)
 	return root
 }

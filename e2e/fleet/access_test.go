@@ -62,8 +62,10 @@ func TestCompromisedAgentCannotRewriteItsCluster(t *testing.T) {
 	}
 	for what, body := range map[string]string{
 		"its deployments' namespace, to another cluster's": `{"status":{"namespace":"` + f.clusterNamespaces[other] + `"}}`,
-		"its conditions": `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Forged","message":"all fine","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`,
-		"its summary":    `{"status":{"summary":{"ready":99}}}`,
+		"its conditions":                         `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Forged","message":"all fine","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`,
+		"its summary":                            `{"status":{"summary":{"ready":99}}}`,
+		"a move, to another cluster's namespace": `{"status":{"namespace":"` + f.clusterNamespaces[other] + `","previousNamespace":"` + f.clusterNamespaces[me] + `"}}`,
+		"the namespace it moves from":            `{"status":{"previousNamespace":"` + f.clusterNamespaces[other] + `"}}`,
 	} {
 		if err := patch(body); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			t.Errorf("%s: want the write refused, got %v", what, err)

@@ -207,9 +207,14 @@ func (f *fleetEnv) startHub() {
 }
 
 func (f *fleetEnv) startAgent(w *controlplane.Cluster) {
-	opts := agent.RunOptions{HubConfig: f.agentConfigs[w.Name], LocalConfig: w.Config(), Namespace: f.clusterNamespaces[w.Name], ClusterName: w.Name,
-		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second}
+	opts := f.agentOptions(w)
 	f.start("agent "+w.Name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
+}
+
+// agentOptions are the options of a workload cluster's agent, with its own hub credentials.
+func (f *fleetEnv) agentOptions(w *controlplane.Cluster) agent.RunOptions {
+	return agent.RunOptions{HubConfig: f.agentConfigs[w.Name], LocalConfig: w.Config(), Namespace: f.clusterNamespaces[w.Name], ClusterName: w.Name,
+		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second}
 }
 
 // agentConfig waits for the hub to create the agent's identity in its namespace and returns

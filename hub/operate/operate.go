@@ -5,14 +5,15 @@ package operate
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -181,7 +182,8 @@ func Rollback(ctx context.Context, c client.Client, ns, bundleName string, to in
 type AgentInstall struct {
 	// Namespace and Token name the ClusterRegistrationToken on the hub.
 	Namespace, Token string
-	// ClusterName and ClusterLabels are what the cluster asks to be.
+	// ClusterName is the cluster's name. ClusterLabels, the operator's, are set on its Cluster
+	// on the hub now (created if need be): an agent brings no labels of its own.
 	ClusterName   string
 	ClusterLabels map[string]string
 	// Image replaces the agent image of manifests/agent when set.
@@ -192,7 +194,7 @@ type AgentInstall struct {
 const defaultAgentImage = "ghcr.io/flotilla-dev/flotilla-agent:latest"
 
 // AgentManifest returns manifests/agent with the bootstrap Secret of one cluster: the
-// registration token's values and the cluster's name and labels. Applied to the cluster, the
+// registration token's values and the cluster's name. The cluster's labels go on its Cluster. Applied to the cluster, the
 // agent registers on first start and keeps the credentials the hub grants it.
 func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byte, error) {
 	if in.ClusterName == "" {
@@ -212,16 +214,17 @@ func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byt
 	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: tok.Status.SecretName}, &secret); err != nil {
 		return nil, fmt.Errorf("failed to read the token's secret %s: %w", tok.Status.SecretName, err)
 	}
-	labels, err := json.Marshal(in.ClusterLabels)
-	if err != nil {
-		return nil, err
+	if len(in.ClusterLabels) > 0 {
+		if err := labelCluster(ctx, c, in.Namespace, in.ClusterName, in.ClusterLabels); err != nil {
+			return nil, err
+		}
 	}
 	boot := map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
 		"metadata": map[string]any{"name": "flotilla-agent-bootstrap", "namespace": "flotilla-system"},
 		"data": map[string][]byte{
 			v1alpha1.RegistrationTokenKey: secret.Data[v1alpha1.RegistrationTokenKey], v1alpha1.RegistrationServerKey: secret.Data[v1alpha1.RegistrationServerKey],
 			v1alpha1.RegistrationCAKey: secret.Data[v1alpha1.RegistrationCAKey], v1alpha1.RegistrationNamespaceKey: secret.Data[v1alpha1.RegistrationNamespaceKey],
-			v1alpha1.RegistrationClusterNameKey: []byte(in.ClusterName), v1alpha1.RegistrationClusterLabelsKey: labels,
+			v1alpha1.RegistrationClusterNameKey: []byte(in.ClusterName), v1alpha1.RegistrationTokenNameKey: []byte(in.Token),
 		}}
 	bootYAML, err := yaml.Marshal(boot)
 	if err != nil {
@@ -235,4 +238,56 @@ func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byt
 		base = bytes.ReplaceAll(base, []byte("image: "+defaultAgentImage), []byte("image: "+in.Image))
 	}
 	return append(append(base, "---\n"...), bootYAML...), nil
+}
+
+// labelCluster sets labels on a Cluster, creating it when it does not exist yet: the first
+// agent that registers for it claims it.
+func labelCluster(ctx context.Context, c client.Client, namespace, name string, labels map[string]string) error {
+	var cl v1alpha1.Cluster
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cl)
+	if apierrors.IsNotFound(err) {
+		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+		if err := c.Create(ctx, &cl); err != nil {
+			return fmt.Errorf("failed to create cluster %s: %w", name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to read cluster %s: %w", name, err)
+	}
+	orig := cl.DeepCopy()
+	if cl.Labels == nil {
+		cl.Labels = map[string]string{}
+	}
+	maps.Copy(cl.Labels, labels)
+	if err := c.Patch(ctx, &cl, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to label cluster %s: %w", name, err)
+	}
+	return nil
+}
+
+// ApproveRegistration lets a held ClusterRegistration take over the Cluster it claims: the
+// hub then revokes the Cluster's current agent and grants the registration.
+func ApproveRegistration(ctx context.Context, c client.Client, namespace, name string) (cluster string, err error) {
+	var reg v1alpha1.ClusterRegistration
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &reg); err != nil {
+		return "", &ErrInput{fmt.Errorf("registration %s/%s: %w", namespace, name, err)}
+	}
+	cond := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ReadyCondition)
+	if reg.Status.Granted || cond == nil || cond.Reason != v1alpha1.AwaitingApprovalReason {
+		return "", &ErrInput{fmt.Errorf("registration %s/%s does not wait for approval", namespace, name)}
+	}
+	var cl v1alpha1.Cluster
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: reg.Spec.ClusterName}, &cl); err != nil {
+		return "", fmt.Errorf("failed to read cluster %s: %w", reg.Spec.ClusterName, err)
+	}
+	orig := cl.DeepCopy()
+	if cl.Annotations == nil {
+		cl.Annotations = map[string]string{}
+	}
+	cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] = string(reg.UID)
+	if err := c.Patch(ctx, &cl, client.MergeFrom(orig)); err != nil {
+		return "", fmt.Errorf("failed to approve registration %s on cluster %s: %w", name, cl.Name, err)
+	}
+	return cl.Name, nil
 }

@@ -72,6 +72,14 @@ type DeploymentOptions struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	ComparePatches []ComparePatch `json:"comparePatches,omitempty"`
+	// ServiceAccount is the downstream ServiceAccount, in the agent's namespace, that the agent
+	// impersonates to deploy: the bundle's, or its FleetRestriction's default.
+	// +optional
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// Restrictions are the FleetRestrictions of the bundle's namespace: the agent refuses to
+	// deploy an object that any of them does not allow.
+	// +optional
+	Restrictions []DeploymentRestriction `json:"restrictions,omitempty"`
 	// TakeOwnership adopts existing objects that another manager created.
 	// +optional
 	TakeOwnership bool `json:"takeOwnership,omitempty"`

@@ -27,15 +27,25 @@ type ClusterSpec struct {
 	TemplateValues map[string]string `json:"templateValues,omitempty"`
 }
 
-// ClusterStatus reports the agent and the bundles on the cluster. The namespace is set once, at
-// admission: where a cluster's deployments and grants live never follows a later write.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.__namespace__) || (has(self.__namespace__) && self.__namespace__ == oldSelf.__namespace__)",message="status.namespace is set once, when the hub admits the cluster"
+// ClusterStatus reports the agent and the bundles on the cluster. The namespace is set at
+// admission and changes only when the hub moves the cluster to a new namespace, recording the
+// old one in previousNamespace: where a cluster's deployments and grants live never follows
+// another write (agents may write only their heartbeat, version and agentNamespace, see
+// manifests/policies).
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.__namespace__) || (has(self.__namespace__) && (self.__namespace__ == oldSelf.__namespace__ || (has(self.previousNamespace) && self.previousNamespace == oldSelf.__namespace__)))",message="status.namespace changes only when the hub moves the cluster, recording the old one in status.previousNamespace"
 type ClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Namespace is the hub namespace that holds this cluster's BundleDeployments.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+	// PreviousNamespace is the namespace the cluster is moving from: the hub keeps it, and the
+	// agent's access to it, until the agent reports from the new one.
+	// +optional
+	PreviousNamespace string `json:"previousNamespace,omitempty"`
+	// AgentNamespace is the namespace the agent reports it watches (written by the agent).
+	// +optional
+	AgentNamespace string `json:"agentNamespace,omitempty"`
 	// AgentLastSeen is the agent's last heartbeat.
 	// +optional
 	AgentLastSeen *metav1.Time `json:"agentLastSeen,omitempty"`

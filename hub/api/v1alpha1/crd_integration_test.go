@@ -300,9 +300,10 @@ func TestLatestRevisionNeverDecreases(t *testing.T) {
 	}
 }
 
-// Where a cluster's deployments live is set once, when the hub admits it: no later status
-// write, the hub's or an agent's, moves or removes it.
-func TestClusterNamespaceIsSetOnce(t *testing.T) {
+// Where a cluster's deployments live is set when the hub admits it, and changes only when the
+// hub moves the cluster, naming the namespace it leaves as previous: no other status write
+// moves or removes it.
+func TestClusterNamespaceChangesOnlyByAMove(t *testing.T) {
 	ns := newNamespace(t)
 	c, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: edge}\nspec: {}")
 	if err != nil {
@@ -315,12 +316,19 @@ func TestClusterNamespaceIsSetOnce(t *testing.T) {
 	}
 	moved := c.DeepCopy()
 	_ = unstructured.SetNestedField(moved.Object, "cluster-victim", "status", "namespace")
+	movedFromElsewhere := moved.DeepCopy()
+	_ = unstructured.SetNestedField(movedFromElsewhere.Object, "cluster-other", "status", "previousNamespace")
 	removed := c.DeepCopy()
 	unstructured.RemoveNestedField(removed.Object, "status", "namespace")
-	for what, o := range map[string]*unstructured.Unstructured{"moved": moved, "removed": removed} {
-		if _, err := clusters.UpdateStatus(t.Context(), o, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "status.namespace is set once") {
+	for what, o := range map[string]*unstructured.Unstructured{"moved": moved, "moved naming another previous namespace": movedFromElsewhere, "removed": removed} {
+		if _, err := clusters.UpdateStatus(t.Context(), o, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "status.namespace changes only when the hub moves the cluster") {
 			t.Errorf("status.namespace %s: %v", what, err)
 		}
+	}
+	move := moved.DeepCopy()
+	_ = unstructured.SetNestedField(move.Object, "cluster-a", "status", "previousNamespace")
+	if _, err := clusters.UpdateStatus(t.Context(), move, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("a move that names the namespace it leaves: %v", err)
 	}
 }
 
@@ -344,6 +352,7 @@ func TestPrinterColumns(t *testing.T) {
 		"ApprovalRequest":          {"Name", "Run", "Stage", "Gate", "Approved-By", "Age"},
 		"RolloutSequence":          {"Name", "Bundles", "Ready", "Age"},
 		"Content":                  {"Name", "Size", "Chunks", "Age"},
+		"FleetRestriction":         {"Name", "Service-Account", "Age"},
 	}
 	cs := kubernetes.NewForConfigOrDie(hub.Config())
 	for file, doc := range samples {

@@ -30,6 +30,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ApprovalRequest{}, &ApprovalRequestList{},
 		&RolloutSequence{}, &RolloutSequenceList{},
 		&Content{}, &ContentList{},
+		&FleetRestriction{}, &FleetRestrictionList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -11,18 +11,45 @@ const (
 	RegistrationNamespaceKey = "namespace"
 	RegistrationCAKey        = "ca.crt"
 	RegistrationServerKey    = "server"
-	// RegistrationClusterNameKey and RegistrationClusterLabelsKey (JSON) are the agent's request.
-	RegistrationClusterNameKey   = "cluster-name"
-	RegistrationClusterLabelsKey = "cluster-labels"
+	// RegistrationTokenNameKey names the ClusterRegistrationToken the token was issued for.
+	RegistrationTokenNameKey = "token-name"
+	// RegistrationClusterNameKey is the agent's request.
+	RegistrationClusterNameKey = "cluster-name"
+)
+
+// AgentServiceAccountName is the identity of a cluster's agent on the hub, in the cluster's
+// namespace there: the agent renews its own token for it.
+const AgentServiceAccountName = "flotilla-agent"
+
+// Condition reasons of a ClusterRegistration.
+const (
+	// RegistrationRefusedReason: the registration can never be granted (the message says why).
+	RegistrationRefusedReason = "Refused"
+	// AwaitingApprovalReason: the registration claims a Cluster that has another identity; an
+	// operator approves it with `flotilla cluster approve`.
+	AwaitingApprovalReason = "AwaitingApproval"
+	// RateLimitedReason: the token issued too many registrations lately; it is granted later.
+	RateLimitedReason = "RateLimited"
+)
+
+// Annotations of Clusters that registration reads and writes.
+const (
+	// ClientIDAnnotation is the identity (spec.clientID) of the cluster's registered agent.
+	ClientIDAnnotation = "flotilla.dev/client-id"
+	// ApprovedRegistrationAnnotation, set by an operator on a Cluster, approves the
+	// registration with this UID to take the Cluster over (`flotilla cluster approve`).
+	ApprovedRegistrationAnnotation = "flotilla.dev/approved-registration"
 )
 
 // ClusterRegistrationTokenSpec configures a token that agents present to register.
 type ClusterRegistrationTokenSpec struct {
 	// TTL is how long the token is valid after creation; unset means it does not expire.
+	// Deleting the token revokes it at once.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="ttl must be at least 1m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
-	// ClusterLabels are added to every cluster that registers with this token.
+	// ClusterLabels are set on every cluster that registers with this token: with the labels an
+	// operator sets, the only labels of a registered cluster (an agent's request has none).
 	// +optional
 	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
 }
@@ -75,9 +102,11 @@ type ClusterRegistrationSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	ClusterName string `json:"clusterName,omitempty"`
-	// ClusterLabels are the labels the agent asks for.
+	// TokenName is the ClusterRegistrationToken the agent registers with. An admission policy
+	// (manifests/policies) holds a token's agents to their own token's name.
 	// +optional
-	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	TokenName string `json:"tokenName,omitempty"`
 	// PublicKey is the agent's X25519 public key (32 bytes): the hub seals the cluster's
 	// credentials to it, so no one else who can read registrations can use them.
 	PublicKey []byte `json:"publicKey"`

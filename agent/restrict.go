@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// RestrictedError lists the objects of a deployment that its options do not allow: cluster-scoped
+// objects under a forced namespace, and objects outside a FleetRestriction. Nothing of such a
+// deployment is applied.
+type RestrictedError struct {
+	Violations []string
+}
+
+func (e *RestrictedError) Error() string {
+	return fmt.Sprintf("%d objects are not allowed, nothing was applied: %s", len(e.Violations), strings.Join(e.Violations, "; "))
+}
+
+// admissible checks every object against opts before anything is applied. A kind's scope is
+// what the cluster serves, or what a CustomResourceDefinition of the same set declares.
+func (a *Applier) admissible(objs []*unstructured.Unstructured, opts Options) error {
+	if opts.TargetNamespace == "" && len(opts.Restrictions) == 0 {
+		return nil
+	}
+	declared := map[string]bool{} // group/Kind → cluster-scoped, from CRDs in the set
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+			declared[group+"/"+kind] = scope == "Cluster"
+		}
+	}
+	var violations []string
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		clusterScoped, known := declared[gvk.Group+"/"+gvk.Kind]
+		if m, err := a.mapping(gvk); err == nil {
+			clusterScoped, known = m.Scope.Name() == meta.RESTScopeNameRoot, true
+		}
+		if !known {
+			continue // applying it fails with the reason
+		}
+		id := o.GetKind() + " " + o.GetName()
+		if clusterScoped && opts.TargetNamespace != "" {
+			violations = append(violations, fmt.Sprintf("%s is cluster-scoped, but the bundle forces namespace %q", id, opts.TargetNamespace))
+			continue
+		}
+		for _, r := range opts.Restrictions {
+			if why := restrictionRefuses(r, o, clusterScoped, orDefault(opts.DefaultNamespace, "default")); why != "" {
+				violations = append(violations, fmt.Sprintf("%s: %s (FleetRestriction %s)", id, why, r.Name))
+			}
+		}
+	}
+	if len(violations) == 0 {
+		return nil
+	}
+	sort.Strings(violations)
+	return &RestrictedError{Violations: violations}
+}
+
+// restrictionRefuses says why r does not allow o, or "".
+func restrictionRefuses(r v1alpha1.DeploymentRestriction, o *unstructured.Unstructured, clusterScoped bool, defaultNamespace string) string {
+	gvk := o.GroupVersionKind()
+	if clusterScoped {
+		kind := gvk.Kind
+		if gvk.Group != "" {
+			kind = gvk.Group + "/" + gvk.Kind
+		}
+		if !slices.Contains(r.AllowedClusterScopedKinds, "*") && !slices.Contains(r.AllowedClusterScopedKinds, kind) {
+			return "cluster-scoped kind " + kind + " is not allowed"
+		}
+		if gvk.Group == "" && gvk.Kind == "Namespace" && !globsMatch(r.AllowedNamespaces, o.GetName()) {
+			return fmt.Sprintf("namespace %q is not allowed", o.GetName())
+		}
+		return ""
+	}
+	ns := o.GetNamespace()
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	if !globsMatch(r.AllowedNamespaces, ns) {
+		return fmt.Sprintf("namespace %q is not allowed", ns)
+	}
+	return ""
+}
+
+// globsMatch reports whether name matches one of patterns (path.Match); no patterns match all.
+func globsMatch(patterns []string, name string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if ok, err := path.Match(p, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}

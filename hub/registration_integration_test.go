@@ -1,0 +1,256 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/nacl/box"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/operate"
+)
+
+// registrar drives the token and registration reconcilers against the real API server with a
+// clock of the test's: no hub runs, so every step happens when the test says.
+type registrar struct {
+	t      *testing.T
+	c      client.Client
+	ns     string
+	now    time.Time
+	tokens *tokenReconciler
+	regs   *registrationReconciler
+}
+
+func newRegistrar(t *testing.T, burst int) *registrar {
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(hubCluster.Config())
+	r := &registrar{t: t, c: c, ns: namespace(t, c), now: time.Now()}
+	r.tokens = &tokenReconciler{client: c, kube: kube, server: hubCluster.Config().Host, ca: hubCluster.Config().CAData}
+	r.regs = &registrationReconciler{client: c, kube: kube, now: func() time.Time { return r.now }, tokenTTL: time.Hour,
+		limits: tokenLimits{every: time.Hour, burst: burst}}
+	return r
+}
+
+func (r *registrar) reconcileToken(name string) {
+	r.t.Helper()
+	if _, err := r.tokens.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+		r.t.Fatalf("token %s: %v", name, err)
+	}
+}
+
+// bearer is what a token's Secret hands an agent: a client of the hub with the token alone.
+func (r *registrar) bearer(token string) client.Client {
+	r.t.Helper()
+	var secret corev1.Secret
+	if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: token + "-registration"}, &secret); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.clientWith(string(secret.Data[RegistrationToken]))
+}
+
+func (r *registrar) clientWith(token string) client.Client {
+	r.t.Helper()
+	scheme, _ := Scheme()
+	cfg := rest.AnonymousClientConfig(hubCluster.Config())
+	cfg.BearerToken = token
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// register creates a registration through c, as an agent does, and reconciles it once.
+func (r *registrar) register(c client.Client, name, token, cluster, clientID string) (*v1alpha1.ClusterRegistration, *[32]byte, *[32]byte) {
+	r.t.Helper()
+	pub, priv, err := box.GenerateKey(rand.Reader)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	reg := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns},
+		Spec: v1alpha1.ClusterRegistrationSpec{ClientID: clientID, ClusterName: cluster, TokenName: token, PublicKey: pub[:]}}
+	if err := c.Create(context.Background(), reg); err != nil {
+		r.t.Fatalf("registration %s: %v", name, err)
+	}
+	return r.reconcile(name), pub, priv
+}
+
+func (r *registrar) reconcile(name string) *v1alpha1.ClusterRegistration {
+	r.t.Helper()
+	ctx := context.Background()
+	if _, err := r.regs.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+		r.t.Fatalf("reconcile registration %s: %v", name, err)
+	}
+	var reg v1alpha1.ClusterRegistration
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: name}, &reg); err != nil {
+		r.t.Fatal(err)
+	}
+	return &reg
+}
+
+func heldFor(reg *v1alpha1.ClusterRegistration) string {
+	if c := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}
+
+// eventuallyTrue polls cond (an API server answer that follows a write: an authorizer's or
+// authenticator's cache) for up to 30 s.
+func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("%s: not within 30s", what)
+	}
+}
+
+// Registration is the operator's: a token's bearer registers only under its own token, gets the
+// token's labels and nothing it asks for, cannot take over a registered cluster by replaying
+// its client id without an approval (which then revokes the former agent), is rate-limited,
+// and stops with the token's expiry or deletion.
+func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
+	r := newRegistrar(t, 2)
+	ctx := context.Background()
+	ttl := &metav1.Duration{Duration: time.Hour}
+	for _, tok := range []*v1alpha1.ClusterRegistrationToken{
+		{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: r.ns}, Spec: v1alpha1.ClusterRegistrationTokenSpec{TTL: ttl, ClusterLabels: map[string]string{"env": "staging"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "forever", Namespace: r.ns}},
+	} {
+		if err := r.c.Create(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		r.reconcileToken(tok.Name)
+	}
+	var edge, forever v1alpha1.ClusterRegistrationToken
+	_ = r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &edge)
+	_ = r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "forever"}, &forever)
+	if edge.Status.Expires == nil || !edge.Status.Expires.Time.Equal(edge.CreationTimestamp.Add(time.Hour)) {
+		t.Errorf("token with ttl 1h: expires %v, created %v", edge.Status.Expires, edge.CreationTimestamp)
+	}
+	if forever.Status.Expires != nil {
+		t.Errorf("token without ttl expires at %v; it must not expire", forever.Status.Expires)
+	}
+	agentA := r.bearer("edge")
+
+	// A token's bearer names its own token, or the API server refuses the registration.
+	pub, _, _ := box.GenerateKey(rand.Reader)
+	forged := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: r.ns},
+		Spec: v1alpha1.ClusterRegistrationSpec{ClientID: "x", TokenName: "forever", PublicKey: pub[:]}}
+	if err := agentA.Create(ctx, forged); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("a registration naming another token: want it refused, got %v", err)
+	}
+
+	// First registration: the Cluster gets the token's labels and an owned namespace.
+	reg, _, priv := r.register(agentA, "site-a-1", "edge", "site-a", "id-a")
+	if !reg.Status.Granted {
+		t.Fatalf("site-a not granted: %s", heldFor(reg))
+	}
+	var site v1alpha1.Cluster
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &site); err != nil {
+		t.Fatal(err)
+	}
+	if len(site.Labels) != 1 || site.Labels["env"] != "staging" || site.Status.Namespace != ClusterNamespace(r.ns, "site-a") {
+		t.Errorf("site-a: labels %v namespace %q, want the token's labels and %s", site.Labels, site.Status.Namespace, ClusterNamespace(r.ns, "site-a"))
+	}
+	victimPub := reg.Spec.PublicKey
+	victimToken, ok := box.OpenAnonymous(nil, reg.Status.Credentials, (*[32]byte)(victimPub), priv)
+	if !ok {
+		t.Fatal("the granted credentials do not open with the agent's key")
+	}
+	victim := r.clientWith(string(victimToken))
+	readsOwnCluster := func(c client.Client) error {
+		var cl v1alpha1.Cluster
+		return c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &cl)
+	}
+	eventuallyTrue(t, "the agent of site-a reads its Cluster", func() bool { return readsOwnCluster(victim) == nil })
+
+	// Replaying the client id (no secret) or another id for a registered cluster: held for
+	// approval, no credentials, the cluster's identity and its agent's access unchanged.
+	for i, id := range []string{"id-a", "id-evil"} {
+		held, _, _ := r.register(agentA, "site-a-replay-"+string(rune('1'+i)), "edge", "site-a", id)
+		if held.Status.Granted || len(held.Status.Credentials) > 0 || !strings.HasPrefix(heldFor(held), v1alpha1.AwaitingApprovalReason) {
+			t.Errorf("replay with client id %s: granted=%v credentials=%d condition %q", id, held.Status.Granted, len(held.Status.Credentials), heldFor(held))
+		}
+	}
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &site); err != nil || site.Annotations[v1alpha1.ClientIDAnnotation] != "id-a" {
+		t.Errorf("site-a's identity changed: %v %v", site.Annotations, err)
+	}
+	if err := readsOwnCluster(victim); err != nil {
+		t.Errorf("the registered agent lost access to a replay: %v", err)
+	}
+
+	// Rate limit: the token's burst is 2; the second new cluster is granted, the third waits
+	// and nothing of it is created.
+	if reg, _, _ := r.register(agentA, "site-b-1", "edge", "site-b", "id-b"); !reg.Status.Granted {
+		t.Errorf("site-b: %s", heldFor(reg))
+	}
+	reg, _, _ = r.register(agentA, "site-c-1", "edge", "site-c", "id-c")
+	if reg.Status.Granted || !strings.HasPrefix(heldFor(reg), v1alpha1.RateLimitedReason) {
+		t.Errorf("site-c past the rate limit: granted=%v %q", reg.Status.Granted, heldFor(reg))
+	}
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-c"}, &v1alpha1.Cluster{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a rate-limited registration created its Cluster: %v", err)
+	}
+
+	// The operator approves the second replay: it takes site-a over and the former agent's
+	// token stops working.
+	r.regs.limits = tokenLimits{every: time.Hour, burst: 10}
+	if _, err := operate.ApproveRegistration(ctx, r.c, r.ns, "site-a-replay-2"); err != nil {
+		t.Fatal(err)
+	}
+	if reg := r.reconcile("site-a-replay-2"); !reg.Status.Granted {
+		t.Fatalf("approved registration not granted: %s", heldFor(reg))
+	}
+	if _, err := operate.ApproveRegistration(ctx, r.c, r.ns, "site-b-1"); err == nil {
+		t.Error("approved a registration that does not wait for approval")
+	}
+	eventuallyTrue(t, "the replaced agent's token is refused", func() bool { return apierrors.IsUnauthorized(readsOwnCluster(victim)) })
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &site); err != nil || site.Annotations[v1alpha1.ClientIDAnnotation] != "id-evil" {
+		t.Errorf("after approval site-a's identity is %v (%v), want id-evil", site.Annotations, err)
+	}
+
+	// Past its TTL the token registers nothing.
+	r.now = edge.Status.Expires.Add(time.Second)
+	reg, _, _ = r.register(agentA, "site-d-1", "edge", "site-d", "id-d")
+	if reg.Status.Granted || !strings.Contains(heldFor(reg), "expired") {
+		t.Errorf("registration past the token's TTL: granted=%v %q", reg.Status.Granted, heldFor(reg))
+	}
+	r.now = time.Now()
+
+	// Deleting a token revokes its bearer token and registers nothing more with it.
+	if err := r.c.Delete(ctx, &edge); err != nil {
+		t.Fatal(err)
+	}
+	r.reconcileToken("edge")
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &edge); !apierrors.IsNotFound(err) {
+		t.Errorf("the deleted token stays: %v", err)
+	}
+	eventuallyTrue(t, "the deleted token's bearer is refused", func() bool {
+		err := agentA.Create(ctx, &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "after-delete", Namespace: r.ns},
+			Spec: v1alpha1.ClusterRegistrationSpec{ClientID: "z", TokenName: "edge", PublicKey: pub[:]}})
+		return apierrors.IsUnauthorized(err)
+	})
+	if reg := r.reconcile("site-c-1"); reg.Status.Granted || !strings.Contains(heldFor(reg), "registration token edge does not exist") {
+		t.Errorf("a registration of a deleted token: granted=%v %q", reg.Status.Granted, heldFor(reg))
+	}
+}
