@@ -357,7 +357,9 @@ func (d *deployer) beat(ctx context.Context) error {
 	return nil
 }
 
-func (d *deployer) removed(c *v1alpha1.Cluster, err error) error { return removal(c, err, d.token.get()) }
+func (d *deployer) removed(c *v1alpha1.Cluster, err error) error {
+	return removal(c, err, d.token.get())
+}
 
 // removal says whether a reading of the agent's own Cluster shows that the hub removed the
 // cluster: gone, being deleted, or the agent's token refused while it has not expired; or
