@@ -2,8 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"path"
-	"slices"
 	"sort"
 	"strings"
 
@@ -71,14 +69,14 @@ func (a *Applier) admissible(objs []*unstructured.Unstructured, opts Options) er
 func restrictionRefuses(r v1alpha1.DeploymentRestriction, o *unstructured.Unstructured, clusterScoped bool, defaultNamespace string) string {
 	gvk := o.GroupVersionKind()
 	if clusterScoped {
-		kind := gvk.Kind
-		if gvk.Group != "" {
-			kind = gvk.Group + "/" + gvk.Kind
-		}
-		if !slices.Contains(r.AllowedClusterScopedKinds, "*") && !slices.Contains(r.AllowedClusterScopedKinds, kind) {
+		if !r.AllowsClusterScopedKind(gvk.Group, gvk.Kind) {
+			kind := gvk.Kind
+			if gvk.Group != "" {
+				kind = gvk.Group + "/" + gvk.Kind
+			}
 			return "cluster-scoped kind " + kind + " is not allowed"
 		}
-		if gvk.Group == "" && gvk.Kind == "Namespace" && !globsMatch(r.AllowedNamespaces, o.GetName()) {
+		if gvk.Group == "" && gvk.Kind == "Namespace" && !r.AllowsNamespace(o.GetName()) {
 			return fmt.Sprintf("namespace %q is not allowed", o.GetName())
 		}
 		return ""
@@ -87,21 +85,8 @@ func restrictionRefuses(r v1alpha1.DeploymentRestriction, o *unstructured.Unstru
 	if ns == "" {
 		ns = defaultNamespace
 	}
-	if !globsMatch(r.AllowedNamespaces, ns) {
+	if !r.AllowsNamespace(ns) {
 		return fmt.Sprintf("namespace %q is not allowed", ns)
 	}
 	return ""
-}
-
-// globsMatch reports whether name matches one of patterns (path.Match); no patterns match all.
-func globsMatch(patterns []string, name string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, err := path.Match(p, name); err == nil && ok {
-			return true
-		}
-	}
-	return false
 }

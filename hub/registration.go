@@ -3,8 +3,6 @@ package hub
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"math"
@@ -99,13 +97,13 @@ func (r *tokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		controllerutil.RemoveFinalizer(&tok, tokenFinalizer)
 		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &tok))
 	}
-	if tok.Status.SecretName != "" {
-		return ctrl.Result{}, nil // issued; a token is not re-issued
-	}
 	if controllerutil.AddFinalizer(&tok, tokenFinalizer) {
 		if err := r.client.Update(ctx, &tok); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of registration token %s: %w", tok.Name, err)
 		}
+	}
+	if tok.Status.SecretName != "" {
+		return ctrl.Result{}, nil // issued; a token is not re-issued
 	}
 	if err := ensureRole(ctx, r.client, roleSpec{ns: ns, name: sa, subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}, rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create", "get"}},
@@ -211,18 +209,16 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil || why != "" {
 		return ctrl.Result{}, firstErr(err, r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, why))
 	}
-	name := reg.Spec.ClusterName
-	if name == "" {
-		sum := sha256.Sum256([]byte(reg.Spec.ClientID))
-		name = "cluster-" + hex.EncodeToString(sum[:])[:10]
-	}
+	name := reg.Spec.RequestedClusterName()
 	var cl v1alpha1.Cluster
 	err = r.client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, &cl)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	takeover := exists && cl.Annotations[v1alpha1.ClientIDAnnotation] != ""
+	// A Cluster this registration made or claimed already (an earlier attempt that failed
+	// later on) is its own; any other with an agent's identity needs an approval.
+	takeover := exists && cl.Annotations[v1alpha1.ClientIDAnnotation] != "" && cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID)
 	if takeover && cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] != string(reg.UID) {
 		return ctrl.Result{}, r.hold(ctx, &reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
 			"cluster %s is registered already: this registration takes it over once an operator approves it (flotilla cluster approve %s -n %s)", name, reg.Name, reg.Namespace))
@@ -233,12 +229,14 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if !exists {
 		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
-			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID}}}
+			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)}}}
 		if err := r.client.Create(ctx, &cl); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
 		}
-	} else if err := r.claim(ctx, &cl, &reg, tok); err != nil {
-		return ctrl.Result{}, err
+	} else if cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) {
+		if err := r.claim(ctx, &cl, &reg, tok); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if err := AdmitCluster(ctx, r.client, &cl); err != nil {
 		return ctrl.Result{}, firstErr(r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, err.Error()), err)
@@ -311,6 +309,7 @@ func (r *registrationReconciler) claim(ctx context.Context, cl *v1alpha1.Cluster
 		cl.Annotations = map[string]string{}
 	}
 	cl.Annotations[v1alpha1.ClientIDAnnotation] = reg.Spec.ClientID
+	cl.Annotations[v1alpha1.RegistrationAnnotation] = string(reg.UID)
 	delete(cl.Annotations, v1alpha1.ApprovedRegistrationAnnotation)
 	if err := r.client.Patch(ctx, cl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("failed to claim cluster %s: %w", cl.Name, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -103,24 +102,12 @@ func (rs restrictions) serviceAccount(own string) (string, error) {
 
 // allowNamespace checks a downstream namespace against every restriction's patterns.
 func (rs restrictions) allowNamespace(ns string) error {
-	for _, r := range rs {
-		if !namespaceAllowed(r.Spec.AllowedTargetNamespaces, ns) {
+	for _, r := range rs.forDeployment() {
+		if !r.AllowsNamespace(ns) {
 			return &RestrictedError{Restriction: r.Name, What: fmt.Sprintf("namespace %q", ns)}
 		}
 	}
 	return nil
-}
-
-func namespaceAllowed(patterns []string, ns string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, err := path.Match(p, ns); err == nil && ok {
-			return true
-		}
-	}
-	return false
 }
 
 // forDeployment is what the agent enforces.

@@ -87,7 +87,7 @@ func TestDeletedClusterIsRevokedAndKeepsItsWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range roles.Items {
-		if r.Namespace == clusterNS || r.Name == "flotilla-agent-"+gone.Name {
+		if r.Namespace == clusterNS || r.Namespace == f.ns && r.Name == "flotilla-agent-"+gone.Name {
 			t.Errorf("role %s/%s of the removed cluster remains", r.Namespace, r.Name)
 		}
 	}

@@ -278,8 +278,8 @@ func ApproveRegistration(ctx context.Context, c client.Client, namespace, name s
 		return "", &ErrInput{fmt.Errorf("registration %s/%s does not wait for approval", namespace, name)}
 	}
 	var cl v1alpha1.Cluster
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: reg.Spec.ClusterName}, &cl); err != nil {
-		return "", fmt.Errorf("failed to read cluster %s: %w", reg.Spec.ClusterName, err)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: reg.Spec.RequestedClusterName()}, &cl); err != nil {
+		return "", fmt.Errorf("failed to read cluster %s: %w", reg.Spec.RequestedClusterName(), err)
 	}
 	orig := cl.DeepCopy()
 	if cl.Annotations == nil {

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -36,6 +39,9 @@ const (
 const (
 	// ClientIDAnnotation is the identity (spec.clientID) of the cluster's registered agent.
 	ClientIDAnnotation = "flotilla.dev/client-id"
+	// RegistrationAnnotation is the UID of the ClusterRegistration that the Cluster's agent
+	// registered with.
+	RegistrationAnnotation = "flotilla.dev/registration"
 	// ApprovedRegistrationAnnotation, set by an operator on a Cluster, approves the
 	// registration with this UID to take the Cluster over (`flotilla cluster approve`).
 	ApprovedRegistrationAnnotation = "flotilla.dev/approved-registration"
@@ -110,6 +116,16 @@ type ClusterRegistrationSpec struct {
 	// PublicKey is the agent's X25519 public key (32 bytes): the hub seals the cluster's
 	// credentials to it, so no one else who can read registrations can use them.
 	PublicKey []byte `json:"publicKey"`
+}
+
+// RequestedClusterName is the Cluster a registration asks to be: its clusterName, or a name
+// derived from its client id.
+func (s *ClusterRegistrationSpec) RequestedClusterName() string {
+	if s.ClusterName != "" {
+		return s.ClusterName
+	}
+	sum := sha256.Sum256([]byte(s.ClientID))
+	return "cluster-" + hex.EncodeToString(sum[:])[:10]
 }
 
 // ClusterRegistrationStatus says whether the registration was granted.

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"path"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -70,4 +73,26 @@ type DeploymentRestriction struct {
 	// AllowedClusterScopedKinds are FleetRestrictionSpec.AllowedClusterScopedKinds.
 	// +optional
 	AllowedClusterScopedKinds []string `json:"allowedClusterScopedKinds,omitempty"`
+}
+
+// AllowsNamespace reports whether objects may be deployed into namespace ns: it matches one of
+// AllowedNamespaces (path.Match globs), or there are none.
+func (r *DeploymentRestriction) AllowsNamespace(ns string) bool {
+	if len(r.AllowedNamespaces) == 0 {
+		return true
+	}
+	for _, p := range r.AllowedNamespaces {
+		if ok, err := path.Match(p, ns); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsClusterScopedKind reports whether objects of a cluster-scoped kind may be deployed.
+func (r *DeploymentRestriction) AllowsClusterScopedKind(group, kind string) bool {
+	if group != "" {
+		kind = group + "/" + kind
+	}
+	return slices.Contains(r.AllowedClusterScopedKinds, "*") || slices.Contains(r.AllowedClusterScopedKinds, kind)
 }
