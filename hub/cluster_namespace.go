@@ -83,12 +83,13 @@ func ensureClusterNamespace(ctx context.Context, c client.Client, name string, c
 // tests and tools may call it to have the namespace at once.
 func AdmitCluster(ctx context.Context, c client.Client, cl *v1alpha1.Cluster) error {
 	want := ClusterNamespace(cl.Namespace, cl.Name)
+	if cl.Status.Namespace == want {
+		return nil // admitted: its namespace was checked then, and only the hub writes the field
+	}
 	if err := ensureClusterNamespace(ctx, c, want, cl); err != nil {
 		return err
 	}
 	switch cl.Status.Namespace {
-	case want:
-		return nil
 	case "":
 		orig := cl.DeepCopy()
 		cl.Status.Namespace = want

@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -346,6 +347,13 @@ func removeScenario(b *testing.B, c client.Client, ns string, clusters int) {
 			b.Error(err)
 		}
 	}
+	// The hub that would revoke the deleted Clusters' agents (its finalizer) is stopped.
+	parallel(clusters, func(i int) {
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName(i), Namespace: ns}}
+		if err := c.Patch(ctx, cl, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
+			b.Error(err)
+		}
+	})
 }
 
 func clusterName(i int) string { return fmt.Sprintf("c%04d", i) }
