@@ -61,4 +61,8 @@ type Options struct {
 	// RegistrationInterval; defaults 10 and 6s. Later ones wait, with a condition.
 	RegistrationBurst    int
 	RegistrationInterval time.Duration
+	// Version is the hub's version. With Namespace, the hub's own namespace, it is recorded in
+	// the ConfigMap flotilla-hub there, where `flotilla status` compares the agents' versions
+	// with it. Empty Namespace: not recorded.
+	Version, Namespace string
 }

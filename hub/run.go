@@ -177,6 +177,14 @@ func Run(ctx context.Context, opts Options) error {
 	if err := src.setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the gitrepo controller: %w", err)
 	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
+			ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.poller.Run(ctx); return nil })); err != nil {
 		return err
 	}

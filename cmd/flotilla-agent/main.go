@@ -19,14 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/cmd/internal/version"
 )
-
-// version is set at build time.
-var version = "dev"
 
 func main() {
 	var opts agent.RunOptions
 	var hubKubeconfig, bootstrapSecret string
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.StringVar(&bootstrapSecret, "bootstrap-secret", "flotilla-agent-bootstrap", "local Secret (in --state-namespace) to register with on first start; the granted credentials are kept in flotilla-agent-hub")
 	flag.StringVar(&hubKubeconfig, "hub-kubeconfig", "", "instead of registering: kubeconfig with this cluster's credentials on the hub (needs --namespace, --cluster-name, --cluster-namespace)")
 	flag.StringVar(&opts.Namespace, "namespace", "", "with --hub-kubeconfig: the cluster's namespace on the hub (its BundleDeployments)")
@@ -42,8 +41,12 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse() // also reads --kubeconfig (the local cluster), registered by controller-runtime
+	if *showVersion {
+		fmt.Println(version.String("flotilla-agent"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	opts.Version = version
+	opts.Version = version.Version()
 	fail := func(code int, err error) {
 		fmt.Fprintln(os.Stderr, "flotilla-agent:", err)
 		os.Exit(code)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/cmd/internal/version"
 	"github.com/flotilla-dev/flotilla/hub"
 )
 
@@ -39,10 +40,17 @@ func main() {
 	flag.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", hub.DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")
 	flag.IntVar(&opts.RegistrationBurst, "registration-burst", hub.DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
 	flag.DurationVar(&opts.RegistrationInterval, "registration-interval", hub.DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
+	flag.StringVar(&opts.Namespace, "namespace", orDefault(os.Getenv("POD_NAMESPACE"), "flotilla-system"), "the hub's own namespace, where it records its version (ConfigMap flotilla-hub)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse() // also reads --kubeconfig, registered by controller-runtime
+	if *showVersion {
+		fmt.Println(version.String("flotilla-hub"))
+		return
+	}
 	opts.PollRecordInterval = recordEvery
+	opts.Version = version.Version()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -54,4 +62,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flotilla-hub:", err)
 		os.Exit(1)
 	}
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

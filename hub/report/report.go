@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"golang.org/x/mod/semver"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,7 +95,57 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 			}
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return writeOldAgents(ctx, out, c, namespace)
+}
+
+// writeOldAgents lists the clusters whose agent is older than the hub (see hub.recordVersion).
+func writeOldAgents(ctx context.Context, out io.Writer, c client.Client, namespace string) error {
+	var recorded corev1.ConfigMapList
+	if err := c.List(ctx, &recorded, client.HasLabels{hub.LabelHubVersion}); err != nil {
+		return nil // a reader without access to ConfigMaps: nothing to compare with
+	}
+	hubVersion := ""
+	for _, cm := range recorded.Items {
+		if v := cm.Data["version"]; hubVersion == "" || Older(hubVersion, v) {
+			hubVersion = v
+		}
+	}
+	if hubVersion == "" {
+		return nil
+	}
+	var clusters v1alpha1.ClusterList
+	if err := c.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("failed to list clusters: %w", err)
+	}
+	var old []string
+	for _, cl := range clusters.Items {
+		if Older(cl.Status.AgentVersion, hubVersion) {
+			old = append(old, fmt.Sprintf("%s/%s (%s)", cl.Namespace, cl.Name, cl.Status.AgentVersion))
+		}
+	}
+	if len(old) > 0 {
+		sort.Strings(old)
+		_, err := fmt.Fprintf(out, "Agents older than the hub (%s): %s\n", hubVersion, strings.Join(old, ", "))
+		return err
+	}
+	return nil
+}
+
+// Older reports whether version a is older than b. Versions that are not semantic versions
+// (dev builds, "quickstart") are never older nor newer: nothing can be said of them.
+func Older(a, b string) bool {
+	a, b = canonical(a), canonical(b)
+	return semver.IsValid(a) && semver.IsValid(b) && semver.Compare(a, b) < 0
+}
+
+func canonical(v string) string {
+	if v != "" && !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	return v
 }
 
 // detail says what is wrong with a deployment, if anything.
