@@ -7,7 +7,11 @@
 //	samples/  one valid example of each kind; tests apply them to a real API server
 //	hub/      kubectl apply -k manifests/hub: CRDs, RBAC, the hub Deployment, its webhook Service
 //	agent/    the agent of one downstream cluster (flotilla agent install adds its Secret)
+//	charts/   Helm charts of the hub and the agent; the hub chart's CRDs, ClusterRole and
+//	          policies are copies of the above (go generate ./manifests/)
 package manifests
+
+//go:generate go run ./internal/chartgen
 
 import (
 	"embed"
@@ -27,6 +31,11 @@ var samples embed.FS
 
 //go:embed policies/*-*.yaml
 var policies embed.FS
+
+// Charts holds the Helm charts (manifests/charts/flotilla-hub and flotilla-agent).
+//
+//go:embed all:charts
+var Charts embed.FS
 
 // Install holds the kustomizations users apply, with everything they refer to.
 //

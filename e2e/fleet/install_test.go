@@ -1,0 +1,167 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/manifests"
+)
+
+// loadChart reads one of manifests/charts as Helm loads a chart directory.
+func loadChart(t *testing.T, name string) *chart.Chart {
+	t.Helper()
+	root := "charts/" + name
+	var files []*loader.BufferedFile
+	err := fs.WalkDir(manifests.Charts, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(manifests.Charts, p)
+		files = append(files, &loader.BufferedFile{Name: strings.TrimPrefix(p, root+"/"), Data: data})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := loader.LoadFiles(files)
+	if err != nil {
+		t.Fatalf("chart %s: %v", name, err)
+	}
+	return c
+}
+
+// renderChart renders a chart as `helm install --dry-run` does, CRDs included.
+func renderChart(c *chart.Chart, namespace string, values map[string]any) (string, error) {
+	install := action.NewInstall(&action.Configuration{})
+	install.ClientOnly, install.DryRun, install.IncludeCRDs, install.Replace = true, true, true, true
+	install.ReleaseName, install.Namespace = c.Name(), namespace
+	rel, err := install.Run(c, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+func ensureNamespace(t *testing.T, ns string) {
+	t.Helper()
+	_, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func byKind(objs []*unstructured.Unstructured) map[string][]*unstructured.Unstructured {
+	out := map[string][]*unstructured.Unstructured{}
+	for _, o := range objs {
+		out[o.GetKind()] = append(out[o.GetKind()], o)
+	}
+	return out
+}
+
+// The Helm charts render with the Helm SDK and every object they hold is accepted by a real API
+// server: the hub's with all CRDs (identical to manifests/crds), its RBAC, admission policies,
+// Deployment and webhook Service; the agent's with its bootstrap Secret, which refuses to render
+// without the registration values.
+func TestHelmChartsInstall(t *testing.T) {
+	ctx := context.Background()
+	hubChart := loadChart(t, "flotilla-hub")
+	stream, err := renderChart(hubChart, "flotilla-chart", map[string]any{
+		"image": map[string]any{"tag": "v0.9.1"}, "extraArgs": []any{"--agent-token-ttl=72h"},
+	})
+	if err != nil {
+		t.Fatalf("render the hub chart: %v", err)
+	}
+	ensureNamespace(t, "flotilla-chart")
+	t.Cleanup(func() {
+		cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), "flotilla-hub-flotilla-chart", metav1.DeleteOptions{})
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), "flotilla-chart", metav1.DeleteOptions{})
+	})
+	applied, err := controlplane.Apply(ctx, hubCluster.Config(), []byte(stream))
+	if err != nil {
+		t.Fatalf("apply the hub chart: %v", err)
+	}
+	kinds := byKind(applied)
+	crds, _ := manifests.CRDs()
+	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != 2 || len(kinds["ValidatingAdmissionPolicyBinding"]) != 2 ||
+		len(kinds["ClusterRole"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 1 {
+		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings, %d roles, %d role bindings, %d deployments, %d services",
+			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]),
+			len(kinds["ClusterRole"]), len(kinds["ClusterRoleBinding"]), len(kinds["Deployment"]), len(kinds["Service"]))
+	}
+	for _, crd := range crds {
+		found := false
+		for _, f := range hubChart.CRDObjects() {
+			found = found || bytes.HasSuffix(f.File.Data, crd)
+		}
+		if !found {
+			t.Errorf("a CRD of manifests/crds is not in the chart as it is (run go generate ./...): %.80s", crd)
+		}
+	}
+	if d := kinds["Deployment"]; len(d) == 1 {
+		containers, _, _ := unstructured.NestedSlice(d[0].Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		nonRoot, _, _ := unstructured.NestedBool(d[0].Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
+		if c["image"] != "ghcr.io/flotilla-dev/flotilla-hub:v0.9.1" || !slices.Contains(args, "--agent-token-ttl=72h") || !nonRoot {
+			t.Errorf("hub container: image %v, args %v, runAsNonRoot %v", c["image"], args, nonRoot)
+		}
+	}
+
+	agentChart := loadChart(t, "flotilla-agent")
+	if _, err := renderChart(agentChart, "flotilla-system", nil); err == nil || !strings.Contains(err.Error(), "registration.server is required") {
+		t.Errorf("the agent chart without registration values: %v", err)
+	}
+	registration := map[string]any{"server": "https://hub.example:6443", "caCert": "-----BEGIN CERTIFICATE-----\n", "token": "t0ken",
+		"tokenName": "new-clusters", "namespace": "fleet-default", "clusterName": "prod-eu-1"}
+	stream, err = renderChart(agentChart, "agent-chart", map[string]any{"registration": registration, "protectedNamespaces": []any{"payments"}})
+	if err != nil {
+		t.Fatalf("render the agent chart: %v", err)
+	}
+	ensureNamespace(t, "agent-chart")
+	applied, err = controlplane.Apply(ctx, hubCluster.Config(), []byte(stream))
+	if err != nil {
+		t.Fatalf("apply the agent chart: %v", err)
+	}
+	t.Cleanup(func() {
+		cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), "flotilla-agent-agent-chart", metav1.DeleteOptions{})
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), "agent-chart", metav1.DeleteOptions{})
+	})
+	kinds = byKind(applied)
+	if len(kinds["Secret"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["ServiceAccount"]) != 1 {
+		t.Fatalf("the agent chart applied %v", kinds)
+	}
+	secret, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).CoreV1().Secrets("agent-chart").Get(ctx, "flotilla-agent-bootstrap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The keys agent.Bootstrap reads.
+	for key, want := range map[string]string{v1alpha1.RegistrationServerKey: "https://hub.example:6443", v1alpha1.RegistrationTokenKey: "t0ken",
+		v1alpha1.RegistrationTokenNameKey: "new-clusters", v1alpha1.RegistrationNamespaceKey: "fleet-default", v1alpha1.RegistrationClusterNameKey: "prod-eu-1",
+		v1alpha1.RegistrationCAKey: "-----BEGIN CERTIFICATE-----\n"} {
+		if got := string(secret.Data[key]); got != want {
+			t.Errorf("bootstrap secret %s = %q, want %q", key, got, want)
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(kinds["Deployment"][0].Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	if !slices.Contains(args, "--state-namespace=agent-chart") || !slices.Contains(args, "--protected-namespaces=payments") {
+		t.Errorf("agent args %v", args)
+	}
+}
