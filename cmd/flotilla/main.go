@@ -31,7 +31,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCommand(), newRenderCommand(), newStatusCommand(), newQuickstartCommand(), newApproveCommand(), newRunCommand(), newSkipCommand(), newRollbackCommand(), newAgentCommand(), newClusterCommand(), newVersionCommand(), newImageCommand())
+	root.AddCommand(newPlanCommand(), newRenderCommand(), newStatusCommand(), newQuickstartCommand(), newApproveCommand(), newRunCommand(), newSkipCommand(), newRollbackCommand(), newAgentCommand(), newClusterCommand(), newVersionCommand(), newImageCommand(), newDevCommand())
 	return root
 }
 

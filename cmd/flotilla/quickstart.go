@@ -92,18 +92,37 @@ func (d *demoT) close() {
 	}
 }
 
-func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) {
+// localFleet is a hub and workload clusters on this machine, with the hub and one agent per
+// cluster running in this process: what the quickstart and `flotilla dev` run. stop tears it
+// down; failures of its git servers (demoT) surface as errors of run.
+type localFleet struct {
+	say  func(format string, args ...any)
+	dir  string
+	t    *demoT
+	env  *controlplane.Environment
+	hub  *controlplane.Cluster
+	c    client.Client
+	ns   string
+	ctx  context.Context
+	wg   sync.WaitGroup
+}
+
+// localFleetNamespace is the fleet namespace of the quickstart and `flotilla dev`.
+const localFleetNamespace = "fleet-default"
+
+// runLocalFleet starts the control planes and the hub in dir (a new temporary one when empty,
+// removed at the end), runs body, and tears everything down.
+func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body func(f *localFleet) error) (err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	ctrl.SetLogger(logr.Discard())
-	say := func(format string, args ...any) { fmt.Fprintf(out, "quickstart: "+format+"\n", args...) }
-	dir := o.dir
+	f := &localFleet{say: func(format string, args ...any) { fmt.Fprintf(out, prefix+": "+format+"\n", args...) }, ns: localFleetNamespace}
 	if dir == "" {
 		// Outside the working directory, and gone with the clusters it serves.
-		if dir, err = os.MkdirTemp("", "flotilla-quickstart-"); err != nil {
+		if dir, err = os.MkdirTemp("", "flotilla-"+prefix+"-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
@@ -111,91 +130,114 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(dir)
-	t := &demoT{dir: abs}
-	defer t.close()
+	f.dir, _ = filepath.Abs(dir)
+	f.t = &demoT{dir: f.dir}
+	defer f.t.close()
 	defer func() {
 		if r := recover(); r != nil {
-			f, ok := r.(demoFailure)
+			failure, ok := r.(demoFailure)
 			if !ok {
 				panic(r)
 			}
-			err = f.err
+			err = failure.err
 		}
 	}()
 
-	say("starting the control planes (the first run builds Kubernetes, etcd and kwok: several minutes)")
-	env, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(abs, "clusters"), Progress: out})
-	if err != nil {
+	f.say("starting the control planes (the first run builds Kubernetes, etcd and kwok: several minutes)")
+	if f.env, err = controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(f.dir, "clusters"), Progress: out}); err != nil {
 		return err
 	}
-	defer env.Stop()
-	hubCluster, err := env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub"})
-	if err != nil {
+	defer f.env.Stop()
+	if f.hub, err = f.env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub"}); err != nil {
 		return err
 	}
-	if err := controlplane.InstallFlotillaAPI(ctx, hubCluster.Config()); err != nil {
+	if err := controlplane.InstallFlotillaAPI(ctx, f.hub.Config()); err != nil {
 		return err
 	}
-	kubeconfig := filepath.Join(abs, "hub.kubeconfig")
-	if data, err := os.ReadFile(hubCluster.KubeconfigPath); err == nil {
+	kubeconfig := filepath.Join(f.dir, "hub.kubeconfig")
+	if data, err := os.ReadFile(f.hub.KubeconfigPath); err == nil {
 		_ = os.WriteFile(kubeconfig, data, 0o600)
 	}
-	say("hub cluster ready: export KUBECONFIG=%s; kubectl get gitrepos,bundles,clusters -A", kubeconfig)
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	runCtx, cancel := context.WithCancel(ctx)
+	f.say("hub cluster ready: export KUBECONFIG=%s; kubectl get gitrepos,bundles,clusters -A", kubeconfig)
+	defer f.wg.Wait()
+	var cancel context.CancelFunc
+	f.ctx, cancel = context.WithCancel(ctx)
 	defer cancel()
-	background := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(runCtx); err != nil && runCtx.Err() == nil {
-				say("%s stopped: %v", name, err)
-			}
-		}()
-	}
-	background("hub", func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: filepath.Join(abs, "hub-cache")})
+	f.background("hub", func(ctx context.Context) error {
+		return hub.Run(ctx, hub.Options{Config: f.hub.Config(), CacheDir: filepath.Join(f.dir, "hub-cache")})
 	})
 	scheme, _ := hub.Scheme()
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
+	if f.c, err = client.New(f.hub.Config(), client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	const ns = "fleet-default"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+	if err := f.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
 	// Clusters join as they would anywhere: a registration token, `flotilla agent install`
 	// applied to the cluster, and the agent registering on first start.
-	if err := c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "quickstart", Namespace: ns}}); client.IgnoreAlreadyExists(err) != nil {
+	if err := f.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: prefix, Namespace: f.ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
+	return body(f)
+}
+
+// background runs a component of the fleet until the fleet stops.
+func (f *localFleet) background(name string, run func(context.Context) error) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := run(f.ctx); err != nil && f.ctx.Err() == nil {
+			f.say("%s stopped: %v", name, err)
+		}
+	}()
+}
+
+// join starts a workload cluster that registers with the fleet's token, labelled on the hub as
+// an operator would (flotilla agent install --label), and runs its agent.
+func (f *localFleet) join(ctx context.Context, token, name string, labels map[string]string) error {
+	w, err := f.env.StartCluster(ctx, controlplane.ClusterOptions{Name: name, Kind: controlplane.Workload})
+	if err != nil {
+		return err
+	}
+	reg, err := joinCluster(ctx, f.c, w, operate.AgentInstall{Namespace: f.ns, Token: token, ClusterName: name, ClusterLabels: labels})
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", name, err)
+	}
+	opts := agent.RunOptions{HubConfig: reg.HubConfig, LocalConfig: w.Config(), Namespace: reg.Namespace, ClusterName: reg.ClusterName, ClusterNamespace: reg.ClusterNamespace,
+		StateNamespace: "flotilla-system", HeartbeatInterval: 5 * time.Second, ResyncInterval: 3 * time.Second, Version: "local"}
+	f.background("agent "+name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
+	return nil
+}
+
+// createRepo creates a GitRepo that follows url and targets every cluster.
+func (f *localFleet) createRepo(ctx context.Context, name, url string) error {
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: url, PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	return f.c.Create(ctx, repo)
+}
+
+func (o *quickstartOptions) run(ctx context.Context, out io.Writer) error {
+	return runLocalFleet(ctx, out, "quickstart", o.dir, func(f *localFleet) error { return o.demo(f.ctx, out, f) })
+}
+
+// demo joins the clusters, serves the example repository and follows two rollouts.
+func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFleet) error {
 	regions := []string{"eu", "us", "ap"}
 	for i := range o.clusters {
 		name := fmt.Sprintf("edge-%d", i+1)
-		w, err := env.StartCluster(ctx, controlplane.ClusterOptions{Name: name, Kind: controlplane.Workload})
-		if err != nil {
-			return err
-		}
 		ring := "main"
 		if i == 0 {
 			ring = "canary"
 		}
-		reg, err := joinCluster(ctx, c, w, operate.AgentInstall{Namespace: ns, Token: "quickstart", ClusterName: name,
-			ClusterLabels: map[string]string{"ring": ring, "region": regions[i%len(regions)]}})
-		if err != nil {
-			return fmt.Errorf("cluster %s: %w", name, err)
+		if err := f.join(ctx, "quickstart", name, map[string]string{"ring": ring, "region": regions[i%len(regions)]}); err != nil {
+			return err
 		}
-		opts := agent.RunOptions{HubConfig: reg.HubConfig, LocalConfig: w.Config(), Namespace: reg.Namespace, ClusterName: reg.ClusterName, ClusterNamespace: reg.ClusterNamespace,
-			StateNamespace: "flotilla-system", HeartbeatInterval: 5 * time.Second, ResyncInterval: 3 * time.Second, Version: "quickstart"}
-		background("agent "+name, func(ctx context.Context) error { return agent.Run(ctx, opts) })
-		say("workload cluster %s (ring %s) registered with token quickstart, agent running", name, ring)
+		f.say("workload cluster %s (ring %s) registered with token quickstart, agent running", name, ring)
 	}
 
-	up := gitserver.New(t)
+	up := gitserver.New(f.t)
 	files := map[string]string{}
 	if err := fs.WalkDir(example, "example", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -209,29 +251,25 @@ func (o *quickstartOptions) run(ctx context.Context, out io.Writer) (err error) 
 	}
 	up.Commit("main", files)
 	srv := up.ServeHTTP("", "")
-	say("example repository served at %s/repo.git", srv.URL)
-	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
-		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
-		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
-	}}
-	if err := c.Create(ctx, repo); err != nil {
+	f.say("example repository served at %s/repo.git", srv.URL)
+	if err := f.createRepo(ctx, "example", srv.URL+"/repo.git"); err != nil {
 		return err
 	}
 	want := fmt.Sprintf("%d/%d", 2*o.clusters, 2*o.clusters)
-	if err := o.follow(ctx, out, c, ns, "first deployment", "", want); err != nil {
+	if err := o.follow(ctx, out, f.c, f.ns, "first deployment", "", want); err != nil {
 		return err
 	}
-	say("committing a new image tag: watch it go to the canary first, then the rest")
+	f.say("committing a new image tag: watch it go to the canary first, then the rest")
 	changed := strings.Replace(files["web/fleet.yaml"], `tag: "1.0"`, `tag: "1.1"`, 1)
 	commit := up.Commit("main", map[string]string{"web/fleet.yaml": changed})
-	if err := o.follow(ctx, out, c, ns, "update", commit, want); err != nil {
+	if err := o.follow(ctx, out, f.c, f.ns, "update", commit, want); err != nil {
 		return err
 	}
 	if o.once {
-		say("both rollouts completed")
+		f.say("both rollouts completed")
 		return nil
 	}
-	say("done; the fleet keeps running. Ctrl-C tears everything down.")
+	f.say("done; the fleet keeps running. Ctrl-C tears everything down.")
 	<-ctx.Done()
 	return nil
 }
