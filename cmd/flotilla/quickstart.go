@@ -96,15 +96,15 @@ func (d *demoT) close() {
 // cluster running in this process: what the quickstart and `flotilla dev` run. stop tears it
 // down; failures of its git servers (demoT) surface as errors of run.
 type localFleet struct {
-	say  func(format string, args ...any)
-	dir  string
-	t    *demoT
-	env  *controlplane.Environment
-	hub  *controlplane.Cluster
-	c    client.Client
-	ns   string
-	ctx  context.Context
-	wg   sync.WaitGroup
+	say func(format string, args ...any)
+	dir string
+	t   *demoT
+	env *controlplane.Environment
+	hub *controlplane.Cluster
+	c   client.Client
+	ns  string
+	ctx context.Context
+	wg  sync.WaitGroup
 }
 
 // localFleetNamespace is the fleet namespace of the quickstart and `flotilla dev`.
