@@ -8,6 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // copyTree copies a directory of the repository's test data into dst.
@@ -71,5 +81,79 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 	err := cmd.ExecuteContext(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "does not render") || !strings.Contains(err.Error(), "kustomized/fleet.yaml") {
 		t.Errorf("dev --once on a repository that does not render: %v\n%s", err, out.String())
+	}
+}
+
+// Without --once, `flotilla dev` keeps following the directory: a change under it is committed
+// and rolled out, and the new object appears on the clusters.
+func TestDevRollsOutChanges(t *testing.T) {
+	repo := t.TempDir()
+	copyTree(t, "../../bundle/testdata/manifests/repo", repo)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		cmd := newRootCommand()
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{"dev", repo, "--dir", dir, "--interval", "200ms"})
+		done <- cmd.ExecuteContext(ctx)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	hubClient := func() client.Client {
+		c, err := hubClient(filepath.Join(dir, "hub.kubeconfig"))
+		if err != nil {
+			return nil
+		}
+		return c
+	}
+	var c client.Client
+	eventuallyDev(t, "the hub is up", func() bool { c = hubClient(); return c != nil })
+	var first string
+	eventuallyDev(t, "the first commit is rolled out", func() bool {
+		var repo v1alpha1.GitRepo
+		if c.Get(ctx, client.ObjectKey{Namespace: localFleetNamespace, Name: "dev"}, &repo) != nil || repo.Status.Commit == "" {
+			return false
+		}
+		first = repo.Status.Commit
+		ok, _ := allApplied(ctx, c, localFleetNamespace)
+		return ok
+	})
+	extra := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: added-while-running}\ndata: {a: b}\n"
+	if err := os.WriteFile(filepath.Join(repo, "extra.yaml"), []byte(extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := kubernetes.NewForConfigOrDie(clusterConfig(t, filepath.Join(dir, "clusters", "dev-1", "kubeconfig")))
+	eventuallyDev(t, "the change reaches dev-1", func() bool {
+		_, err := local.CoreV1().ConfigMaps("default").Get(ctx, "added-while-running", metav1.GetOptions{})
+		return err == nil
+	})
+	var repoNow v1alpha1.GitRepo
+	if err := c.Get(ctx, client.ObjectKey{Namespace: localFleetNamespace, Name: "dev"}, &repoNow); err != nil || repoNow.Status.Commit == first {
+		t.Errorf("the GitRepo is on commit %q, the first was %q (%v)", repoNow.Status.Commit, first, err)
+	}
+}
+
+func clusterConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	var cfg *rest.Config
+	eventuallyDev(t, "kubeconfig "+kubeconfig, func() bool {
+		var err error
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		return err == nil
+	})
+	return cfg
+}
+
+func eventuallyDev(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }

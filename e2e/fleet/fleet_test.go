@@ -202,7 +202,7 @@ func (f *fleetEnv) stop(name string) {
 
 func (f *fleetEnv) startHub() {
 	f.start("hub", func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache, StatusDelay: time.Second})
+		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache, StatusDelay: time.Second, Version: hubVersion, Namespace: f.ns})
 	})
 }
 
@@ -213,9 +213,19 @@ func (f *fleetEnv) startAgent(w *controlplane.Cluster) {
 
 // agentOptions are the options of a workload cluster's agent, with its own hub credentials.
 func (f *fleetEnv) agentOptions(w *controlplane.Cluster) agent.RunOptions {
+	version := hubVersion
+	if w == workloads[0] {
+		version = olderAgentVersion // one agent a version behind the hub, as during an upgrade
+	}
 	return agent.RunOptions{HubConfig: f.agentConfigs[w.Name], LocalConfig: w.Config(), Namespace: f.clusterNamespaces[w.Name], ClusterName: w.Name,
-		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second}
+		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second, Version: version}
 }
+
+// The versions the fleet's hub and agents report.
+const (
+	hubVersion        = "v0.9.0"
+	olderAgentVersion = "v0.8.3"
+)
 
 // agentConfig waits for the hub to create the agent's identity in its namespace and returns
 // hub credentials with that identity alone, as registration hands them to the agent.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -16,9 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/report"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
 
@@ -163,5 +167,30 @@ func TestHelmChartsInstall(t *testing.T) {
 	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
 	if !slices.Contains(args, "--state-namespace=agent-chart") || !slices.Contains(args, "--protected-namespaces=payments") {
 		t.Errorf("agent args %v", args)
+	}
+}
+
+// The hub records its version, agents report theirs, and `flotilla status` lists the clusters
+// whose agent is older than the hub (one agent of the fleet runs the previous version).
+func TestStatusListsAgentsOlderThanTheHub(t *testing.T) {
+	f := startFleet(t)
+	ctx := context.Background()
+	var view string
+	eventually(t, "status lists the older agent", 30*time.Second, func() bool {
+		var out strings.Builder
+		if err := report.Write(ctx, &out, f.hub, f.ns, ""); err != nil {
+			t.Fatal(err)
+		}
+		view = out.String()
+		return strings.Contains(view, "Agents older than the hub ("+hubVersion+"): "+f.ns+"/"+workloads[0].Name+" ("+olderAgentVersion+")")
+	})
+	for _, w := range workloads[1:] {
+		if strings.Contains(view, f.ns+"/"+w.Name) {
+			t.Errorf("status lists %s, whose agent runs the hub's version:\n%s", w.Name, view)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: hub.HubVersionConfigMap}, &cm); err != nil || cm.Data["version"] != hubVersion {
+		t.Errorf("the hub's recorded version: %v %v", cm.Data, err)
 	}
 }
