@@ -539,8 +539,15 @@ func (b *bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sourc
 	for _, s := range sources {
 		keep[s.Name] = true
 	}
+	return removeBundles(ctx, b.client, repo, keep)
+}
+
+// removeBundles deletes the GitRepo's Bundles not in keep, with their BundleDeployments: the
+// agents then uninstall what those deployed (unless keepResources). The hub does not count on a
+// garbage collector.
+func removeBundles(ctx context.Context, c client.Client, repo *v1alpha1.GitRepo, keep map[string]bool) error {
 	var bundles v1alpha1.BundleList
-	if err := b.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
+	if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
 		return fmt.Errorf("failed to list bundles: %w", err)
 	}
 	var errs []error
@@ -549,16 +556,16 @@ func (b *bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sourc
 		if keep[bun.Name] {
 			continue
 		}
-		if err := b.client.Delete(ctx, bun); client.IgnoreNotFound(err) != nil {
+		if err := c.Delete(ctx, bun); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, err)
 		}
-		bds, err := listDeployments(ctx, b.client, bun)
+		bds, err := listDeployments(ctx, c, bun)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for j := range bds {
-			if err := b.client.Delete(ctx, bds[j].DeepCopy()); client.IgnoreNotFound(err) != nil {
+			if err := c.Delete(ctx, bds[j].DeepCopy()); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, err)
 			}
 		}

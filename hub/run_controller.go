@@ -206,7 +206,8 @@ func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]roll
 }
 
 // availability is when work may start on a cluster: its maintenance window and exclusions
-// (R3.13, R4.9).
+// (R3.13, R4.9). One that does not compile (a cron or time zone the API server could not check)
+// holds every run and sequence on the cluster rather than dropping the freeze.
 func availability(c *v1alpha1.Cluster) *rollout.Availability {
 	avail := &rollout.Availability{}
 	if w := c.Spec.MaintenanceWindow; w != nil {
@@ -216,7 +217,8 @@ func availability(c *v1alpha1.Cluster) *rollout.Availability {
 		avail.Exclusions = append(avail.Exclusions, rollout.TimeRange{Name: x.Name, Start: x.Start.Time, End: x.End.Time})
 	}
 	if err := avail.Compile(); err != nil {
-		return &rollout.Availability{} // the API server validated it; a window that still fails does not block
+		// Fail closed: a window that does not compile holds the cluster, and says where.
+		return rollout.InvalidAvailability(fmt.Errorf("Cluster %s/%s spec.%w", c.Namespace, c.Name, err))
 	}
 	return avail
 }

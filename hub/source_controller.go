@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -77,26 +78,51 @@ func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 		return out
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-source").
-		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting{}))).
 		Watches(&v1alpha1.Cluster{}, reRender, builder.WithPredicates(clusterMembershipChanged{})).
 		Watches(&v1alpha1.FleetRestriction{}, reRender).
 		Watches(&v1alpha1.ClusterGroup{}, reRender, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(r)
 }
 
-// Reconcile registers, updates or removes the GitRepo's poll schedule.
+// gitRepoFinalizer holds a deleted GitRepo until its Bundles and BundleDeployments are gone.
+const gitRepoFinalizer = "flotilla.dev/gitrepo"
+
+// deleting passes the update that marks an object for deletion.
+type deleting struct{ predicate.Funcs }
+
+func (deleting) Update(e event.UpdateEvent) bool {
+	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
+}
+
+// Reconcile registers, updates or removes the GitRepo's poll schedule; a deleted GitRepo's
+// bundles go with it.
 func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var repo v1alpha1.GitRepo
 	key := req.String()
-	if err := r.client.Get(ctx, req.NamespacedName, &repo); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.poller.Remove(key)
-			r.mu.Lock()
-			delete(r.schedules, key)
-			r.mu.Unlock()
+	err := r.client.Get(ctx, req.NamespacedName, &repo)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to get gitrepo: %w", err)
+	}
+	if apierrors.IsNotFound(err) || !repo.DeletionTimestamp.IsZero() {
+		r.poller.Remove(key)
+		r.mu.Lock()
+		delete(r.schedules, key)
+		r.mu.Unlock()
+		if err != nil || !controllerutil.ContainsFinalizer(&repo, gitRepoFinalizer) {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("failed to get gitrepo: %w", err)
+		// Deleted: its bundles and deployments go, and the agents uninstall their workloads.
+		if err := removeBundles(ctx, r.client, &repo, nil); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to remove the bundles of deleted gitrepo %s: %w", key, err)
+		}
+		controllerutil.RemoveFinalizer(&repo, gitRepoFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &repo))
+	}
+	if controllerutil.AddFinalizer(&repo, gitRepoFinalizer) {
+		if err := r.client.Update(ctx, &repo); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of gitrepo %s: %w", key, err)
+		}
 	}
 	sched, err := scheduleFor(&repo)
 	if err != nil {
@@ -135,6 +161,9 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 	var repo v1alpha1.GitRepo
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &repo); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if !repo.DeletionTimestamp.IsZero() {
+		return nil // its bundles are being removed: render nothing new
 	}
 	logger := log.FromContext(ctx).WithValues("gitrepo", key)
 	src, err := r.repoFor(ctx, &repo)

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -468,5 +469,27 @@ func TestR3_7_StateTransitions(t *testing.T) {
 		if err := ValidateTransition(c.from, c.to, c.state); (err == nil) != c.ok {
 			t.Errorf("%s→%s in %s: %v, want ok=%v", c.from, c.to, c.state, err, c.ok)
 		}
+	}
+}
+
+// R3.13, failing closed: a cluster whose maintenance window does not compile gets no work (a
+// typo never lifts a freeze), and the message says what is invalid; the other clusters go on.
+func TestR3_13_InvalidWindowHoldsTheCluster(t *testing.T) {
+	fleet := runFleet("w", "x")
+	fleet[0].Availability = InvalidAvailability(errors.New("Cluster fleet/w spec.maintenanceWindow.timeZone: unknown time zone \"Mars/Olympus\""))
+	strategy := StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: &Selector{}, MaxConcurrency: Int(2)}}}
+	res := Step(&Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}, fleet, nil, t0)
+	if diff := cmp.Diff([]string{"x"}, res.Release); diff != "" {
+		t.Fatalf("release (-want +got):\n%s", diff)
+	}
+	c := res.Status.Stages[0].Groups[0].Clusters[0]
+	if c.State != RunPending || !strings.Contains(c.Message, "no work starts while the maintenance window is invalid: Cluster fleet/w spec.maintenanceWindow.timeZone") {
+		t.Errorf("invalid-window cluster: %s %q", c.State, c.Message)
+	}
+	if a := InvalidAvailability(errors.New("x")); a.OpenAt(t0) || a.windowRank(t0) != 3 {
+		t.Error("an invalid availability is open, or ranked as opening")
+	}
+	if _, ok := InvalidAvailability(errors.New("x")).NextOpening(t0); ok {
+		t.Error("an invalid availability has a next opening")
 	}
 }

@@ -284,6 +284,7 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	r := rs.Index
 	rs.Counts = Counts{}
 	needing, done, waiting := 0, 0, 0
+	var invalid []string // clusters held by a window that does not compile
 	for _, c := range members {
 		d := c.Deployment
 		if d != nil && d.Released > r {
@@ -305,6 +306,9 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 			waiting++
 		case !c.Availability.OpenAt(now):
 			waiting++
+			if c.Availability.invalid != nil {
+				invalid = append(invalid, c.Availability.invalid.Error())
+			}
 			if next, ok := c.Availability.NextOpening(now); ok {
 				wake(next)
 			}
@@ -345,6 +349,8 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	switch {
 	case ctl.Paused && rs.State != SeqComplete:
 		rs.Message = "revision paused: nothing new starts (R4.10)"
+	case len(invalid) > 0 && rs.State != SeqComplete:
+		rs.Message = fmt.Sprintf("%d clusters wait, no work starts while a maintenance window is invalid: %s", waiting, strings.Join(invalid, "; "))
 	case waiting > 0 && rs.State != SeqComplete:
 		rs.Message = fmt.Sprintf("%d clusters wait for their maintenance window or an exclusion to end", waiting)
 	case rs.State == SeqForcedSoaking:

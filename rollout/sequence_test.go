@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -310,5 +311,26 @@ func TestR4_6_InFlightGroupWithoutRecordedStartReportsOne(t *testing.T) {
 	got := res.Status.Groups[0].Revisions[0]
 	if got.State != SeqInProgress || !got.StartedAt.Equal(now) || len(res.Release) != 0 {
 		t.Errorf("got %+v, release %v; want IN_PROGRESS started now, nothing released again", got, res.Release)
+	}
+}
+
+// R4.9, failing closed: a member whose window does not compile holds its group, and the group
+// says which cluster and field.
+func TestR4_9_InvalidWindowHoldsTheGroup(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0)}}
+	fleet := []SequenceCluster{
+		{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+		{Name: "d2", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true},
+			Availability: InvalidAvailability(errors.New("Cluster fleet/d2 spec.maintenanceWindow.schedule: invalid cron schedule \"0 25 * * *\""))},
+	}
+	res, err := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, released := res.Release["d2"]; released || res.Release["d1"] != 2 {
+		t.Errorf("release %v: want d1 only", res.Release)
+	}
+	if msg := res.Status.Groups[0].Revisions[0].Message; !strings.Contains(msg, "no work starts while a maintenance window is invalid: Cluster fleet/d2 spec.maintenanceWindow.schedule") {
+		t.Errorf("group message %q", msg)
 	}
 }

@@ -32,7 +32,14 @@ type Availability struct {
 	Exclusions []TimeRange `json:"exclusions,omitempty"`
 
 	schedule cron.Schedule
+	// invalid is why the window or exclusions do not compile: no work starts then (fail
+	// closed), so a typo never lifts a freeze.
+	invalid error
 }
+
+// InvalidAvailability is the availability of a cluster whose window or exclusions are invalid:
+// closed, for the reason err gives (it should name the object and field).
+func InvalidAvailability(err error) *Availability { return &Availability{invalid: err} }
 
 // Compile parses the window's schedule and time zone. It must be called (or Validate must
 // succeed) before the availability is used.
@@ -73,6 +80,9 @@ func (a *Availability) Compile() error {
 // windowOpen reports whether the window is open at t: some opening o has o ≤ t < o + duration.
 // The first opening after t − duration is the only candidate.
 func (a *Availability) windowOpen(t time.Time) bool {
+	if a != nil && a.invalid != nil {
+		return false
+	}
 	if a == nil || a.schedule == nil {
 		return true
 	}
@@ -102,6 +112,9 @@ func (a *Availability) OpenAt(t time.Time) bool {
 // NextOpening returns the first moment at or after t when work may start, and false when none
 // comes within a year (a schedule that never fires, or exclusions covering it all).
 func (a *Availability) NextOpening(t time.Time) (time.Time, bool) {
+	if a != nil && a.invalid != nil {
+		return time.Time{}, false
+	}
 	limit := t.AddDate(1, 0, 0)
 	for i := 0; i < 10000 && !t.After(limit); i++ {
 		if until := a.excludedUntil(t); !until.IsZero() {
@@ -123,6 +136,9 @@ func (a *Availability) NextOpening(t time.Time) (time.Time, bool) {
 // windowRank orders clusters within a group (R3.13): window open now (0), opening within 4
 // hours (1), no window (2), closed for longer (3).
 func (a *Availability) windowRank(now time.Time) int {
+	if a != nil && a.invalid != nil {
+		return 3
+	}
 	if a == nil || (a.Window == nil && len(a.Exclusions) == 0) {
 		return 2
 	}
@@ -135,8 +151,19 @@ func (a *Availability) windowRank(now time.Time) int {
 	return 3
 }
 
+// Reason says why work cannot start on the cluster at now, or "" when it can.
+func (a *Availability) Reason(now time.Time) string {
+	if a.OpenAt(now) {
+		return ""
+	}
+	return a.closedMessage(now)
+}
+
 // closedMessage says why work cannot start on the cluster now, naming the next opening.
 func (a *Availability) closedMessage(now time.Time) string {
+	if a.invalid != nil {
+		return "no work starts while the maintenance window is invalid: " + a.invalid.Error()
+	}
 	what := "maintenance window closed"
 	if until := a.excludedUntil(now); !until.IsZero() {
 		what = "maintenance exclusion in force"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/report"
 )
@@ -205,4 +206,36 @@ func deployWeb(t *testing.T, fleetYAML string) (*gitserver.Upstream, *fleetEnv) 
 	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
 	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 	return up, f
+}
+
+// Deleting a GitRepo removes its Bundles and BundleDeployments, and the agents uninstall what
+// they deployed; the GitRepo goes once that is done on the hub.
+func TestDeletedGitRepoTakesItsBundlesAndWorkloads(t *testing.T) {
+	_, f := deployWeb(t, "defaultNamespace: deleted-repo\n")
+	ctx := context.Background()
+	var repo v1alpha1.GitRepo
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "shop"}, &repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.hub.Delete(ctx, &repo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the GitRepo is gone", 30*time.Second, func() bool {
+		return apierrors.IsNotFound(f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "shop"}, &repo))
+	})
+	var bundles v1alpha1.BundleList
+	if err := f.hub.List(ctx, &bundles, client.InNamespace(f.ns)); err != nil || len(bundles.Items) != 0 {
+		t.Errorf("bundles left: %d %v", len(bundles.Items), err)
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if err := f.hub.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: f.ns}); err != nil || len(bds.Items) != 0 {
+		t.Errorf("deployments left: %d %v", len(bds.Items), err)
+	}
+	for _, w := range workloads {
+		cs := kubernetes.NewForConfigOrDie(w.Config())
+		eventually(t, "the workload leaves "+w.Name, 60*time.Second, func() bool {
+			_, err := cs.AppsV1().Deployments("deleted-repo").Get(ctx, "web", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
 }

@@ -42,14 +42,18 @@ type LocalObjectReference struct {
 // CronWindow is a recurring time window: it opens at each time the cron schedule names and
 // stays open for Duration.
 type CronWindow struct {
-	// Schedule is a standard five-field cron expression or a descriptor such as @daily.
+	// Schedule is a standard five-field cron expression or a descriptor such as @daily. The
+	// API server checks its shape; the hub holds the cluster's runs (fails closed) if the
+	// schedule still does not parse.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^(@(annually|yearly|monthly|weekly|daily|midnight|hourly)|@every ([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+|[0-9A-Za-z*?/,-]+( +[0-9A-Za-z*?/,-]+){4})$`
 	Schedule string `json:"schedule"`
 	// Duration is how long the window stays open after each opening.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be positive"
 	Duration metav1.Duration `json:"duration"`
 	// TimeZone is an IANA time zone name; the default is UTC.
 	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z_]*(/[A-Za-z0-9_+-]+)*$`
 	TimeZone string `json:"timeZone,omitempty"`
 }
 

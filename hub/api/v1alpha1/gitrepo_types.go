@@ -88,9 +88,11 @@ type GitRepoSpec struct {
 type SyncSchedule struct {
 	// Cron is a standard five-field cron expression or a descriptor (@hourly, @every 5m).
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^(@(annually|yearly|monthly|weekly|daily|midnight|hourly)|@every ([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+|[0-9A-Za-z*?/,-]+( +[0-9A-Za-z*?/,-]+){4})$`
 	Cron string `json:"cron"`
 	// TimeZone is an IANA time zone name; default UTC.
 	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z_]*(/[A-Za-z0-9_+-]+)*$`
 	TimeZone string `json:"timeZone,omitempty"`
 }
 
