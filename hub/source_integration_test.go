@@ -182,6 +182,8 @@ func TestGitRepoSourceStatus(t *testing.T) {
 	}
 }
 
+// A missing branch is reported; a sync schedule of the right shape that still does not parse
+// (hour 25: the API server checks the shape only) stalls the GitRepo, naming the field.
 func TestGitRepoMissingBranchAndBadSchedule(t *testing.T) {
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
@@ -190,7 +192,7 @@ func TestGitRepoMissingBranchAndBadSchedule(t *testing.T) {
 	ns := namespace(t, c)
 	ctx := context.Background()
 	gone := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git", Branch: "release"}}
-	cron := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "cron", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git", SyncSchedule: &v1alpha1.SyncSchedule{Cron: "every day"}}}
+	cron := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "cron", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git", SyncSchedule: &v1alpha1.SyncSchedule{Cron: "0 25 * * *"}}}
 	for _, r := range []*v1alpha1.GitRepo{gone, cron} {
 		if err := c.Create(ctx, r); err != nil {
 			t.Fatal(err)
