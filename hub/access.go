@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -110,6 +111,7 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if err := revokeAccess(ctx, r.client, &c); err != nil {
 			return ctrl.Result{}, err
 		}
+		log.FromContext(ctx).Info("cluster deleted: its agent's identity, roles, deployments and namespace are removed", "cluster", c.Namespace+"/"+c.Name, "namespace", c.Status.Namespace)
 		controllerutil.RemoveFinalizer(&c, clusterAccessFinalizer)
 		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &c))
 	}
@@ -122,6 +124,7 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := AdmitCluster(ctx, r.client, &c); err != nil {
 		var conflict *NamespaceConflictError
 		if errors.As(err, &conflict) {
+			log.FromContext(ctx).Info("cluster not admitted: its namespace belongs to another", "cluster", c.Namespace+"/"+c.Name, "namespace", conflict.Namespace, "owner", conflict.Owner)
 			// Nothing to retry: the namespace stays its owner's until an operator acts.
 			return ctrl.Result{}, r.admitted(ctx, &c, metav1.ConditionFalse, "NamespaceConflict", err.Error())
 		}

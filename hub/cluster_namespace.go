@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -134,6 +135,7 @@ func startMove(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, to st
 	if err := grantAgent(ctx, c, cl, to, []rbacv1.Subject{agentSubject(from), agentSubject(to)}, true); err != nil {
 		return err
 	}
+	log.FromContext(ctx).Info("moving cluster to its own namespace", "cluster", ownerOf(cl), "from", from, "to", to, "deployments", len(bds.Items))
 	orig := cl.DeepCopy()
 	cl.Status.PreviousNamespace, cl.Status.Namespace = from, to
 	if err := c.Status().Patch(ctx, cl, client.MergeFrom(orig)); err != nil {
@@ -152,6 +154,7 @@ func finishMove(ctx context.Context, c client.Client, cl *v1alpha1.Cluster) erro
 	if err := removeClusterNamespace(ctx, c, from); err != nil {
 		return err
 	}
+	log.FromContext(ctx).Info("cluster moved: its agent reports from the new namespace, the old one is removed", "cluster", ownerOf(cl), "removed", from)
 	orig := cl.DeepCopy()
 	cl.Status.PreviousNamespace = ""
 	if err := c.Status().Patch(ctx, cl, client.MergeFrom(orig)); err != nil {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -94,6 +95,7 @@ func (r *tokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 				return ctrl.Result{}, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
 			}
 		}
+		log.FromContext(ctx).Info("registration token deleted: its bearer token is revoked", "token", tok.Namespace+"/"+tok.Name)
 		controllerutil.RemoveFinalizer(&tok, tokenFinalizer)
 		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &tok))
 	}
@@ -247,6 +249,7 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if err := r.client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
 		}
+		log.FromContext(ctx).Info("approved registration takes the cluster over; its former agent is revoked", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "clientID", reg.Spec.ClientID)
 	}
 	if err := grantAccess(ctx, r.client, &cl, nil); err != nil {
 		return ctrl.Result{}, err
@@ -265,6 +268,7 @@ func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to seal credentials: %w", err)
 	}
+	log.FromContext(ctx).Info("cluster registered", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "token", tok.Name)
 	orig := reg.DeepCopy()
 	reg.Status = v1alpha1.ClusterRegistrationStatus{ClusterName: name, Granted: true, Namespace: clusterNS, ClusterNamespace: reg.Namespace, Credentials: sealed,
 		Conditions: reg.Status.Conditions}

@@ -116,6 +116,7 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if err := removeBundles(ctx, r.client, &repo, nil); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to remove the bundles of deleted gitrepo %s: %w", key, err)
 		}
+		log.FromContext(ctx).Info("gitrepo deleted: its bundles and deployments are removed, agents uninstall them", "gitrepo", key)
 		controllerutil.RemoveFinalizer(&repo, gitRepoFinalizer)
 		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &repo))
 	}
