@@ -65,4 +65,7 @@ type Options struct {
 	// the ConfigMap flotilla-hub there, where `flotilla status` compares the agents' versions
 	// with it. Empty Namespace: not recorded.
 	Version, Namespace string
+	// ContentGrace is how old Content that nothing references (no revision in a Bundle's
+	// history, no BundleDeployment) must be before it is deleted; default 10m.
+	ContentGrace time.Duration
 }

@@ -168,6 +168,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the content grant controller: %w", err)
 	}
+	if err := (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: positiveOr(opts.ContentGrace, DefaultContentGrace), delay: statusDelay}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the content collector: %w", err)
+	}
 	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster access controller: %w", err)
 	}

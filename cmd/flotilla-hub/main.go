@@ -41,6 +41,7 @@ func main() {
 	flag.IntVar(&opts.RegistrationBurst, "registration-burst", hub.DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
 	flag.DurationVar(&opts.RegistrationInterval, "registration-interval", hub.DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
 	flag.StringVar(&opts.Namespace, "namespace", orDefault(os.Getenv("POD_NAMESPACE"), "flotilla-system"), "the hub's own namespace, where it records its version (ConfigMap flotilla-hub)")
+	flag.DurationVar(&opts.ContentGrace, "content-gc-grace", hub.DefaultContentGrace, "how old rendered Content that no revision in a bundle's history and no deployment references must be before it is deleted")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
