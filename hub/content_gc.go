@@ -26,7 +26,7 @@ type contentCollector struct {
 	revisions *revisionStore
 	now       func() time.Time
 	grace     time.Duration
-	delay     time.Duration
+	delay     time.Duration // changes of a namespace are gathered this long into one pass
 }
 
 // DefaultContentGrace is how old unreferenced Content must be before it is deleted.
@@ -94,10 +94,11 @@ func (r *contentCollector) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // referenced is the set of content ids of ns that a Bundle's history or a BundleDeployment
 // refers to.
+// Objects are read from the cache uncopied: nothing here changes them.
 func (r *contentCollector) referenced(ctx context.Context, ns string) (map[string]bool, error) {
 	live := map[string]bool{}
 	var bundles v1alpha1.BundleList
-	if err := r.client.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+	if err := r.client.List(ctx, &bundles, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("failed to list bundles: %w", err)
 	}
 	for i := range bundles.Items {
@@ -118,7 +119,7 @@ func (r *contentCollector) referenced(ctx context.Context, ns string) (map[strin
 		}
 	}
 	var bds v1alpha1.BundleDeploymentList
-	if err := r.client.List(ctx, &bds, client.MatchingLabels{LabelBundleNamespace: ns}); err != nil {
+	if err := r.client.List(ctx, &bds, client.MatchingLabels{LabelBundleNamespace: ns}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("failed to list deployments: %w", err)
 	}
 	for i := range bds.Items {

@@ -168,7 +168,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the content grant controller: %w", err)
 	}
-	if err := (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: positiveOr(opts.ContentGrace, DefaultContentGrace), delay: statusDelay}).setup(mgr); err != nil {
+	contentGrace := positiveOr(opts.ContentGrace, DefaultContentGrace)
+	// Collecting is never urgent: a pass per namespace at most every quarter of the grace period
+	// (30 s by default), so a rollout's deployment writes do not make it a hot path.
+	if err := (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the content collector: %w", err)
 	}
 	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
