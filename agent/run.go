@@ -209,9 +209,9 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			applyErr = d.apply(ctx, &bd, objs, opts)
 		}
 		if applyErr != nil {
-			reason := "ApplyFailed"
+			reason := v1alpha1.ApplyFailedReason
 			if errors.As(applyErr, new(*RestrictedError)) {
-				reason = "Restricted"
+				reason = v1alpha1.RestrictedReason
 			}
 			setCondition(&bd, v1alpha1.AppliedCondition, false, reason, applyErr.Error())
 		}
@@ -277,30 +277,30 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 	}
 	inv, err := d.loadInventory(ctx, bd.Name)
 	if err != nil {
-		setCondition(bd, v1alpha1.ReadyCondition, false, "InventoryUnreadable", err.Error())
+		setCondition(bd, v1alpha1.ReadyCondition, false, v1alpha1.InventoryUnreadableReason, err.Error())
 		return d.opts.ResyncInterval
 	}
 	a, err := d.applier(opts.serviceAccount)
 	if err != nil {
-		setCondition(bd, v1alpha1.ReadyCondition, false, "HealthCheckFailed", err.Error())
+		setCondition(bd, v1alpha1.ReadyCondition, false, v1alpha1.HealthCheckFailedReason, err.Error())
 		return d.opts.ResyncInterval
 	}
 	notReady, err := a.Health(ctx, inv, opts.Options)
 	if err != nil {
-		setCondition(bd, v1alpha1.ReadyCondition, false, "HealthCheckFailed", err.Error())
+		setCondition(bd, v1alpha1.ReadyCondition, false, v1alpha1.HealthCheckFailedReason, err.Error())
 		return d.opts.ResyncInterval
 	}
 	bd.Status.Ready, bd.Status.NonReadyResources = len(notReady) == 0, summaries(notReady)
 	if bd.Status.Ready {
 		setCondition(bd, v1alpha1.ReadyCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("%d resources ready", len(inv)))
 	} else {
-		setCondition(bd, v1alpha1.ReadyCondition, false, "NotReady", fmt.Sprintf("%d of %d resources not ready: %s", len(notReady), len(inv), notReady[0].Message))
+		setCondition(bd, v1alpha1.ReadyCondition, false, v1alpha1.NotReadyReason, fmt.Sprintf("%d of %d resources not ready: %s", len(notReady), len(inv), notReady[0].Message))
 	}
 	if objs != nil && bd.Status.AppliedDeploymentID == bd.Spec.Released.DeploymentID {
 		drifted, err := a.Drift(ctx, objs, opts.Options)
 		if err != nil {
 			// Keep the last known drift; say why it could not be checked now.
-			setCondition(bd, v1alpha1.InSyncCondition, false, "DriftCheckFailed", err.Error())
+			setCondition(bd, v1alpha1.InSyncCondition, false, v1alpha1.DriftCheckFailedReason, err.Error())
 			return min(3*time.Second, d.opts.ResyncInterval)
 		}
 		bd.Status.Modified, bd.Status.ModifiedResources = len(drifted) > 0, summaries(drifted)

@@ -126,7 +126,7 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if errors.As(err, &conflict) {
 			log.FromContext(ctx).Info("cluster not admitted: its namespace belongs to another", "cluster", c.Namespace+"/"+c.Name, "namespace", conflict.Namespace, "owner", conflict.Owner)
 			// Nothing to retry: the namespace stays its owner's until an operator acts.
-			return ctrl.Result{}, r.admitted(ctx, &c, metav1.ConditionFalse, "NamespaceConflict", err.Error())
+			return ctrl.Result{}, r.admitted(ctx, &c, metav1.ConditionFalse, v1alpha1.NamespaceConflictReason, err.Error())
 		}
 		return ctrl.Result{}, err
 	}

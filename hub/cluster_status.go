@@ -110,10 +110,10 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, admitted.Reason, admitted.Message
 		st.Display.State = "NotAdmitted"
 	case c.Status.AgentLastSeen == nil:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "AgentNotConnected", "no agent has reported for this cluster yet"
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.AgentNotConnectedReason, "no agent has reported for this cluster yet"
 		st.Display.State = "WaitingForAgent"
 	case !online:
-		ready.Status, ready.Reason = metav1.ConditionFalse, "Offline"
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.OfflineReason
 		ready.Message = fmt.Sprintf("agent last seen %s, past the heartbeat deadline: the cluster counts as unavailable (R1.11)", c.Status.AgentLastSeen.UTC().Format(time.RFC3339))
 		st.Display.State = "Offline"
 	case st.Display.State != string(rollout.Ready):

@@ -34,7 +34,7 @@ func (e *RestrictedError) Error() string {
 }
 
 // RestrictedReason is the condition reason of a GitRepo or render a restriction refused.
-const RestrictedReason = "Restricted"
+const RestrictedReason = v1alpha1.RestrictedReason
 
 // restrictions are the FleetRestrictions of one namespace, sorted by name.
 type restrictions []v1alpha1.FleetRestriction

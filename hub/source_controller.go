@@ -291,7 +291,7 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	}
 	if held != "" {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.RolloutPausedCondition, Status: metav1.ConditionTrue,
-			Reason: "SyncWindow", Message: held, ObservedGeneration: repo.Generation})
+			Reason: v1alpha1.SyncWindowReason, Message: held, ObservedGeneration: repo.Generation})
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RolloutPausedCondition)
 	}

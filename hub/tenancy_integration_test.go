@@ -81,7 +81,7 @@ func TestClusterNamespacesAreUniqueAndOwned(t *testing.T) {
 	}
 	squat := waitCluster(t, c, team, "squat", "refused its namespace", func(cl *v1alpha1.Cluster) bool {
 		cond := meta.FindStatusCondition(cl.Status.Conditions, AdmittedCondition)
-		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "NamespaceConflict"
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.NamespaceConflictReason
 	})
 	if squat.Status.Namespace != "" {
 		t.Errorf("the squatted cluster was given namespace %s", squat.Status.Namespace)
@@ -91,7 +91,7 @@ func TestClusterNamespacesAreUniqueAndOwned(t *testing.T) {
 	}
 	waitCluster(t, c, team, "squat", "Ready says why", func(cl *v1alpha1.Cluster) bool {
 		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
-		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "NamespaceConflict"
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.NamespaceConflictReason
 	})
 	// A GitRepo that targets every cluster of the namespace deploys to prod-x, not to squat.
 	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: team}, Spec: v1alpha1.GitRepoSpec{

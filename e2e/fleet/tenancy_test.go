@@ -284,7 +284,7 @@ func TestFleetRestrictionIsEnforcedOnTheCluster(t *testing.T) {
 	})
 	eventually(t, "the agent refuses a cluster-scoped kind the restriction does not allow", 60*time.Second, func() bool {
 		c := applied("scoped")
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Restricted" && strings.Contains(c.Message, "ClusterRole "+clusterRole+"-escalated") &&
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.RestrictedReason && strings.Contains(c.Message, "ClusterRole "+clusterRole+"-escalated") &&
 			strings.Contains(c.Message, "FleetRestriction tenant")
 	})
 	for what, err := range map[string]error{

@@ -60,6 +60,25 @@ const (
 	DriftDetectedReason        = "DriftDetected"
 	ApprovedReason             = "Approved"
 	NewerRevisionReason        = "NewerRevision"
+
+	// RestrictedReason: a FleetRestriction does not allow what was asked (a GitRepo's
+	// repository, a bundle's namespace, service account or objects); the message names it.
+	RestrictedReason = "Restricted"
+	// SyncWindowReason (GitRepo RolloutPaused): a sync window holds the new commit.
+	SyncWindowReason = "SyncWindow"
+	// NamespaceConflictReason (Cluster Admitted, Ready): the cluster's namespace belongs to
+	// another Cluster.
+	NamespaceConflictReason = "NamespaceConflict"
+	// AgentNotConnectedReason and OfflineReason (Cluster Ready): no agent reported yet, or the
+	// agent missed its heartbeat deadline (R1.11).
+	AgentNotConnectedReason = "AgentNotConnected"
+	OfflineReason           = "Offline"
+	// Reasons the agent reports on a BundleDeployment.
+	ApplyFailedReason         = "ApplyFailed"
+	InventoryUnreadableReason = "InventoryUnreadable"
+	HealthCheckFailedReason   = "HealthCheckFailed"
+	NotReadyReason            = "NotReady"
+	DriftCheckFailedReason    = "DriftCheckFailed"
 )
 
 // ClusterState is the rollout state of one bundle on one cluster (ROLLOUT.md §0). It is computed
