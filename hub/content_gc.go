@@ -84,7 +84,7 @@ func (r *contentCollector) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		deleted++
 	}
 	if deleted > 0 {
-		log.FromContext(ctx).V(1).Info("deleted unreferenced content", "namespace", ns, "objects", deleted)
+		log.FromContext(ctx).Info("deleted content no revision history and no deployment references", "namespace", ns, "objects", deleted, "grace", r.grace)
 	}
 	if youngest > 0 {
 		return ctrl.Result{RequeueAfter: youngest + time.Second}, nil
@@ -108,7 +108,7 @@ func (r *contentCollector) referenced(ctx context.Context, ns string) (map[strin
 				continue // recorded before targets were: its content is referenced by deployments only
 			}
 			live[rev.TargetsID] = true
-			targets, err := r.revisions.targets(ctx, bun, rev.Index)
+			targets, err := r.revisions.peek(ctx, bun, rev.Index)
 			if err != nil {
 				// What the revision deploys is unknown: delete nothing rather than guess.
 				return nil, fmt.Errorf("failed to read revision %d of bundle %s: %w", rev.Index, bun.Name, err)

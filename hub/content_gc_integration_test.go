@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
@@ -20,11 +19,7 @@ import (
 // its revision left the history, and anything younger than the grace period; it deletes the
 // rest, every chunk of it.
 func TestContentCollectorKeepsWhatIsReferenced(t *testing.T) {
-	scheme, _ := Scheme()
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiClient(t)
 	ctx := context.Background()
 	ns := namespace(t, c)
 	store := &contentstore.Store{Client: c}

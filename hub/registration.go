@@ -328,6 +328,7 @@ func (r *registrationReconciler) hold(ctx context.Context, reg *v1alpha1.Cluster
 	if equality.Semantic.DeepEqual(orig.Status, reg.Status) {
 		return nil
 	}
+	log.FromContext(ctx).Info("registration not granted", "registration", reg.Namespace+"/"+reg.Name, "reason", reason, "message", msg)
 	return r.client.Status().Patch(ctx, reg, client.MergeFrom(orig))
 }
 

@@ -35,14 +35,7 @@ type registrar struct {
 }
 
 func newRegistrar(t *testing.T, burst int) *registrar {
-	scheme, err := Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiClient(t)
 	kube := kubernetes.NewForConfigOrDie(hubCluster.Config())
 	r := &registrar{t: t, c: c, ns: namespace(t, c), now: time.Now()}
 	r.tokens = &tokenReconciler{client: c, kube: kube, server: hubCluster.Config().Host, ca: hubCluster.Config().CAData}

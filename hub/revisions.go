@@ -55,6 +55,17 @@ func (s *revisionStore) put(ctx context.Context, namespace string, t revisionTar
 
 // targets reads what revision index of the bundle deploys per cluster.
 func (s *revisionStore) targets(ctx context.Context, bun *v1alpha1.Bundle, index int64) (revisionTargets, error) {
+	return s.read(ctx, bun, index, true)
+}
+
+// peek is targets for a reader outside the rollout's path (the content collector, which reads
+// every revision of every history): what it reads is not remembered, so it never evicts the
+// revisions the rollout controllers are working on.
+func (s *revisionStore) peek(ctx context.Context, bun *v1alpha1.Bundle, index int64) (revisionTargets, error) {
+	return s.read(ctx, bun, index, false)
+}
+
+func (s *revisionStore) read(ctx context.Context, bun *v1alpha1.Bundle, index int64, remember bool) (revisionTargets, error) {
 	rev := findRevision(bun, index)
 	if rev == nil {
 		return nil, &missingRevisionError{fmt.Sprintf("revision %d of bundle %s is not in its history (%s)", index, bun.Name, historyRange(bun))}
@@ -75,7 +86,9 @@ func (s *revisionStore) targets(ctx context.Context, bun *v1alpha1.Bundle, index
 	if err := json.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("revision %d of bundle %s: corrupt targets: %w", index, bun.Name, err)
 	}
-	s.remember(rev.TargetsID, t)
+	if remember {
+		s.remember(rev.TargetsID, t)
+	}
 	return t, nil
 }
 

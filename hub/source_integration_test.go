@@ -67,6 +67,21 @@ func startHub(t *testing.T, opts Options) (client.Client, string) {
 	return c, "http://" + addr
 }
 
+// apiClient is a client of the test API server with the hub's scheme, for tests that drive
+// reconcilers by hand or write objects directly.
+func apiClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func namespace(t *testing.T, c client.Client) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gitrepo-"}}

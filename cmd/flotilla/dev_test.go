@@ -106,15 +106,12 @@ func TestDevRollsOutChanges(t *testing.T) {
 			t.Errorf("dev: %v", err)
 		}
 	}()
-	hubClient := func() client.Client {
-		c, err := hubClient(filepath.Join(dir, "hub.kubeconfig"))
-		if err != nil {
-			return nil
-		}
-		return c
-	}
 	var c client.Client
-	eventuallyDev(t, "the hub is up", func() bool { c = hubClient(); return c != nil })
+	eventuallyDev(t, "the hub is up", func() bool {
+		var err error
+		c, err = hubClient(filepath.Join(dir, "hub.kubeconfig"))
+		return err == nil
+	})
 	var first string
 	eventuallyDev(t, "the first commit is rolled out", func() bool {
 		var repo v1alpha1.GitRepo
