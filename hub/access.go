@@ -47,6 +47,9 @@ const AgentServiceAccount = v1alpha1.AgentServiceAccountName
 // (revokeAccess), before its finalizer goes.
 type accessReconciler struct {
 	client client.Client
+	// live reads shared grants past the cache before content goes into a cluster's own Role
+	// (see referencedContent).
+	live client.Reader
 }
 
 // clusterAccessFinalizer holds a deleted Cluster until its agent's access is revoked.
@@ -137,7 +140,7 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := finishMove(ctx, r.client, &c); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, grantAccessWith(ctx, r.client, &c, nil, moved)
+	return ctrl.Result{}, grantAccessWith(ctx, r.client, &c, nil, accessRewrite{resync: moved, live: r.live})
 }
 
 // admitted records a failed admission in the Admitted condition, which is present only while
@@ -215,18 +218,29 @@ func agentSubjects(cl *v1alpha1.Cluster) []rbacv1.Subject {
 // revision a cluster ran before stays readable until its next Role write (the next revision),
 // which saves a second write per cluster and revision.
 func grantAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, staging map[string][]string) error {
-	return grantAccessWith(ctx, c, cl, staging, false)
+	return grantAccessWith(ctx, c, cl, staging, accessRewrite{})
 }
 
-// grantAccessWith is grantAccess that also rewrites the subjects of existing bindings when
-// resync is set or the cluster is moving: they change only then.
-func grantAccessWith(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, staging map[string][]string, resync bool) error {
+// accessRewrite is what the access reconciler asks of grantAccess beyond the bundler's grants.
+type accessRewrite struct {
+	// resync rewrites the subjects of existing bindings (they change only when a cluster moves).
+	resync bool
+	// live, when set, confirms with an uncached read that no shared grant covers content about
+	// to be written into the cluster's own Role. The reconciler runs a moment after the
+	// bundler staged a commit, and the cache may not hold the commit's shared grants yet:
+	// content written into a Role stays there until the cluster's next revision.
+	live client.Reader
+}
+
+// grantAccessWith is grantAccess as the access reconciler runs it: bindings' subjects are
+// rewritten when asked or while the cluster is moving.
+func grantAccessWith(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, staging map[string][]string, rewrite accessRewrite) error {
 	ns := cl.Status.Namespace
 	if ns == "" {
 		return nil
 	}
 	subjects := agentSubjects(cl)
-	resync = resync || cl.Status.PreviousNamespace != ""
+	resync := rewrite.resync || cl.Status.PreviousNamespace != ""
 	labels := map[string]string{LabelAgentOf: agentOf(cl)}
 	if err := grantAgent(ctx, c, cl, ns, subjects, resync); err != nil {
 		return err
@@ -237,7 +251,7 @@ func grantAccessWith(ctx context.Context, c client.Client, cl *v1alpha1.Cluster,
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, ResourceNames: []string{cl.Name}, Verbs: []string{"get", "update", "patch"}},
 	}
 	// Content referenced by its deployments, by name, per bundle namespace.
-	contents, err := referencedContent(ctx, c, ns, staging)
+	contents, err := referencedContent(ctx, c, rewrite.live, cl, staging)
 	if err != nil {
 		return err
 	}
@@ -278,15 +292,17 @@ func agentRoleName(cl *v1alpha1.Cluster) string { return "flotilla-agent-" + cl.
 // every cluster it targets): checking costs a cache read or two, computing the grant a listing
 // of the cluster's deployments.
 func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bundleNS, contentID string) bool {
-	if sharedGrantCovers(ctx, c, contentRef{bundleNS, contentID}, cl.Status.Namespace) {
-		return true
-	}
+	return sharedGrantCovers(ctx, c, contentRef{bundleNS, contentID}, cl.Status.Namespace) || ownRoleGrants(ctx, c, cl, contentRef{bundleNS, contentID})
+}
+
+// ownRoleGrants reports whether the cluster's own Role in the content's namespace names it.
+func ownRoleGrants(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, ref contentRef) bool {
 	var role rbacv1.Role
-	if err := c.Get(ctx, types.NamespacedName{Namespace: bundleNS, Name: agentRoleName(cl)}, &role); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: agentRoleName(cl)}, &role); err != nil {
 		return false
 	}
 	for _, rule := range role.Rules {
-		if slices.Contains(rule.Resources, "contents") && slices.Contains(rule.ResourceNames, contentID) {
+		if slices.Contains(rule.Resources, "contents") && slices.Contains(rule.ResourceNames, ref.ID) {
 			return true
 		}
 	}
@@ -294,9 +310,12 @@ func hasContent(ctx context.Context, c client.Reader, cl *v1alpha1.Cluster, bund
 }
 
 // referencedContent lists, per bundle namespace, the Content objects (all chunks) that the
-// staged and released revisions of the namespace's BundleDeployments reference, and staging's,
-// leaving out what shared grants give the namespace's agent.
-func referencedContent(ctx context.Context, c client.Client, ns string, staging map[string][]string) (map[string][]string, error) {
+// staged and released revisions of the cluster's BundleDeployments reference, and staging's,
+// leaving out what shared grants give its agent. With live, content the cached grants do not
+// cover and the cluster's Role does not name yet is looked up past the cache (see
+// accessRewrite): only content about to be written costs the read.
+func referencedContent(ctx context.Context, c client.Client, live client.Reader, cl *v1alpha1.Cluster, staging map[string][]string) (map[string][]string, error) {
+	ns := cl.Status.Namespace
 	var bds v1alpha1.BundleDeploymentList
 	if err := c.List(ctx, &bds, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("failed to list deployments: %w", err)
@@ -315,6 +334,9 @@ func referencedContent(ctx context.Context, c client.Client, ns string, staging 
 	out := map[string][]string{}
 	for ref := range refs {
 		if sharedGrantCovers(ctx, c, ref, ns) {
+			continue
+		}
+		if live != nil && !ownRoleGrants(ctx, c, cl, ref) && sharedGrantCovers(ctx, live, ref, ns) {
 			continue
 		}
 		names, err := contentNames(ctx, c, ref)

@@ -122,6 +122,18 @@ func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
 		registerCluster(t, c, ns, name, map[string]string{"fleet": "yes"})
 	}
 	registerCluster(t, c, ns, "outside", nil)
+	agentNS := func(cluster string) string { return ClusterNamespace(ns, cluster) }
+	// The hub has taken in the three clusters (their agents' Roles are written) before the
+	// commit comes: the bundler then stages it for all three at once.
+	waitUntil(t, "the hub granted the agents of a, b and c", func() bool {
+		for _, name := range []string{"a", "b", "c"} {
+			var role rbacv1.Role
+			if err := c.Get(ctx, types.NamespacedName{Namespace: agentNS(name), Name: AgentServiceAccount}, &role); err != nil {
+				return false
+			}
+		}
+		return true
+	})
 	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
 		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
 		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "yes"}}}}},
@@ -143,7 +155,6 @@ func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
 		})
 		return id
 	}
-	agentNS := func(cluster string) string { return ClusterNamespace(ns, cluster) }
 	first := contentOn(1)
 	waitUntil(t, "the three agents may read revision 1's content", func() bool {
 		return agentMayRead(t, c, agentNS("a"), ns, first) && agentMayRead(t, c, agentNS("b"), ns, first) && agentMayRead(t, c, agentNS("c"), ns, first)
@@ -192,5 +203,75 @@ func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
 	})
 	if !agentMayRead(t, c, agentNS("a"), ns, second) || !agentMayRead(t, c, agentNS("b"), ns, second) {
 		t.Errorf("agents a and b lost revision 2's content with cluster c")
+	}
+}
+
+// staleGrants reads as a cache that has not seen the shared grants yet.
+type staleGrants struct{ client.Client }
+
+func (s staleGrants) Get(ctx context.Context, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	if _, ok := o.(*rbacv1.RoleBinding); ok {
+		return apierrors.NewNotFound(rbacv1.Resource("rolebindings"), key.Name)
+	}
+	return s.Client.Get(ctx, key, o, opts...)
+}
+
+// The access reconciler runs a moment after the bundler staged a commit; when its cache does
+// not hold the commit's shared grant yet, it reads the grant past the cache instead of writing
+// the content into the cluster's own Role, where it would stay until the next revision.
+func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
+	scheme, _ := Scheme()
+	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := namespace(t, c)
+	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}
+	if err := c.Create(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := AdmitCluster(ctx, c, cl); err != nil {
+		t.Fatal(err)
+	}
+	shared := ref(1, "shared")
+	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet-web", Namespace: cl.Status.Namespace},
+		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: ns, Staged: shared}}
+	if err := c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	if err := grantShared(ctx, c, contentRef{ns, shared.ContentID}, []string{cl.Status.Namespace}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ownContent := func() []string {
+		var role rbacv1.Role
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: agentRoleName(cl)}, &role); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "contents") {
+				names = append(names, rule.ResourceNames...)
+			}
+		}
+		return names
+	}
+
+	if err := grantAccessWith(ctx, staleGrants{c}, cl, nil, accessRewrite{live: c}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownContent(); len(got) != 0 {
+		t.Errorf("with the grant read past the stale cache, the cluster's Role names content %v", got)
+	}
+	if !agentMayRead(t, c, cl.Status.Namespace, ns, shared.ContentID) {
+		t.Errorf("the agent may not read the content its shared grant gives it")
+	}
+
+	// Without the live read, the stale cache puts the content in the Role: the case guarded.
+	if err := grantAccessWith(ctx, staleGrants{c}, cl, nil, accessRewrite{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownContent(); !slices.Contains(got, shared.ContentID) {
+		t.Errorf("a stale cache without the live read left the Role with %v; the guard above proves nothing", got)
 	}
 }

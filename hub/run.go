@@ -174,7 +174,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the content collector: %w", err)
 	}
-	if err := (&accessReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
+	if err := (&accessReconciler{client: mgr.GetClient(), live: mgr.GetAPIReader()}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster access controller: %w", err)
 	}
 	if err := (&repoStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
