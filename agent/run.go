@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,7 +50,8 @@ type RunOptions struct {
 	ClusterName, ClusterNamespace string
 	// StateNamespace on the local cluster keeps the inventories; default flotilla-system.
 	StateNamespace string
-	// HeartbeatInterval between heartbeats; default 30s.
+	// HeartbeatInterval between heartbeats, when set; default the interval the hub asks for
+	// (the Cluster's spec.heartbeatInterval, or the hub's default).
 	HeartbeatInterval time.Duration
 	// ResyncInterval re-checks readiness and drift of deployed bundles; default 30s, 3s while
 	// something is not ready.
@@ -79,9 +81,6 @@ func (o *RunOptions) protected() []string {
 func Run(ctx context.Context, opts RunOptions) error {
 	if opts.StateNamespace == "" {
 		opts.StateNamespace = "flotilla-system"
-	}
-	if opts.HeartbeatInterval <= 0 {
-		opts.HeartbeatInterval = 30 * time.Second
 	}
 	if opts.ResyncInterval <= 0 {
 		opts.ResyncInterval = 30 * time.Second
@@ -132,11 +131,12 @@ func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *to
 	if err != nil {
 		return err
 	}
-	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{}}
+	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{},
+		notMember: make(chan struct{}, 1)}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r); err != nil {
 		return err
 	}
-	for _, loop := range []manager.RunnableFunc{r.heartbeat, r.renewCredentials} {
+	for _, loop := range []manager.RunnableFunc{r.heartbeat, r.renewCredentials, r.sweep} {
 		if err := mgr.Add(loop); err != nil {
 			return err
 		}
@@ -152,6 +152,14 @@ type deployer struct {
 	token     *tokenHolder
 	local     kubernetes.Interface
 	opts      RunOptions
+
+	// lease is the agent's Lease as last renewed; reported, whether the Cluster shows the
+	// agent's version and namespace (only the heartbeat loop uses them).
+	lease    *coordinationv1.Lease
+	reported bool
+	// notMember wakes the heartbeat when a deployment's removal finds that the cluster left
+	// or moved (stillMember): the heartbeat then stops or follows the agent.
+	notMember chan struct{}
 
 	mu       sync.Mutex
 	appliers map[string]*Applier // by the service account they apply as; "" is the agent's own
@@ -191,6 +199,9 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			return ctrl.Result{}, d.uninstall(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
+	}
+	if !bd.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, d.remove(ctx, &bd)
 	}
 	orig := bd.DeepCopy()
 	opts := d.engineOptions(&bd)
@@ -316,45 +327,117 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 	return d.opts.ResyncInterval
 }
 
-// heartbeat reports the agent alive on its Cluster (R1.11), with the namespace it watches. It
-// ends the agent's run when the Cluster names another namespace (the agent follows it), and
+// heartbeat renews the agent's Lease on the hub (R1.11) at the interval the hub asks, and
+// reports on its Cluster the version it runs and the namespace it watches when they change: an
+// idle agent costs the API server one small write per interval, and nothing else wakes for it.
+// It ends the agent's run when the Cluster names another namespace (the agent follows it), and
 // when the hub removed the cluster.
 func (d *deployer) heartbeat(ctx context.Context) error {
-	t := time.NewTicker(d.opts.HeartbeatInterval)
-	defer t.Stop()
+	readCluster := false
 	for {
-		if err := d.beat(ctx); err != nil {
+		interval, err := d.beat(ctx, readCluster)
+		if err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(interval):
+			readCluster = false
+		case <-d.notMember:
+			readCluster = true // the Cluster says the cluster moved or leaves: act on it now
 		}
 	}
 }
 
-func (d *deployer) beat(ctx context.Context) error {
+// legacyHeartbeatInterval is how often an agent writes its heartbeat into its Cluster's status
+// where the hub keeps no Lease for it (a hub from before Leases).
+const legacyHeartbeatInterval = 30 * time.Second
+
+// beat is one heartbeat; it returns the time until the next. Usually it is the Lease's renewal
+// alone; the agent reads its Cluster on its first beat, when the renewal fails (the hub may
+// have removed the cluster), where the hub keeps no Lease, when the hub announces a move on the
+// Lease, and with readCluster (a deployment's removal found the cluster leaving or moved).
+func (d *deployer) beat(ctx context.Context, readCluster bool) (time.Duration, error) {
+	asked, hasLease, err := d.renewLease(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "failed to renew the agent's lease on the hub")
+	}
+	if err == nil && hasLease && d.reported && !readCluster && d.lease.Annotations[v1alpha1.MovedToAnnotation] == "" {
+		return d.interval(asked), nil
+	}
 	var c v1alpha1.Cluster
-	err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
+	err = d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
 	if gone := d.removed(&c, err); gone != nil {
-		return gone
+		return 0, gone
 	}
 	if err != nil {
-		return nil // the hub is unreachable or slow: try again at the next beat
+		return d.interval(asked), nil // the hub is unreachable or slow: try again at the next beat
 	}
 	if to := c.Status.Namespace; to != "" && to != d.opts.Namespace {
 		if err := d.moveTo(ctx, to); err != nil {
 			log.FromContext(ctx).Error(err, "cannot follow the cluster to its new namespace yet", "to", to)
-			return nil
+			return d.interval(0), nil
 		}
-		return &movedError{to: to}
+		return 0, &movedError{to: to}
 	}
 	orig := c.DeepCopy()
-	now := metav1.Now()
-	c.Status.AgentLastSeen, c.Status.AgentVersion, c.Status.AgentNamespace = &now, d.opts.Version, d.opts.Namespace
-	_ = d.hub.Status().Patch(ctx, &c, client.MergeFrom(orig))
-	return nil
+	c.Status.AgentVersion, c.Status.AgentNamespace = d.opts.Version, d.opts.Namespace
+	if !hasLease {
+		now := metav1.Now()
+		c.Status.AgentLastSeen = &now
+		asked = legacyHeartbeatInterval
+	}
+	if equality.Semantic.DeepEqual(orig.Status, c.Status) {
+		d.reported = true
+	} else if err := d.hub.Status().Patch(ctx, &c, client.MergeFrom(orig)); err == nil {
+		d.reported = true
+	}
+	return d.interval(asked), nil
+}
+
+// interval is the time between heartbeats: RunOptions.HeartbeatInterval when set, else what
+// the hub asks (0: not known yet).
+func (d *deployer) interval(asked time.Duration) time.Duration {
+	switch {
+	case d.opts.HeartbeatInterval > 0:
+		return d.opts.HeartbeatInterval
+	case asked > 0:
+		return asked
+	}
+	return legacyHeartbeatInterval
+}
+
+// renewLease renews the agent's Lease and returns the renewal interval the hub asks for.
+// hasLease is false where the hub keeps none for the agent (not found, or the agent may not
+// read it: a hub from before Leases); the heartbeat then goes into the Cluster's status.
+func (d *deployer) renewLease(ctx context.Context) (asked time.Duration, hasLease bool, err error) {
+	key := types.NamespacedName{Namespace: d.opts.Namespace, Name: v1alpha1.AgentLeaseName}
+	for attempt := 0; ; attempt++ {
+		if d.lease == nil {
+			var lease coordinationv1.Lease
+			if err := d.hubReader.Get(ctx, key, &lease); err != nil {
+				if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+					return 0, false, nil
+				}
+				return 0, true, fmt.Errorf("failed to read lease %s: %w", key, err)
+			}
+			d.lease = &lease
+		}
+		renewed := d.lease.DeepCopy()
+		now := metav1.NowMicro()
+		renewed.Spec.RenewTime = &now
+		err := d.hub.Update(ctx, renewed)
+		if err == nil {
+			d.lease = renewed
+			asked, _ := time.ParseDuration(renewed.Annotations[v1alpha1.HeartbeatIntervalAnnotation])
+			return asked, true, nil
+		}
+		d.lease = nil // the hub changed it (its interval), or it went: read it again
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			return 0, true, fmt.Errorf("failed to renew lease %s: %w", key, err)
+		}
+	}
 }
 
 func (d *deployer) removed(c *v1alpha1.Cluster, err error) error {
@@ -382,12 +465,25 @@ func (d *deployer) stillMember(ctx context.Context) (bool, error) {
 	var c v1alpha1.Cluster
 	err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
 	if d.removed(&c, err) != nil {
+		d.leaving()
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("failed to confirm the cluster is still in the fleet: %w", err)
 	}
-	return c.Status.Namespace == d.opts.Namespace, nil
+	member := c.Status.Namespace == d.opts.Namespace
+	if !member {
+		d.leaving()
+	}
+	return member, nil
+}
+
+// leaving wakes the heartbeat to act on the cluster's removal or move.
+func (d *deployer) leaving() {
+	select {
+	case d.notMember <- struct{}{}:
+	default:
+	}
 }
 
 // moveTo takes the agent identity of the namespace its cluster moves to (the hub lets the
@@ -432,7 +528,7 @@ func (d *deployer) renewCredentials(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(min(30*time.Second, d.opts.HeartbeatInterval)):
+			case <-time.After(d.interval(legacyHeartbeatInterval)):
 			}
 			continue
 		}
@@ -491,6 +587,75 @@ func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory
 	}
 	if err != nil {
 		return fmt.Errorf("failed to save inventory: %w", err)
+	}
+	return nil
+}
+
+// remove uninstalls a BundleDeployment the hub deleted and confirms it on the deployment
+// (Uninstalled), which lets the hub finish the deletion. A cluster leaving the fleet keeps
+// its workloads, as on a deployment gone without a word.
+func (d *deployer) remove(ctx context.Context, bd *v1alpha1.BundleDeployment) error {
+	if meta.IsStatusConditionTrue(bd.Status.Conditions, v1alpha1.UninstalledCondition) {
+		return nil
+	}
+	if member, err := d.stillMember(ctx); !member || err != nil {
+		return err
+	}
+	if err := d.uninstall(ctx, bd.Name); err != nil {
+		return fmt.Errorf("failed to uninstall %s: %w", bd.Name, err)
+	}
+	orig := bd.DeepCopy()
+	reason, msg := v1alpha1.UninstalledReason, "the workloads are removed"
+	if bd.Spec.Options.KeepResources {
+		reason, msg = v1alpha1.ResourcesKeptReason, "the workloads are kept (keepResources) and no longer managed"
+	}
+	meta.SetStatusCondition(&bd.Status.Conditions, metav1.Condition{Type: v1alpha1.UninstalledCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: bd.Generation})
+	return client.IgnoreNotFound(d.hub.Status().Patch(ctx, bd, client.MergeFrom(orig)))
+}
+
+// sweep uninstalls what deployments deleted while the agent was not running deployed: their
+// inventories are here, the deployments are not on the hub any more. It runs once at start,
+// retrying until the hub answers.
+func (d *deployer) sweep(ctx context.Context) error {
+	for {
+		err := d.sweepOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		log.FromContext(ctx).Error(err, "failed to look for deployments removed while the agent was away; retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d.interval(legacyHeartbeatInterval)):
+		}
+	}
+}
+
+func (d *deployer) sweepOnce(ctx context.Context) error {
+	inventories, err := d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=flotilla-agent"})
+	if err != nil {
+		return fmt.Errorf("failed to list inventories: %w", err)
+	}
+	for _, cm := range inventories.Items {
+		name, ok := strings.CutPrefix(cm.Name, inventoryName(""))
+		if !ok {
+			continue
+		}
+		var bd v1alpha1.BundleDeployment
+		err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.Namespace, Name: name}, &bd)
+		if !apierrors.IsNotFound(err) {
+			if err != nil {
+				return err
+			}
+			continue // the deployment's own reconcile handles it, removed or not
+		}
+		if member, err := d.stillMember(ctx); !member || err != nil {
+			return err
+		}
+		log.FromContext(ctx).Info("uninstalling a deployment removed from the hub while the agent was away", "deployment", name)
+		if err := d.uninstall(ctx, name); err != nil {
+			return fmt.Errorf("failed to uninstall %s: %w", name, err)
+		}
 	}
 	return nil
 }

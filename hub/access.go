@@ -12,6 +12,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,9 +48,11 @@ const AgentServiceAccount = v1alpha1.AgentServiceAccountName
 // (revokeAccess), before its finalizer goes.
 type accessReconciler struct {
 	client client.Client
-	// live reads shared grants past the cache before content goes into a cluster's own Role
-	// (see referencedContent).
-	live client.Reader
+	// uncached reads shared grants past the cache before content goes into a cluster's own
+	// Role (see referencedContent).
+	uncached client.Reader
+	// heartbeats creates the agent's Lease with the interval and deadline the cluster asks.
+	heartbeats *liveness
 }
 
 // clusterAccessFinalizer holds a deleted Cluster until its agent's access is revoked.
@@ -77,8 +80,8 @@ func (r *accessReconciler) setup(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// accessChanged passes the Cluster changes access depends on: not heartbeats, which come
-// from every agent every few seconds.
+// accessChanged passes the Cluster changes access and the agent's Lease depend on (the spec
+// holds the heartbeat interval): not the status writes of agents and of the hub's summaries.
 type accessChanged struct{ predicate.Funcs }
 
 func (accessChanged) Update(e event.UpdateEvent) bool {
@@ -87,7 +90,7 @@ func (accessChanged) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return o.Status.Namespace != n.Status.Namespace || o.Status.PreviousNamespace != n.Status.PreviousNamespace ||
+	return o.Generation != n.Generation || o.Status.Namespace != n.Status.Namespace || o.Status.PreviousNamespace != n.Status.PreviousNamespace ||
 		o.Status.AgentNamespace != n.Status.AgentNamespace || !n.DeletionTimestamp.IsZero() ||
 		!slices.Equal(o.Finalizers, n.Finalizers) || o.Annotations[v1alpha1.ClientIDAnnotation] != n.Annotations[v1alpha1.ClientIDAnnotation]
 }
@@ -140,7 +143,10 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := finishMove(ctx, r.client, &c); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, grantAccessWith(ctx, r.client, &c, nil, accessRewrite{resync: moved, live: r.live})
+	if err := grantAccessWith(ctx, r.client, &c, nil, accessRewrite{resync: moved, live: r.uncached}); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.heartbeats.ensureLease(ctx, r.client, &c)
 }
 
 // admitted records a failed admission in the Admitted condition, which is present only while
@@ -274,12 +280,14 @@ func grantAccessWith(ctx context.Context, c client.Client, cl *v1alpha1.Cluster,
 }
 
 // grantAgent writes the agent's Role in a cluster namespace: its deployments, their status,
-// and a token for its own identity there (renewal, and the move into a new namespace).
+// a token for its own identity there (renewal, and the move into a new namespace), and the
+// renewal of its Lease (the heartbeat; the hub creates it, see ensureLease).
 func grantAgent(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, ns string, subjects []rbacv1.Subject, resync bool) error {
 	return ensureRole(ctx, c, roleSpec{ns: ns, name: AgentServiceAccount, labels: map[string]string{LabelAgentOf: agentOf(cl)}, subjects: subjects, resync: resync, rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}},
+		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, ResourceNames: []string{v1alpha1.AgentLeaseName}, Verbs: []string{"get", "update"}},
 	}})
 }
 

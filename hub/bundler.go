@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -314,8 +316,15 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		return nil, nil, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
+	if exists && !bun.DeletionTimestamp.IsZero() {
+		// It left the repository a moment ago and came back: it is staged again once its old
+		// deployments are removed.
+		return nil, nil, fmt.Errorf("bundle %s is still being removed; it is rendered again once its deployments are gone", src.Name)
+	}
 	orig := bun.DeepCopy()
 	bun.Name, bun.Namespace = src.Name, repo.Namespace
+	// A deleted Bundle stays until its deployments are removed (bundleRemovalReconciler).
+	controllerutil.AddFinalizer(&bun, v1alpha1.DeploymentsFinalizer)
 	if bun.Labels == nil {
 		bun.Labels = map[string]string{}
 	}
@@ -362,7 +371,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		if err := b.client.Create(ctx, &bun); err != nil {
 			return nil, nil, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
 		}
-	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels):
+	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels) || !slices.Equal(orig.Finalizers, bun.Finalizers):
 		if err := b.client.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
 			return nil, nil, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
 		}
@@ -522,7 +531,7 @@ func (b *bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targ
 	}
 	for i := range bds {
 		bd := &bds[i]
-		if _, ok := targets[bd.Labels[LabelCluster]]; ok {
+		if _, ok := targets[bd.Labels[LabelCluster]]; ok || !bd.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if err := b.client.Delete(ctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
@@ -543,8 +552,9 @@ func (b *bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sourc
 }
 
 // removeBundles deletes the GitRepo's Bundles not in keep, with their BundleDeployments: the
-// agents then uninstall what those deployed (unless keepResources). The hub does not count on a
-// garbage collector.
+// agents then uninstall what those deployed (unless keepResources), and each deployment and
+// Bundle goes once that is confirmed (removal.go). The hub does not count on a garbage
+// collector.
 func removeBundles(ctx context.Context, c client.Client, repo *v1alpha1.GitRepo, keep map[string]bool) error {
 	var bundles v1alpha1.BundleList
 	if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
@@ -556,8 +566,12 @@ func removeBundles(ctx context.Context, c client.Client, repo *v1alpha1.GitRepo,
 		if keep[bun.Name] {
 			continue
 		}
-		if err := c.Delete(ctx, bun); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, err)
+		// What is being deleted already is not deleted again: a deleted GitRepo is woken by
+		// every deployment that goes.
+		if bun.DeletionTimestamp.IsZero() {
+			if err := c.Delete(ctx, bun); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, err)
+			}
 		}
 		bds, err := listDeployments(ctx, c, bun)
 		if err != nil {
@@ -565,8 +579,10 @@ func removeBundles(ctx context.Context, c client.Client, repo *v1alpha1.GitRepo,
 			continue
 		}
 		for j := range bds {
-			if err := c.Delete(ctx, bds[j].DeepCopy()); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, err)
+			if bds[j].DeletionTimestamp.IsZero() {
+				if err := c.Delete(ctx, bds[j].DeepCopy()); client.IgnoreNotFound(err) != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}

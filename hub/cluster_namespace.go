@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,6 +141,13 @@ func startMove(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, to st
 	cl.Status.PreviousNamespace, cl.Status.Namespace = from, to
 	if err := c.Status().Patch(ctx, cl, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("failed to move cluster %s to namespace %s: %w", cl.Name, to, err)
+	}
+	// The agent learns of the move at its next renewal of the old namespace's Lease, if there
+	// is one (an agent without reads its Cluster at every beat).
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: from, Name: v1alpha1.AgentLeaseName}}
+	moved := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.MovedToAnnotation, to)
+	if err := c.Patch(ctx, lease, client.RawPatch(types.MergePatchType, []byte(moved))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to tell the agent of cluster %s of its move: %w", cl.Name, err)
 	}
 	return nil
 }

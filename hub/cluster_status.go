@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,10 +63,14 @@ func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
 		n, ok2 := new.(*v1alpha1.Bundle)
 		return !ok1 || !ok2 || wantedRevision(o) != wantedRevision(n)
 	})
+	itself := func(_ context.Context, c *v1alpha1.Cluster) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(c)}}
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-status").
 		For(&v1alpha1.Cluster{}).
 		Watches(&v1alpha1.BundleDeployment{}, stateChanged).
 		Watches(&v1alpha1.Bundle{}, revisionChanged).
+		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, itself)).
 		Complete(r)
 }
 
@@ -101,6 +106,7 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: c.Generation,
 		Message: fmt.Sprintf("%d bundles ready", st.Summary.Ready+st.Summary.Modified)}
 	online, left := r.live.check(&c, r.now())
+	lastSeen, reported := r.live.lastSeen(&c)
 	var requeue time.Duration
 	if online {
 		requeue = left + time.Second // to notice the deadline passing
@@ -109,12 +115,12 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	case admitted != nil && admitted.Status == metav1.ConditionFalse:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, admitted.Reason, admitted.Message
 		st.Display.State = "NotAdmitted"
-	case c.Status.AgentLastSeen == nil:
+	case !reported:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.AgentNotConnectedReason, "no agent has reported for this cluster yet"
 		st.Display.State = "WaitingForAgent"
 	case !online:
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.OfflineReason
-		ready.Message = fmt.Sprintf("agent last seen %s, past the heartbeat deadline: the cluster counts as unavailable (R1.11)", c.Status.AgentLastSeen.UTC().Format(time.RFC3339))
+		ready.Message = fmt.Sprintf("agent last seen %s, past the heartbeat deadline: the cluster counts as unavailable (R1.11)", lastSeen.UTC().Format(time.RFC3339))
 		st.Display.State = "Offline"
 	case st.Display.State != string(rollout.Ready):
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ProgressingReason
@@ -125,6 +131,11 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		st.Display.Message = ready.Message
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
+	// The agent removes the workloads of deployments that went without its confirmation when
+	// it reconnects or starts: a heartbeat after the record ends it.
+	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.UninstalledCondition); cond != nil && reported && lastSeen.After(cond.LastTransitionTime.Time) {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.UninstalledCondition)
+	}
 	if !equality.Semantic.DeepEqual(orig.Status, c.Status) {
 		// Written at once: all bundles ready, the agent lost or back. A ready cluster starting on
 		// a new revision is progress like its counts: a rollout that passes it within the

@@ -147,8 +147,11 @@ func planGrants(staged map[string]map[string][]string) contentGrants {
 }
 
 // contentGrantSelector selects the shared grants' objects.
-func contentGrantSelector() labels.Selector {
-	req, err := labels.NewRequirement(LabelContentGrant, selection.Exists, nil)
+func contentGrantSelector() labels.Selector { return labelExists(LabelContentGrant) }
+
+// labelExists selects the objects that carry the label key.
+func labelExists(key string) labels.Selector {
+	req, err := labels.NewRequirement(key, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid label key
 	}

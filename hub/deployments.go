@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -43,12 +45,24 @@ func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) 
 // the server keeps. When another write came first (a conflict), the fields that changed are
 // patched (deploymentPatch): a JSON patch built from them, as diffing whole objects for a merge
 // patch cost the hub more CPU than any other step of a release.
+//
+// Both writes are conditional on the deployment's spec being the one the decision was made
+// on: the update by its resourceVersion, the patch by its generation (which the agents' status
+// reports leave alone). Two hubs that both think they lead, or a hub acting on a stale cache,
+// cannot release over each other's write: the second one fails with a conflict and plans
+// again from what is there.
 func updateDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.BundleDeployment) error {
+	// Deployments from before removals were confirmed get the finalizer with their next write.
+	controllerutil.AddFinalizer(bd, v1alpha1.UninstallFinalizer)
 	err := c.Update(ctx, bd) // a failed update leaves bd as it was
 	if apierrors.IsConflict(err) {
 		var patch []byte
 		if patch, err = json.Marshal(deploymentPatch(bd, orig)); err == nil {
 			err = c.Patch(ctx, bd, client.RawPatch(types.JSONPatchType, patch))
+		}
+		if apierrors.IsInvalid(err) {
+			// The generation test failed: another write changed the spec first.
+			err = apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bundledeployments").GroupResource(), bd.Name, fmt.Errorf("its spec changed after generation %d", orig.Generation))
 		}
 	}
 	if err != nil {
@@ -64,12 +78,13 @@ type patchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// deploymentPatch lists the operations that turn orig into bd: the fields stageTarget sets,
+// deploymentPatch lists the operations that turn orig into bd, on condition that its spec is
+// still orig's (its generation): the fields stageTarget sets,
 // each replaced whole ("add" replaces what is there), options and the rollback mark only when
 // they changed, and the labels if they changed. A rollback mark that goes is removed, not
 // written false: every later write of the deployment would carry the field.
 func deploymentPatch(bd, orig *v1alpha1.BundleDeployment) []patchOp {
-	ops := []patchOp{{"add", "/spec/staged", bd.Spec.Staged}}
+	ops := []patchOp{{"test", "/metadata/generation", orig.Generation}, {"add", "/spec/staged", bd.Spec.Staged}}
 	if bd.Spec.Released != nil {
 		ops = append(ops, patchOp{"add", "/spec/released", bd.Spec.Released})
 	}
@@ -85,6 +100,9 @@ func deploymentPatch(bd, orig *v1alpha1.BundleDeployment) []patchOp {
 	if !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
 		ops = append(ops, patchOp{"add", "/metadata/labels", bd.Labels})
 	}
+	if !slices.Equal(orig.Finalizers, bd.Finalizers) {
+		ops = append(ops, patchOp{"add", "/metadata/finalizers", bd.Finalizers})
+	}
 	return ops
 }
 
@@ -98,7 +116,8 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 	}
 	labels := map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: cl.Name}
 	if bd == nil {
-		bd = &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: DeploymentName(bun.Namespace, bun.Name), Namespace: cl.Status.Namespace, Labels: labels},
+		bd = &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: DeploymentName(bun.Namespace, bun.Name), Namespace: cl.Status.Namespace, Labels: labels,
+			Finalizers: []string{v1alpha1.UninstallFinalizer}},
 			Spec: v1alpha1.BundleDeploymentSpec{Bundle: bun.Name, BundleNamespace: bun.Namespace}}
 		stageTarget(bd, t, release)
 		if err := c.Create(ctx, bd); err != nil {

@@ -21,8 +21,8 @@ func bundleKey(namespace, name string) string { return namespace + "/" + name }
 // revisions reference ("bundle namespace/content id"): who still deploys a content.
 const deploymentsByContent = "flotilla.dev/content"
 
-// indexDeployments registers deploymentsByBundle and deploymentsByContent with the manager's
-// cache.
+// indexDeployments registers deploymentsByBundle, deploymentsByContent and clustersByNamespace
+// with the manager's cache.
 func indexDeployments(ctx context.Context, indexer client.FieldIndexer) error {
 	err := indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByBundle, func(o client.Object) []string {
 		l := o.GetLabels()
@@ -34,13 +34,43 @@ func indexDeployments(ctx context.Context, indexer client.FieldIndexer) error {
 	if err != nil {
 		return err
 	}
-	return indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByContent, func(o client.Object) []string {
+	err = indexer.IndexField(ctx, &v1alpha1.BundleDeployment{}, deploymentsByContent, func(o client.Object) []string {
 		var keys []string
 		for _, ref := range contentRefsOf(o) {
 			keys = append(keys, ref.String())
 		}
 		return keys
 	})
+	if err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &v1alpha1.Cluster{}, clustersByNamespace, func(o client.Object) []string {
+		c, ok := o.(*v1alpha1.Cluster)
+		if !ok {
+			return nil
+		}
+		var keys []string
+		for _, ns := range []string{c.Status.Namespace, c.Status.PreviousNamespace} {
+			if ns != "" {
+				keys = append(keys, ns)
+			}
+		}
+		return keys
+	})
+}
+
+// clustersByNamespace indexes Clusters by the namespaces they hold on the hub: status.namespace
+// and, while moving, status.previousNamespace. An object found in a cluster namespace (the
+// agent's Lease) leads to its Cluster without a scan.
+const clustersByNamespace = "flotilla.dev/cluster-namespace"
+
+// clusterInNamespace reads from the cache the Cluster that holds namespace ns.
+func clusterInNamespace(ctx context.Context, c client.Reader, ns string) (*v1alpha1.Cluster, bool) {
+	var list v1alpha1.ClusterList
+	if err := c.List(ctx, &list, client.MatchingFields{clustersByNamespace: ns}); err != nil || len(list.Items) != 1 {
+		return nil, false
+	}
+	return &list.Items[0], true
 }
 
 // listDeployments reads a bundle's BundleDeployments from the cache. They are the cache's own

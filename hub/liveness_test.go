@@ -2,9 +2,12 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,7 +25,7 @@ type testClocks struct {
 }
 
 func (c *testClocks) liveness() *liveness {
-	return &liveness{monotonic: func() time.Duration { return c.mono }, seen: map[types.UID]heartbeatSeen{}}
+	return &liveness{monotonic: func() time.Duration { return c.mono }, interval: DefaultHeartbeatInterval, deadline: DefaultHeartbeatDeadline, seen: map[heartbeatKey]heartbeatSeen{}, created: map[string]time.Time{}}
 }
 
 func updateEvent(old, new *v1alpha1.Cluster) event.UpdateEvent {
@@ -76,22 +79,87 @@ func TestR1_11_Liveness(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			clocks := &testClocks{}
-			live := clocks.liveness()
-			cl := &v1alpha1.Cluster{}
-			for i, s := range c.steps {
-				clocks.wall, clocks.mono = w0.Add(s.wall), s.mono
-				if s.beat != nil {
-					cl = clusterSeen(w0.Add(*s.beat))
-					live.observe(cl)
+		for _, source := range []string{"lease", "cluster status"} {
+			t.Run(c.name+"/"+source, func(t *testing.T) {
+				clocks := &testClocks{}
+				live := clocks.liveness()
+				leases := leaseCache{}
+				live.leases = leases
+				cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{UID: "c1"}, Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}},
+					Status: v1alpha1.ClusterStatus{Namespace: "cluster-a"}}
+				for i, s := range c.steps {
+					clocks.wall, clocks.mono = w0.Add(s.wall), s.mono
+					if s.beat != nil {
+						if source == "lease" {
+							live.observeObject(leases.renew("cluster-a", w0.Add(*s.beat)))
+						} else {
+							cl = clusterSeen(w0.Add(*s.beat))
+							cl.Status.Namespace = "cluster-a"
+							live.observeObject(cl)
+						}
+					}
+					online, left := live.check(cl, clocks.wall)
+					if online != s.online || left != s.left {
+						t.Errorf("step %d (%s): online %v, %s left; want %v, %s", i, s.comment, online, left, s.online, s.left)
+					}
 				}
-				online, left := live.check(cl, clocks.wall)
-				if online != s.online || left != s.left {
-					t.Errorf("step %d (%s): online %v, %s left; want %v, %s", i, s.comment, online, left, s.online, s.left)
-				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// leaseCache stands in for the hub's cache of agent Leases in the decision's unit tests.
+type leaseCache map[string]*coordinationv1.Lease
+
+func (c leaseCache) renew(ns string, at time.Time) *coordinationv1.Lease {
+	renewed := &metav1.MicroTime{Time: at}
+	c[ns] = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName, Namespace: ns}, Spec: coordinationv1.LeaseSpec{RenewTime: renewed}}
+	return c[ns].DeepCopy()
+}
+
+func (c leaseCache) Get(_ context.Context, key client.ObjectKey, o client.Object, _ ...client.GetOption) error {
+	lease, ok := c[key.Namespace]
+	if !ok || key.Name != v1alpha1.AgentLeaseName {
+		return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
+	}
+	lease.DeepCopyInto(o.(*coordinationv1.Lease))
+	return nil
+}
+
+func (c leaseCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("not listed")
+}
+
+// An agent that comes back after its deadline by its Lease wakes the controllers; routine
+// renewals, and a first sight of a stale Lease, do not (R1.11).
+func TestR1_11_AgentBackByItsLease(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clocks := &testClocks{wall: w0}
+	live := clocks.liveness()
+	leases := leaseCache{}
+	live.leases = leases
+	cl := &v1alpha1.Cluster{Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}, Status: v1alpha1.ClusterStatus{Namespace: "cluster-a"}}
+	created := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName, Namespace: "cluster-a"}}
+	first := leases.renew("cluster-a", w0)
+	for _, tc := range []struct {
+		name         string
+		wall, mono   time.Duration
+		old, updated *coordinationv1.Lease
+		back         bool
+	}{
+		{"the first renewal of the Lease the hub created", 0, 0, created, first, true},
+		{"the Lease seen for the first time, renewed just now", 0, 0, nil, first, true},
+		{"a routine renewal", 2 * time.Second, 2 * time.Second, first, leases.renew("cluster-a", w0.Add(2*time.Second)), false},
+		{"a renewal after the deadline passed", 20 * time.Second, 20 * time.Second, first, leases.renew("cluster-a", w0.Add(20*time.Second)), true},
+		{"a stale Lease seen for the first time (the hub restarted)", time.Hour, time.Hour, nil, first, false},
+	} {
+		clocks.wall, clocks.mono = w0.Add(tc.wall), tc.mono
+		if tc.old != nil && tc.old.Spec.RenewTime != nil {
+			live.observeObject(tc.old)
+		}
+		if got := live.leaseBackOnline(cl, tc.old, tc.updated, clocks.wall); got != tc.back {
+			t.Errorf("%s: back online %v, want %v", tc.name, got, tc.back)
+		}
 	}
 }
 
@@ -103,13 +171,13 @@ func TestR1_11_AgentComingBackIsSeenFromTheUpdate(t *testing.T) {
 	clocks := &testClocks{wall: w0}
 	live := clocks.liveness()
 	old := clusterSeen(w0)
-	live.observe(old)
+	live.observeObject(old)
 	clocks.wall, clocks.mono = w0.Add(-30*time.Second), 20*time.Second // wall stepped back
 	back := clusterSeen(w0.Add(-30 * time.Second))
 	p := clusterPlanningChanged{live: live, now: func() time.Time { return clocks.wall }}
 	for _, observedFirst := range []bool{false, true} {
 		if observedFirst {
-			live.observe(back)
+			live.observeObject(back)
 		}
 		if !p.Update(updateEvent(old, back)) {
 			t.Errorf("observed first %v: the agent coming back does not re-plan its bundles", observedFirst)
@@ -124,6 +192,7 @@ func TestR1_11_AgentComingBackIsSeenFromTheUpdate(t *testing.T) {
 // reconciler on a real API server and controlled clocks: the agent reports, stops, and the
 // hub's wall clock steps back by a minute. Its Cluster turns Offline one deadline after the
 // last heartbeat the hub saw, not a minute later; when the agent reports again it is back.
+// Agents renew their Lease; older ones write their Cluster's status.
 func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 	scheme, _ := Scheme()
 	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme}) // no hub runs: the reconciler is driven by hand
@@ -131,63 +200,89 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := namespace(t, c)
-	registerCluster(t, c, ns, "edge", nil)
-	w0 := time.Now().UTC().Truncate(time.Second)
-	clocks := &testClocks{wall: w0}
-	live := clocks.liveness()
-	r := &clusterStatusReconciler{client: c, live: live, now: func() time.Time { return clocks.wall }, delay: time.Second,
-		progress: progressThrottle{every: 3 * time.Second, perSecond: clusterProgressPerSecond}}
-	key := types.NamespacedName{Namespace: ns, Name: "edge"}
-	heartbeat := func(at time.Time) {
-		t.Helper()
-		var cl v1alpha1.Cluster
-		if err := c.Get(ctx, key, &cl); err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFrom(cl.DeepCopy())
-		cl.Spec.HeartbeatDeadline = &metav1.Duration{Duration: 6 * time.Second}
-		if err := c.Patch(ctx, &cl, patch); err != nil {
-			t.Fatal(err)
-		}
-		patch = client.MergeFrom(cl.DeepCopy())
-		cl.Status.AgentLastSeen = &metav1.Time{Time: at}
-		if err := c.Status().Patch(ctx, &cl, patch); err != nil {
-			t.Fatal(err)
-		}
-		live.observe(&cl)
-	}
-	reconcile := func(what string) (v1alpha1.Cluster, ctrl.Result) {
-		t.Helper()
-		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		var cl v1alpha1.Cluster
-		if err := c.Get(ctx, key, &cl); err != nil {
-			t.Fatal(err)
-		}
-		return cl, res
-	}
-	offline := func(cl v1alpha1.Cluster) bool {
-		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
-		return cl.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
-	}
+	for _, source := range []string{"lease", "cluster status"} {
+		t.Run(source, func(t *testing.T) {
+			ns := namespace(t, c)
+			registerCluster(t, c, ns, "edge", nil)
+			w0 := time.Now().UTC().Truncate(time.Second)
+			clocks := &testClocks{wall: w0}
+			live := clocks.liveness()
+			live.leases = c
+			r := &clusterStatusReconciler{client: c, live: live, now: func() time.Time { return clocks.wall }, delay: time.Second,
+				progress: progressThrottle{every: 3 * time.Second, perSecond: clusterProgressPerSecond}}
+			key := types.NamespacedName{Namespace: ns, Name: "edge"}
+			var cl v1alpha1.Cluster
+			if err := c.Get(ctx, key, &cl); err != nil {
+				t.Fatal(err)
+			}
+			patch := client.MergeFrom(cl.DeepCopy())
+			cl.Spec.HeartbeatDeadline = &metav1.Duration{Duration: 6 * time.Second}
+			if err := c.Patch(ctx, &cl, patch); err != nil {
+				t.Fatal(err)
+			}
+			if err := live.ensureLease(ctx, c, &cl); err != nil {
+				t.Fatal(err)
+			}
+			heartbeat := func(at time.Time) {
+				t.Helper()
+				if source == "lease" {
+					var lease coordinationv1.Lease
+					if err := c.Get(ctx, types.NamespacedName{Namespace: cl.Status.Namespace, Name: v1alpha1.AgentLeaseName}, &lease); err != nil {
+						t.Fatal(err)
+					}
+					lease.Spec.RenewTime = &metav1.MicroTime{Time: at}
+					if err := c.Update(ctx, &lease); err != nil {
+						t.Fatal(err)
+					}
+					live.observeObject(&lease)
+					return
+				}
+				if err := c.Get(ctx, key, &cl); err != nil {
+					t.Fatal(err)
+				}
+				patch := client.MergeFrom(cl.DeepCopy())
+				cl.Status.AgentLastSeen = &metav1.Time{Time: at}
+				if err := c.Status().Patch(ctx, &cl, patch); err != nil {
+					t.Fatal(err)
+				}
+				live.observeObject(&cl)
+			}
+			reconcile := func(what string) (v1alpha1.Cluster, ctrl.Result) {
+				t.Helper()
+				res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				var cl v1alpha1.Cluster
+				if err := c.Get(ctx, key, &cl); err != nil {
+					t.Fatal(err)
+				}
+				return cl, res
+			}
+			offline := func(cl v1alpha1.Cluster) bool {
+				cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
+				return cl.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
+			}
 
-	heartbeat(w0)
-	cl, res := reconcile("the agent reporting")
-	if offline(cl) || res.RequeueAfter != 7*time.Second {
-		t.Fatalf("a reporting agent: state %s, requeue after %s (want a look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter)
-	}
-	// The agent stops; at the requeue the hub's wall clock has stepped back a minute.
-	clocks.wall, clocks.mono = w0.Add(-time.Minute), res.RequeueAfter
-	if cl, _ = reconcile("at the deadline"); !offline(cl) {
-		t.Errorf("one deadline after the last heartbeat, with the wall clock stepped back: state %q, conditions %+v", cl.Status.Display.State, cl.Status.Conditions)
-	}
-	// The agent reports again, on the stepped clock.
-	clocks.mono += time.Second
-	heartbeat(clocks.wall)
-	if cl, _ = reconcile("the agent back"); offline(cl) {
-		t.Errorf("the agent reported again but the cluster stays Offline")
+			if cl, _ := reconcile("before the agent reports"); cl.Status.Display.State != "WaitingForAgent" {
+				t.Errorf("a cluster whose agent never reported: state %q, want WaitingForAgent", cl.Status.Display.State)
+			}
+			heartbeat(w0)
+			cl, res := reconcile("the agent reporting")
+			if offline(cl) || cl.Status.Display.State == "WaitingForAgent" || res.RequeueAfter != 7*time.Second {
+				t.Fatalf("a reporting agent: state %s, requeue after %s (want a look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter)
+			}
+			// The agent stops; at the requeue the hub's wall clock has stepped back a minute.
+			clocks.wall, clocks.mono = w0.Add(-time.Minute), res.RequeueAfter
+			if cl, _ = reconcile("at the deadline"); !offline(cl) {
+				t.Errorf("one deadline after the last heartbeat, with the wall clock stepped back: state %q, conditions %+v", cl.Status.Display.State, cl.Status.Conditions)
+			}
+			// The agent reports again, on the stepped clock.
+			clocks.mono += time.Second
+			heartbeat(clocks.wall)
+			if cl, _ = reconcile("the agent back"); offline(cl) {
+				t.Errorf("the agent reported again but the cluster stays Offline")
+			}
+		})
 	}
 }

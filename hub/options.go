@@ -65,6 +65,20 @@ type Options struct {
 	// the ConfigMap flotilla-hub there, where `flotilla status` compares the agents' versions
 	// with it. Empty Namespace: not recorded.
 	Version, Namespace string
+	// HeartbeatInterval is how often agents renew their Lease, HeartbeatDeadline how long after
+	// the last renewal a cluster counts as offline (R1.11), for Clusters whose spec sets
+	// neither; defaults 2m and 5m. An idle fleet costs N / HeartbeatInterval writes a second.
+	HeartbeatInterval, HeartbeatDeadline time.Duration
+	// LeaderElection runs the hub's controllers and polls only in the replica that holds the
+	// Lease flotilla-hub in Namespace; the others keep their caches warm, forward the webhooks
+	// they receive to the leader (an annotation on the GitRepo), and take over within
+	// LeaseDuration of the leader's loss. LeaseDuration, RenewDeadline and RetryPeriod
+	// default to 15s, 10s and 2s.
+	LeaderElection                            bool
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// UninstallTimeout is how long a deleted BundleDeployment waits for its agent to confirm it
+	// removed the workloads before it goes anyway (its Cluster then says so); default 10m.
+	UninstallTimeout time.Duration
 	// ContentGrace is how old Content that nothing references (no revision in a Bundle's
 	// history, no BundleDeployment) must be before it is deleted; default 10m.
 	ContentGrace time.Duration

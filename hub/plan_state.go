@@ -54,7 +54,9 @@ func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.T
 		}
 	}
 	for i := range bds {
-		st.bds[bds[i].Labels[LabelCluster]] = &bds[i]
+		if bds[i].DeletionTimestamp.IsZero() { // one being removed is no longer the rollout's
+			st.bds[bds[i].Labels[LabelCluster]] = &bds[i]
+		}
 	}
 	for i := range clusters {
 		c := &clusters[i]
@@ -76,7 +78,7 @@ func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.T
 		if ok, left := live.check(c, now); ok {
 			st.requeue = sooner(st.requeue, left+time.Second)
 		} else {
-			t.Offline = c.Status.AgentLastSeen != nil // a cluster that never reported is not offline, just pending
+			_, t.Offline = live.lastSeen(c) // a cluster that never reported is not offline, just pending
 		}
 		in.Targets = append(in.Targets, t)
 	}

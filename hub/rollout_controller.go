@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,8 @@ const (
 )
 
 func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
-	allBundles := handler.EnqueueRequestsFromMapFunc(allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.BundleList{} }))
+	bundlesOf := allInNamespace(r.client, func() client.ObjectList { return &v1alpha1.BundleList{} })
+	allBundles := handler.EnqueueRequestsFromMapFunc(bundlesOf)
 	// Bundles are independent: several are planned at once (one bundle is never planned twice
 	// at the same time: the work queue hands out each key to one worker).
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
@@ -72,6 +74,9 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.BundleDeployment{}, coalesced(passCoalesce, bundleOfDeployment, deploymentPlanChanged)).
 		WatchesRawSource(source.Channel(r.staging.done, &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{live: r.live, now: r.now})).
+		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
+			return bundlesOf(ctx, c)
+		})).
 		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return dependents(ctx, r.client, o)
 		})).
@@ -140,6 +145,9 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var bun v1alpha1.Bundle
 	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !bun.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // its deployments are being removed (bundleRemovalReconciler)
 	}
 	if bun.Spec.StagedUpdate != nil {
 		if err := autoRuns(ctx, r.client, &bun); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +52,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("failed to build scheme: %w", err)
 	}
+	if opts.LeaderElection && opts.Namespace == "" {
+		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
+	}
 	metricsAddr := opts.MetricsAddr
 	if metricsAddr == "" {
 		metricsAddr = "0"
@@ -63,9 +67,10 @@ func Run(ctx context.Context, opts Options) error {
 		// memory, cheaper copies). Writes from cached objects leave the server's record alone.
 		// Of RoleBindings it reads only the shared content grants it wrote, uncopied (a grant
 		// names hundreds of agents and is read for each cluster's content): readers copy
-		// before they change one.
+		// before they change one. Of Leases, only the agents' heartbeats.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&rbacv1.RoleBinding{}: {Label: contentGrantSelector(), UnsafeDisableDeepCopy: ptr.To(true)},
+			&rbacv1.RoleBinding{}:   {Label: contentGrantSelector(), UnsafeDisableDeepCopy: ptr.To(true)},
+			&coordinationv1.Lease{}: {Label: labelExists(v1alpha1.AgentLeaseLabel)},
 		}},
 		// Secrets and ConfigMaps are read from the API server when a GitRepo needs one (its
 		// credentials, a webhook secret, valuesFrom), never cached: the hub keeps no copy of
@@ -73,6 +78,14 @@ func Run(ctx context.Context, opts Options) error {
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
 		// Tests run several hubs in one process; metric names stay unique per process anyway.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// A replica that stops hands the Lease on at once; one that dies, after LeaseDuration.
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(positiveOr(opts.LeaseDuration, 15*time.Second)),
+		RenewDeadline:                 ptr.To(positiveOr(opts.RenewDeadline, 10*time.Second)),
+		RetryPeriod:                   ptr.To(positiveOr(opts.RetryPeriod, 2*time.Second)),
 	})
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
@@ -102,21 +115,23 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	recordEvery := time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second
 	src := &sourceReconciler{
-		client:      mgr.GetClient(),
-		bundles:     mgr.GetAPIReader(),
-		git:         &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git")},
-		recordEvery: recordEvery,
-		now:         time.Now,
-		schedules:   map[string]gitsource.Schedule{},
-		webhooks:    map[string]time.Time{},
-		rerender:    map[string]bool{},
+		client:           mgr.GetClient(),
+		bundles:          mgr.GetAPIReader(),
+		git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git")},
+		recordEvery:      recordEvery,
+		now:              time.Now,
+		schedules:        map[string]gitsource.Schedule{},
+		webhooks:         map[string]time.Time{},
+		rerender:         map[string]bool{},
+		forwarded:        map[string]string{},
+		uninstallTimeout: positiveOr(opts.UninstallTimeout, DefaultUninstallTimeout),
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, newStagingNow()
 	writes := make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight))
-	live, err := watchLiveness(ctx, mgr.GetCache())
+	live, err := watchLiveness(ctx, mgr.GetCache(), opts.HeartbeatInterval, opts.HeartbeatDeadline)
 	if err != nil {
 		return err
 	}
@@ -174,7 +189,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the content collector: %w", err)
 	}
-	if err := (&accessReconciler{client: mgr.GetClient(), live: mgr.GetAPIReader()}).setup(mgr); err != nil {
+	if err := (&deploymentRemovalReconciler{client: mgr.GetClient(), live: live, now: time.Now, timeout: src.uninstallTimeout}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the deployment removal controller: %w", err)
+	}
+	if err := (&bundleRemovalReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
+		return fmt.Errorf("failed to set up the bundle removal controller: %w", err)
+	}
+	if err := (&accessReconciler{client: mgr.GetClient(), uncached: mgr.GetAPIReader(), heartbeats: live}).setup(mgr); err != nil {
 		return fmt.Errorf("failed to set up the cluster access controller: %w", err)
 	}
 	if err := (&repoStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
@@ -200,11 +221,21 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("failed to listen for webhooks on %s: %w", opts.WebhookAddr, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: src.notify, Log: ctrl.Log.WithName("webhook")})
+		// Every replica receives webhooks (the Service reaches them all); the leader polls at
+		// once, the others forward the delivery to it.
+		notify := func(s gitsource.Subscriber, p gitsource.Push) {
+			select {
+			case <-mgr.Elected():
+				src.notify(s, p)
+			default:
+				src.forward(ctx, s)
+			}
+		}
+		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: notify, Log: ctrl.Log.WithName("webhook")})
 		// Senders are untrusted: a slow or idle one must not hold a connection for long.
 		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 			go func() { <-ctx.Done(); _ = server.Close() }()
 			if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -216,6 +247,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	return mgr.Start(ctx)
 }
+
+// LeaderElectionID names the Lease the hub's replicas elect their leader with.
+const LeaderElectionID = "flotilla-hub"
+
+// everyReplica is a runnable that runs in every replica, leader or not.
+type everyReplica func(context.Context) error
+
+func (r everyReplica) Start(ctx context.Context) error { return r(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // positiveOr is v, or def when v is not set (zero or negative): how options take their defaults.
 func positiveOr[T int | int64 | time.Duration](v, def T) T {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,6 +58,10 @@ type sourceReconciler struct {
 	// rerender marks GitRepos whose current commit must be rendered again: their spec or
 	// their clusters changed.
 	rerender map[string]bool
+	// forwarded is each GitRepo's last forwarded-webhook annotation seen.
+	forwarded map[string]string
+	// uninstallTimeout bounds how long a deleted GitRepo says it waits for its clusters.
+	uninstallTimeout time.Duration
 }
 
 func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
@@ -78,9 +83,23 @@ func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 		return out
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-source").
-		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting{}))).
+		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting{}, forwardedWebhook{}))).
 		Watches(&v1alpha1.Cluster{}, reRender, builder.WithPredicates(clusterMembershipChanged{})).
 		Watches(&v1alpha1.FleetRestriction{}, reRender).
+		// A deleted GitRepo waits for its bundles' deployments: each one going may end the wait.
+		Watches(&v1alpha1.BundleDeployment{}, handler.Funcs{DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			for _, req := range bundleOfDeployment(ctx, e.Object) {
+				var bun v1alpha1.Bundle
+				if r.client.Get(ctx, req.NamespacedName, &bun) == nil && bun.Labels[LabelGitRepo] != "" {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: bun.Namespace, Name: bun.Labels[LabelGitRepo]}})
+				}
+			}
+		}}).
+		Watches(&v1alpha1.Bundle{}, handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if repo := e.Object.GetLabels()[LabelGitRepo]; repo != "" {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: repo}})
+			}
+		}}).
 		Watches(&v1alpha1.ClusterGroup{}, reRender, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(r)
 }
@@ -112,11 +131,19 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if err != nil || !controllerutil.ContainsFinalizer(&repo, gitRepoFinalizer) {
 			return ctrl.Result{}, nil
 		}
-		// Deleted: its bundles and deployments go, and the agents uninstall their workloads.
+		// Deleted: its bundles and deployments go once the agents removed their workloads.
 		if err := removeBundles(ctx, r.client, &repo, nil); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to remove the bundles of deleted gitrepo %s: %w", key, err)
 		}
-		log.FromContext(ctx).Info("gitrepo deleted: its bundles and deployments are removed, agents uninstall them", "gitrepo", key)
+		waits, err := removalWaits(ctx, r.client, &repo, r.uninstallTimeout)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if waits != "" {
+			// A deployment or Bundle going wakes this again.
+			return ctrl.Result{}, r.deleting(ctx, &repo, waits)
+		}
+		log.FromContext(ctx).Info("gitrepo deleted: its bundles and deployments are removed", "gitrepo", key)
 		controllerutil.RemoveFinalizer(&repo, gitRepoFinalizer)
 		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &repo))
 	}
@@ -137,9 +164,17 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	again := r.rerender[key]
 	r.mu.Unlock()
-	if !known || prev.Interval != sched.Interval || prev.Cron != sched.Cron || prev.TimeZone != sched.TimeZone {
-		r.poller.Set(key, sched)
-	} else if again {
+	forwarded := repo.Annotations[AnnotationWebhookForwarded]
+	r.mu.Lock()
+	newWebhook := known && forwarded != "" && r.forwarded[key] != forwarded
+	r.forwarded[key] = forwarded
+	r.mu.Unlock()
+	switch {
+	case !known || prev.Interval != sched.Interval || prev.Cron != sched.Cron || prev.TimeZone != sched.TimeZone:
+		r.poller.Set(key, sched) // polls at once
+	case newWebhook:
+		r.notify(gitsource.Subscriber{Key: key}, gitsource.Push{})
+	case again:
 		r.poller.Trigger(key) // look again now
 	}
 	return ctrl.Result{}, nil
@@ -339,6 +374,17 @@ func (r *sourceReconciler) stall(ctx context.Context, repo *v1alpha1.GitRepo, re
 	return client.IgnoreNotFound(r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)))
 }
 
+// deleting says on a deleted GitRepo what its deletion waits for.
+func (r *sourceReconciler) deleting(ctx context.Context, repo *v1alpha1.GitRepo, waits string) error {
+	orig := repo.DeepCopy()
+	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.DeletingReason, Message: waits, ObservedGeneration: repo.Generation})
+	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)))
+}
+
 // subscribers lists the GitRepos following a normalized URL, for the webhook receiver.
 func (r *sourceReconciler) subscribers(ctx context.Context) func(string) []gitsource.Subscriber {
 	return func(normalized string) []gitsource.Subscriber {
@@ -376,6 +422,28 @@ func (r *sourceReconciler) notify(s gitsource.Subscriber, _ gitsource.Push) {
 	r.webhooks[s.Key] = r.now()
 	r.mu.Unlock()
 	r.poller.Trigger(s.Key)
+}
+
+// AnnotationWebhookForwarded on a GitRepo is when a replica that does not lead received a
+// webhook for it: the leader polls on seeing it change (see Options.LeaderElection).
+const AnnotationWebhookForwarded = "flotilla.dev/webhook-forwarded"
+
+// forward hands a webhook delivery to the leading replica: one write per delivery, none per
+// cluster.
+func (r *sourceReconciler) forward(ctx context.Context, s gitsource.Subscriber) {
+	ns, name, _ := splitKey(s.Key)
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationWebhookForwarded, r.now().UTC().Format(time.RFC3339Nano))
+	if err := r.client.Patch(ctx, repo, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		log.FromContext(ctx).Error(err, "failed to forward a webhook to the leading hub; the next poll picks the push up", "gitrepo", s.Key)
+	}
+}
+
+// forwardedWebhook passes a GitRepo update whose forwarded-webhook annotation changed.
+type forwardedWebhook struct{ predicate.Funcs }
+
+func (forwardedWebhook) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetAnnotations()[AnnotationWebhookForwarded] != e.ObjectNew.GetAnnotations()[AnnotationWebhookForwarded]
 }
 
 // clusterMembershipChanged passes cluster events that change what is rendered where: creation,

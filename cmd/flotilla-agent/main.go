@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&opts.ClusterName, "cluster-name", "", "with --hub-kubeconfig: the cluster's Cluster object on the hub")
 	flag.StringVar(&opts.ClusterNamespace, "cluster-namespace", "", "with --hub-kubeconfig: the namespace of the Cluster object on the hub")
 	flag.StringVar(&opts.StateNamespace, "state-namespace", "flotilla-system", "local namespace for inventories")
-	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "time between heartbeats")
+	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "time between heartbeats; default the interval the hub asks for")
 	flag.DurationVar(&opts.ResyncInterval, "resync-interval", 30*time.Second, "time between readiness and drift checks")
 	flag.Func("protected-namespaces", "comma-separated namespaces no bundle may delete, beside default, kube-* and --state-namespace", func(v string) error {
 		opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, strings.Split(v, ",")...)

@@ -42,6 +42,13 @@ func main() {
 	flag.DurationVar(&opts.RegistrationInterval, "registration-interval", hub.DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
 	flag.StringVar(&opts.Namespace, "namespace", orDefault(os.Getenv("POD_NAMESPACE"), "flotilla-system"), "the hub's own namespace, where it records its version (ConfigMap flotilla-hub)")
 	flag.DurationVar(&opts.ContentGrace, "content-gc-grace", hub.DefaultContentGrace, "how old rendered Content that no revision in a bundle's history and no deployment references must be before it is deleted")
+	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", hub.DefaultHeartbeatInterval, "how often agents renew their Lease, for clusters whose spec sets no heartbeatInterval (an idle fleet of N clusters costs N / interval writes a second)")
+	flag.DurationVar(&opts.HeartbeatDeadline, "heartbeat-deadline", hub.DefaultHeartbeatDeadline, "how long after its agent's last renewal a cluster counts as offline, for clusters whose spec sets no heartbeatDeadline")
+	flag.DurationVar(&opts.UninstallTimeout, "uninstall-timeout", hub.DefaultUninstallTimeout, "how long a deleted deployment waits for its agent to confirm the removal of its workloads (an offline cluster's deletion finishes after it)")
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "run the controllers only in the replica holding the Lease flotilla-hub in --namespace; the others stand by and forward webhooks")
+	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after a leader's last renewal a standby replica takes over")
+	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading")
+	flag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

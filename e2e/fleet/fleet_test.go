@@ -56,6 +56,9 @@ func availableEverywhere(t *testing.T, ns, name, image string, clusters ...*cont
 }
 
 func TestMain(m *testing.M) {
+	if kubeconfig := os.Getenv(hubProcessKubeconfig); kubeconfig != "" {
+		os.Exit(runHubProcess(kubeconfig)) // a hub replica of TestR1_7_LeaderLoss…, not the tests
+	}
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
 		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
@@ -93,6 +96,12 @@ type fleetEnv struct {
 
 func startFleet(t *testing.T) *fleetEnv {
 	t.Helper()
+	return startFleetWith(t, (*fleetEnv).startHub)
+}
+
+// startFleetWith starts a fleet whose hub startHub starts.
+func startFleetWith(t *testing.T, startHub func(*fleetEnv)) *fleetEnv {
+	t.Helper()
 	scheme, _ := hub.Scheme()
 	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
 	if err != nil {
@@ -113,7 +122,7 @@ func startFleet(t *testing.T) *fleetEnv {
 		f.running.Wait()
 		f.removeWorkloads()
 	})
-	f.startHub()
+	startHub(f)
 	for i, w := range workloads {
 		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns.Name, Labels: map[string]string{"env": "prod", "index": fmt.Sprint(i)}},
 			Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}}

@@ -208,6 +208,74 @@ func deployWeb(t *testing.T, fleetYAML string) (*gitserver.Upstream, *fleetEnv) 
 	return up, f
 }
 
+// A deleted GitRepo waits for its clusters' agents to remove the workloads, and says for which;
+// an agent that is offline does not hold it forever: after the uninstall timeout the GitRepo
+// goes, the cluster's Cluster says what went without its agent's confirmation, and the agent
+// removes the workloads when it starts again (which ends the record).
+func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
+	const uninstallTimeout = 20 * time.Second
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: leaving-repo\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	f := startFleetWith(t, func(f *fleetEnv) {
+		f.start("hub", func(ctx context.Context) error {
+			return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache, StatusDelay: time.Second, Namespace: f.ns, UninstallTimeout: uninstallTimeout})
+		})
+	})
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
+	ctx := context.Background()
+	away := workloads[2]
+	f.stop("agent " + away.Name)
+
+	var repo v1alpha1.GitRepo
+	key := types.NamespacedName{Namespace: f.ns, Name: "shop"}
+	if err := f.hub.Get(ctx, key, &repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.hub.Delete(ctx, &repo); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workloads[:2] {
+		cs := kubernetes.NewForConfigOrDie(w.Config())
+		eventually(t, "the workload leaves "+w.Name, 60*time.Second, func() bool {
+			_, err := cs.AppsV1().Deployments("leaving-repo").Get(ctx, "web", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
+	eventually(t, "the deleted GitRepo says it waits for "+away.Name, 30*time.Second, func() bool {
+		if err := f.hub.Get(ctx, key, &repo); err != nil {
+			return false
+		}
+		cond := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition)
+		return cond != nil && cond.Reason == v1alpha1.DeletingReason && strings.Contains(cond.Message, "waiting for the agents of 1 cluster(s)") && strings.Contains(cond.Message, away.Name)
+	})
+	eventually(t, "the GitRepo gone after the uninstall timeout", uninstallTimeout+30*time.Second, func() bool {
+		return apierrors.IsNotFound(f.hub.Get(ctx, key, &repo))
+	})
+	var cl v1alpha1.Cluster
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: away.Name}, &cl); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.UninstalledCondition)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.UninstallTimedOutReason || !strings.Contains(cond.Message, f.ns+"/shop-web") {
+		t.Errorf("the offline cluster's Uninstalled condition: %+v", cond)
+	}
+	awayCS := kubernetes.NewForConfigOrDie(away.Config())
+	if _, err := awayCS.AppsV1().Deployments("leaving-repo").Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Errorf("the offline cluster's workload went while its agent was stopped: %v", err)
+	}
+
+	f.startAgent(away)
+	eventually(t, "the agent back removes the workload", 60*time.Second, func() bool {
+		_, err := awayCS.AppsV1().Deployments("leaving-repo").Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	eventually(t, "the cluster's record of the unconfirmed removal ends", 30*time.Second, func() bool {
+		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: away.Name}, &cl) == nil && meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.UninstalledCondition) == nil
+	})
+}
+
 // Deleting a GitRepo removes its Bundles and BundleDeployments, and the agents uninstall what
 // they deployed; the GitRepo goes once that is done on the hub.
 func TestDeletedGitRepoTakesItsBundlesAndWorkloads(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,16 +38,26 @@ func (f *fleetEnv) runAgentUntilItStops(name string, opts agent.RunOptions) <-ch
 	return stopped
 }
 
-// waitHeartbeat waits until a cluster's agent reports after now (it runs and is connected) and
-// returns the Cluster.
+// waitHeartbeat waits until a cluster's agent renews its Lease after now (it runs and is
+// connected) and returns the Cluster.
 func (f *fleetEnv) waitHeartbeat(cluster string) *v1alpha1.Cluster {
 	f.t.Helper()
-	since := time.Now() // heartbeats have seconds precision: one after this is the new agent's
+	f.waitRenewal(cluster, time.Now())
 	var cl v1alpha1.Cluster
-	eventually(f.t, "a heartbeat of "+cluster, 30*time.Second, func() bool {
-		return f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: cluster}, &cl) == nil && cl.Status.AgentLastSeen != nil && cl.Status.AgentLastSeen.Time.After(since)
-	})
+	if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: cluster}, &cl); err != nil {
+		f.t.Fatal(err)
+	}
 	return &cl
+}
+
+// waitRenewal waits until a cluster's agent renews its Lease after since.
+func (f *fleetEnv) waitRenewal(cluster string, since time.Time) {
+	f.t.Helper()
+	eventually(f.t, "a heartbeat of "+cluster, 30*time.Second, func() bool {
+		var lease coordinationv1.Lease
+		err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.clusterNamespaces[cluster], Name: v1alpha1.AgentLeaseName}, &lease)
+		return err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since)
+	})
 }
 
 func waitStopped(t *testing.T, stopped <-chan error, within time.Duration) error {
@@ -164,7 +175,6 @@ func selfSubject(t *testing.T, token string) string {
 // one without a gap; an agent whose token expired stops and says so, touching nothing.
 func TestAgentRenewsItsCredentialsAndStopsOnExpiredOnes(t *testing.T) {
 	_, f := deployWeb(t, "defaultNamespace: renewed\n")
-	ctx := context.Background()
 	w := workloads[0]
 	kept := make(chan agent.Credentials, 8)
 	opts := f.agentOptions(w)
@@ -183,11 +193,7 @@ func TestAgentRenewsItsCredentialsAndStopsOnExpiredOnes(t *testing.T) {
 	if renewed.Token == f.agentConfigs[w.Name].BearerToken || renewed.Namespace != f.clusterNamespaces[w.Name] || selfSubject(t, renewed.Token) != identity {
 		t.Fatalf("renewed credentials: namespace %q, same token %v, identity %q; want a new token of %s", renewed.Namespace, renewed.Token == f.agentConfigs[w.Name].BearerToken, selfSubject(t, renewed.Token), identity)
 	}
-	renewedAt := time.Now()
-	eventually(t, "the agent heartbeats after the renewal", 30*time.Second, func() bool {
-		var cl v1alpha1.Cluster
-		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: w.Name}, &cl) == nil && cl.Status.AgentLastSeen != nil && cl.Status.AgentLastSeen.After(renewedAt)
-	})
+	f.waitRenewal(w.Name, time.Now()) // the agent heartbeats with the renewed token
 	select {
 	case c := <-kept:
 		t.Errorf("the renewed token (3h, renewed 2h before expiry) was renewed again at once: %q", c.Namespace)

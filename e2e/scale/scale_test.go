@@ -347,11 +347,27 @@ func removeScenario(b *testing.B, c client.Client, ns string, clusters int) {
 			b.Error(err)
 		}
 	}
-	// The hub that would revoke the deleted Clusters' agents (its finalizer) is stopped.
-	parallel(clusters, func(i int) {
-		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName(i), Namespace: ns}}
-		if err := c.Patch(ctx, cl, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
+	// The hub that would let them go (its finalizers) is stopped.
+	dropFinalizers := func(o client.Object) {
+		if err := c.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
 			b.Error(err)
+		}
+	}
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+		b.Error(err)
+	}
+	for i := range bundles.Items {
+		dropFinalizers(&bundles.Items[i])
+	}
+	parallel(clusters, func(i int) {
+		dropFinalizers(&v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName(i), Namespace: ns}})
+		var bds v1alpha1.BundleDeploymentList
+		if err := c.List(ctx, &bds, client.InNamespace(hub.ClusterNamespace(ns, clusterName(i)))); err != nil {
+			b.Error(err)
+		}
+		for j := range bds.Items {
+			dropFinalizers(&bds.Items[j])
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 
 // ClusterSpec describes a registered downstream cluster. Its labels (metadata.labels) are what
 // targets, partitions and stages select on.
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatInterval) || !has(self.heartbeatDeadline) || duration(self.heartbeatInterval) < duration(self.heartbeatDeadline)",message="heartbeatInterval must be shorter than heartbeatDeadline"
 type ClusterSpec struct {
 	// Paused keeps staging new revisions for this cluster but releases none (R1.13).
 	// +optional
@@ -17,8 +18,13 @@ type ClusterSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
 	Exclusions []TimeRange `json:"exclusions,omitempty"`
-	// HeartbeatDeadline is how long after the agent's last report the cluster counts as offline
-	// (R1.11). Default 2m.
+	// HeartbeatInterval is how often the agent renews its Lease on the hub. Default: the hub's
+	// (--heartbeat-interval, 2m).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="heartbeatInterval must be at least 1s"
+	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
+	// HeartbeatDeadline is how long after the agent's last renewal the cluster counts as
+	// offline (R1.11). Default: the hub's (--heartbeat-deadline, 5m).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s')",message="heartbeatDeadline must be at least 5s"
 	HeartbeatDeadline *metav1.Duration `json:"heartbeatDeadline,omitempty"`
@@ -46,7 +52,9 @@ type ClusterStatus struct {
 	// AgentNamespace is the namespace the agent reports it watches (written by the agent).
 	// +optional
 	AgentNamespace string `json:"agentNamespace,omitempty"`
-	// AgentLastSeen is the agent's last heartbeat.
+	// AgentLastSeen is the last heartbeat an agent wrote here. Agents renew their Lease
+	// (flotilla-agent in the cluster's namespace) instead and write it only where the hub has
+	// no Lease for them; the Ready condition says when a cluster went offline.
 	// +optional
 	AgentLastSeen *metav1.Time `json:"agentLastSeen,omitempty"`
 	// AgentVersion is the version the agent reported.
@@ -68,7 +76,7 @@ type ClusterStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=flotilla
 // +kubebuilder:printcolumn:name="Bundles-Ready",type=string,JSONPath=`.status.display.readyClusters`
-// +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.agentLastSeen`
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentVersion`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.display.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Cluster struct {
@@ -137,3 +145,20 @@ type ClusterGroupList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ClusterGroup `json:"items"`
 }
+
+// The agent's heartbeat is a Lease (coordination.k8s.io/v1) in its cluster's namespace on the
+// hub: a small object only the hub's liveness watches, so a renewal is the cheapest write the
+// API server takes and wakes nothing else. The hub creates it; the agent reads and renews it.
+const (
+	// AgentLeaseName names the agent's Lease.
+	AgentLeaseName = "flotilla-agent"
+	// AgentLeaseLabel marks the agents' Leases (the hub caches only those).
+	AgentLeaseLabel = "flotilla.dev/agent-lease"
+	// HeartbeatIntervalAnnotation on the Lease is the interval the hub asks the agent to renew
+	// it at (spec.heartbeatInterval, or the hub's default).
+	HeartbeatIntervalAnnotation = "flotilla.dev/heartbeat-interval"
+	// MovedToAnnotation on the Lease tells the agent that its cluster moves to another
+	// namespace: it reads its Cluster, which says where (the Cluster is the hub's word; the
+	// annotation only saves the agent reading it at every beat).
+	MovedToAnnotation = "flotilla.dev/moved-to"
+)

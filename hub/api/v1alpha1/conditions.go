@@ -38,6 +38,11 @@ const (
 	ApprovedCondition = "Approved"
 	// SupersededCondition (StagedUpdateRun) is True when a newer revision replaced this run (R3.14).
 	SupersededCondition = "Superseded"
+	// UninstalledCondition (BundleDeployment) is True once the agent removed a deleted
+	// deployment's workloads (or kept them, with keepResources); the hub then lets the
+	// deployment go. On a Cluster it is False, UninstallTimedOut, when the hub stopped waiting
+	// for the agent to confirm a removal, until the agent reports again.
+	UninstalledCondition = "Uninstalled"
 )
 
 // Condition reasons shared by several kinds. Reasons are CamelCase and stable: tools match on them.
@@ -73,6 +78,14 @@ const (
 	// agent missed its heartbeat deadline (R1.11).
 	AgentNotConnectedReason = "AgentNotConnected"
 	OfflineReason           = "Offline"
+	// DeletingReason (GitRepo Ready): the GitRepo is deleted and waits for its clusters to
+	// remove its workloads; the message names them.
+	DeletingReason = "Deleting"
+	// UninstalledReason, ResourcesKeptReason (BundleDeployment Uninstalled) and
+	// UninstallTimedOutReason (Cluster Uninstalled).
+	UninstalledReason       = "Uninstalled"
+	ResourcesKeptReason     = "ResourcesKept"
+	UninstallTimedOutReason = "UninstallTimedOut"
 	// Reasons the agent reports on a BundleDeployment.
 	ApplyFailedReason         = "ApplyFailed"
 	InventoryUnreadableReason = "InventoryUnreadable"
@@ -114,6 +127,16 @@ func (s StateCounts) Add(o StateCounts) StateCounts {
 		OutOfSync: s.OutOfSync + o.OutOfSync, WaitApplied: s.WaitApplied + o.WaitApplied, ErrApplied: s.ErrApplied + o.ErrApplied,
 		NotReady: s.NotReady + o.NotReady, Modified: s.Modified + o.Modified}
 }
+
+// Finalizers the hub sets.
+const (
+	// UninstallFinalizer holds a deleted BundleDeployment until its agent confirms it removed
+	// the workloads (UninstalledCondition), the cluster left the fleet, or the hub's uninstall
+	// timeout passed.
+	UninstallFinalizer = "flotilla.dev/uninstall"
+	// DeploymentsFinalizer holds a deleted Bundle until its BundleDeployments are gone.
+	DeploymentsFinalizer = "flotilla.dev/deployments"
+)
 
 // Annotations people and the hub set on the hub's objects.
 const (

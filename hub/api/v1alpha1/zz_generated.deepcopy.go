@@ -886,6 +886,11 @@ func (in *ClusterSpec) DeepCopyInto(out *ClusterSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.HeartbeatInterval != nil {
+		in, out := &in.HeartbeatInterval, &out.HeartbeatInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.HeartbeatDeadline != nil {
 		in, out := &in.HeartbeatDeadline, &out.HeartbeatDeadline
 		*out = new(v1.Duration)

@@ -1,0 +1,292 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// A hub replica runs as a process of its own, so that a test can kill it as a node failure
+// would: the test binary runs itself with these variables set.
+const (
+	hubProcessKubeconfig = "FLOTILLA_E2E_HUB_KUBECONFIG"
+	hubProcessNamespace  = "FLOTILLA_E2E_HUB_NAMESPACE"
+	hubProcessMetrics    = "FLOTILLA_E2E_HUB_METRICS"
+	hubProcessCache      = "FLOTILLA_E2E_HUB_CACHE"
+)
+
+// The replicas' election, short enough for a test: a dead leader's Lease expires after 4 s.
+const (
+	haLeaseDuration = 4 * time.Second
+	haRenewDeadline = 3 * time.Second
+	haRetryPeriod   = 500 * time.Millisecond
+)
+
+// runHubProcess is the test binary as one hub replica, with leader election, until it is
+// killed or stopped.
+func runHubProcess(kubeconfig string) int {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hub replica:", err)
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err = hub.Run(ctx, hub.Options{Config: cfg, CacheDir: os.Getenv(hubProcessCache), MetricsAddr: os.Getenv(hubProcessMetrics),
+		Namespace: os.Getenv(hubProcessNamespace), Version: hubVersion, StatusDelay: time.Second,
+		LeaderElection: true, LeaseDuration: haLeaseDuration, RenewDeadline: haRenewDeadline, RetryPeriod: haRetryPeriod})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hub replica:", err)
+		return 1
+	}
+	return 0
+}
+
+// hubReplica is a hub process the test started.
+type hubReplica struct {
+	name, metrics string
+	cmd           *exec.Cmd
+}
+
+// startHubReplica starts a hub replica process; stop(name) kills it (SIGKILL: no goodbye, its
+// Lease stays until it expires).
+func (f *fleetEnv) startHubReplica(name string) *hubReplica {
+	f.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	metrics := ln.Addr().String()
+	ln.Close()
+	logFile, err := os.Create(filepath.Join(f.t.TempDir(), name+".log"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), hubProcessKubeconfig+"="+hubCluster.KubeconfigPath, hubProcessNamespace+"="+f.ns,
+		hubProcessMetrics+"="+metrics, hubProcessCache+"="+f.t.TempDir())
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	r := &hubReplica{name: name, metrics: metrics, cmd: cmd}
+	f.mu.Lock()
+	f.stops[name] = func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+		if f.t.Failed() {
+			if out, err := os.ReadFile(logFile.Name()); err == nil {
+				f.t.Logf("%s's output:\n%s", name, out)
+			}
+		}
+	}
+	f.mu.Unlock()
+	return r
+}
+
+// leads reads the replica's metrics: whether it holds the hub's Lease.
+func (r *hubReplica) leads() bool {
+	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), `leader_election_master_status{name="`+hub.LeaderElectionID+`"}`) {
+			return strings.HasSuffix(sc.Text(), " 1")
+		}
+	}
+	return false
+}
+
+// releaseLog records, from a watch of the fleet's BundleDeployments, every write that released
+// a revision and how many clusters were released but not ready at once.
+type releaseLog struct {
+	mu sync.Mutex
+	// released counts, per deployment and revision, the writes that released it.
+	released map[string]map[int64]int
+	last     map[string]*v1alpha1.BundleDeployment
+	// mostUnready is the most deployments released on rev and not ready on it at one time.
+	rev         int64
+	mostUnready int
+	// timeline records each release and report, for a failure's message.
+	timeline []string
+	start    time.Time
+}
+
+func (l *releaseLog) observe(bd *v1alpha1.BundleDeployment) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := bd.Namespace + "/" + bd.Name
+	prev := l.last[key]
+	if rel := bd.Spec.Released; rel != nil && (prev == nil || prev.Spec.Released == nil || prev.Spec.Released.DeploymentID != rel.DeploymentID) {
+		if l.released[key] == nil {
+			l.released[key] = map[int64]int{}
+		}
+		l.released[key][rel.Index]++
+	}
+	l.last[key] = bd
+	l.timeline = append(l.timeline, fmt.Sprintf("%6.2fs %s: released %v, applied %d ready %v, generation %d", time.Since(l.start).Seconds(), bd.Labels[hub.LabelCluster],
+		releasedIndex(bd), bd.Status.AppliedRevision, bd.Status.Ready, bd.Generation))
+	unready := 0
+	for _, d := range l.last {
+		if d.Spec.Released != nil && d.Spec.Released.Index == l.rev && !(d.Status.Ready && d.Status.AppliedRevision == l.rev) {
+			unready++
+		}
+	}
+	l.mostUnready = max(l.mostUnready, unready)
+}
+
+func releasedIndex(bd *v1alpha1.BundleDeployment) int64 {
+	if bd.Spec.Released == nil {
+		return 0
+	}
+	return bd.Spec.Released.Index
+}
+
+// watchReleases follows the fleet's BundleDeployments from now on.
+func (f *fleetEnv) watchReleases(rev int64) *releaseLog {
+	f.t.Helper()
+	wc, err := client.NewWithWatch(hubCluster.Config(), client.Options{Scheme: f.hub.Scheme()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var list v1alpha1.BundleDeploymentList
+	if err := f.hub.List(context.Background(), &list, client.MatchingLabels{hub.LabelBundleNamespace: f.ns}); err != nil {
+		f.t.Fatal(err)
+	}
+	l := &releaseLog{released: map[string]map[int64]int{}, last: map[string]*v1alpha1.BundleDeployment{}, rev: rev, start: time.Now()}
+	for i := range list.Items {
+		l.last[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+	}
+	w, err := wc.Watch(context.Background(), &v1alpha1.BundleDeploymentList{}, client.MatchingLabels{hub.LabelBundleNamespace: f.ns}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			if bd, ok := ev.Object.(*v1alpha1.BundleDeployment); ok && ev.Type != watch.Error {
+				l.observe(bd)
+			}
+		}
+	}()
+	return l
+}
+
+// TestR1_7_LeaderLossMidRolloutReleasesEachClusterOnce: two hub replicas elect a leader; the
+// leader is killed after it released an update to the first of three one-cluster partitions.
+// The other takes over once the dead leader's Lease expires, and the rollout completes: every
+// cluster is released the update exactly once, and the partition gate holds throughout (never
+// more than one cluster released and not ready; R1.7).
+func TestR1_7_LeaderLossMidRolloutReleasesEachClusterOnce(t *testing.T) {
+	up := gitserver.New(t)
+	fleetYAML := `defaultNamespace: ha
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: first, clusterSelector: {matchLabels: {index: "0"}}}
+  - {name: second, clusterSelector: {matchLabels: {index: "1"}}}
+  - {name: third, clusterSelector: {matchLabels: {index: "2"}}}
+`
+	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("", "")
+	var replicas []*hubReplica
+	f := startFleetWith(t, func(f *fleetEnv) {
+		replicas = []*hubReplica{f.startHubReplica("hub-a"), f.startHubReplica("hub-b")}
+	})
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
+
+	releases := f.watchReleases(2)
+	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
+	eventually(t, "the update released to a first cluster", 60*time.Second, func() bool {
+		releases.mu.Lock()
+		defer releases.mu.Unlock()
+		for _, revs := range releases.released {
+			if revs[2] > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	var leader, standby *hubReplica
+	for _, r := range replicas {
+		if r.leads() {
+			leader = r
+		} else {
+			standby = r
+		}
+	}
+	if leader == nil || standby == nil {
+		t.Fatalf("no single leader among the replicas")
+	}
+	var lease coordinationv1.Lease
+	leaseKey := types.NamespacedName{Namespace: f.ns, Name: hub.LeaderElectionID}
+	if err := f.hub.Get(context.Background(), leaseKey, &lease); err != nil {
+		t.Fatal(err)
+	}
+	deadHolder := *lease.Spec.HolderIdentity
+	killed := time.Now()
+	f.stop(leader.name)
+	eventually(t, "the standby leads", 30*time.Second, standby.leads)
+	takeover := time.Since(killed)
+	if err := f.hub.Get(context.Background(), leaseKey, &lease); err != nil || *lease.Spec.HolderIdentity == deadHolder {
+		t.Errorf("the hub's Lease after the takeover: holder %v (the dead leader was %s), %v", lease.Spec.HolderIdentity, deadHolder, err)
+	}
+	t.Logf("%s took over %.1fs after %s was killed (lease duration %s)", standby.name, takeover.Seconds(), leader.name, haLeaseDuration)
+	// The Lease expires at most one lease duration after the leader's last renewal; the standby
+	// notices at its next attempt (a retry period, with jitter) and reports it in its metrics.
+	// The margin is for a machine loaded by other test packages.
+	if limit := 2 * haLeaseDuration; takeover > limit {
+		t.Errorf("the standby took over %.1fs after the leader's loss, beyond the lease duration (%s) and a margin of as much again", takeover.Seconds(), haLeaseDuration)
+	}
+
+	waitRepo(t, f, "all ready on the update", func(r *v1alpha1.GitRepo) bool {
+		return r.Status.Display.ReadyClusters == allReady() && availableEverywhere(t, "ha", "web", "example.invalid/web:2")
+	})
+	releases.mu.Lock()
+	defer releases.mu.Unlock()
+	if len(releases.released) != len(workloads) {
+		t.Errorf("the update was released to %d clusters, want all %d: %v", len(releases.released), len(workloads), releases.released)
+	}
+	for key, revs := range releases.released {
+		if revs[2] != 1 {
+			t.Errorf("%s: the update was released %d times, want once", key, revs[2])
+		}
+	}
+	if releases.mostUnready > 1 {
+		t.Errorf("%d clusters were released the update and not ready at once; the partitions hold one each, with maxUnavailable 0", releases.mostUnready)
+	}
+	if t.Failed() {
+		t.Logf("the deployments (killed at %.2fs):\n%s", killed.Sub(releases.start).Seconds(), strings.Join(releases.timeline, "\n"))
+	}
+}

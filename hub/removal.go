@@ -1,0 +1,233 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// Removal. A deleted GitRepo, a bundle that left its repository and a cluster a bundle no
+// longer targets all end the same way: the BundleDeployment is deleted, its agent removes the
+// workloads (unless keepResources) and says so on the deployment (UninstalledCondition), and
+// only then does the deployment go (UninstallFinalizer). A deleted Bundle waits for its
+// deployments (DeploymentsFinalizer), and a deleted GitRepo for its Bundles, with its status
+// naming the clusters it waits for. An agent that does not confirm within the uninstall
+// timeout (offline, or failing) does not hold the deletion forever: the deployment goes, and
+// its Cluster says so (Uninstalled=False) until the agent reports again; the agent removes the
+// workloads of deployments that went while it was away when it reconnects or starts.
+
+// DefaultUninstallTimeout is how long a deleted deployment waits for its agent to confirm the
+// removal (Options.UninstallTimeout).
+const DefaultUninstallTimeout = 10 * time.Minute
+
+// removalStep is what the hub does next with a deleted BundleDeployment.
+type removalStep struct {
+	// release the deployment (remove UninstallFinalizer); timedOut when its agent did not
+	// confirm in time.
+	release, timedOut bool
+	// wait is how long until the timeout, while neither holds.
+	wait time.Duration
+}
+
+// nextRemovalStep decides for a deleted deployment: it goes once its agent confirmed; at once
+// when there is nothing to remove (nothing was applied, or no agent ever reported for the
+// cluster) or no agent will (the cluster is gone, leaving, or holds another namespace now); and
+// at the timeout otherwise. cl is the deployment's Cluster, nil when it is gone; reported,
+// whether its agent ever reported.
+func nextRemovalStep(bd *v1alpha1.BundleDeployment, cl *v1alpha1.Cluster, reported bool, now time.Time, timeout time.Duration) removalStep {
+	switch {
+	case cl == nil || !cl.DeletionTimestamp.IsZero() || cl.Status.Namespace != bd.Namespace:
+		return removalStep{release: true}
+	case !reported || bd.Status.AppliedDeploymentID == "":
+		return removalStep{release: true}
+	case meta.IsStatusConditionTrue(bd.Status.Conditions, v1alpha1.UninstalledCondition):
+		return removalStep{release: true}
+	}
+	if left := bd.DeletionTimestamp.Add(timeout).Sub(now); left > 0 {
+		return removalStep{wait: left}
+	}
+	return removalStep{release: true, timedOut: true}
+}
+
+// deploymentRemovalReconciler lets deleted BundleDeployments go (nextRemovalStep).
+type deploymentRemovalReconciler struct {
+	client  client.Client
+	live    *liveness
+	now     func() time.Time
+	timeout time.Duration
+}
+
+func (r *deploymentRemovalReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("deployment-removal").
+		For(&v1alpha1.BundleDeployment{}, builder.WithPredicates(held(v1alpha1.UninstallFinalizer))).
+		Complete(r)
+}
+
+// held passes the objects being deleted that carry finalizer: the only ones a removal
+// controller acts on. An agent's status reports on live deployments wake nothing.
+func held(finalizer string) predicate.Funcs {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return !o.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(o, finalizer)
+	})
+}
+
+func (r *deploymentRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var bd v1alpha1.BundleDeployment
+	if err := r.client.Get(ctx, req.NamespacedName, &bd); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bd.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bd, v1alpha1.UninstallFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	var cl *v1alpha1.Cluster
+	reported := false
+	if found, ok := clusterInNamespace(ctx, r.client, bd.Namespace); ok {
+		cl = found
+		_, reported = r.live.lastSeen(cl)
+	}
+	step := nextRemovalStep(&bd, cl, reported, r.now(), r.timeout)
+	if !step.release {
+		return ctrl.Result{RequeueAfter: step.wait}, nil
+	}
+	if step.timedOut {
+		if err := r.recordUnconfirmed(ctx, cl, &bd); err != nil {
+			return ctrl.Result{}, err
+		}
+		log.FromContext(ctx).Info("deployment removed without its agent's confirmation: the uninstall timeout passed", "deployment", req.String(), "cluster", cl.Name, "timeout", r.timeout)
+	}
+	if err := releaseFinalizer(ctx, r.client, &bd, v1alpha1.UninstallFinalizer); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to let deployment %s go: %w", req, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// unconfirmedShown is how many deployments removed without confirmation a Cluster's condition
+// names.
+const unconfirmedShown = 5
+
+// recordUnconfirmed says on the Cluster that a deployment went without its agent's
+// confirmation: its workloads may still run until the agent reconnects.
+func (r *deploymentRemovalReconciler) recordUnconfirmed(ctx context.Context, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment) error {
+	orig := cl.DeepCopy()
+	name := bd.Spec.BundleNamespace + "/" + bd.Spec.Bundle
+	var names []string
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.UninstalledCondition); cond != nil {
+		if before, _, ok := strings.Cut(cond.Message, ";"); ok {
+			names = strings.Split(strings.TrimPrefix(before, "removed without the agent's confirmation: "), ", ")
+		}
+	}
+	if !slices.Contains(names, name) && len(names) < unconfirmedShown {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	setCondition(&cl.Status.Conditions, metav1.Condition{Type: v1alpha1.UninstalledCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.UninstallTimedOutReason,
+		ObservedGeneration: cl.Generation, Message: fmt.Sprintf("removed without the agent's confirmation: %s; the agent removes their workloads when it reconnects or starts", strings.Join(names, ", "))})
+	if err := r.client.Status().Patch(ctx, cl, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to record an unconfirmed removal on cluster %s: %w", cl.Name, err)
+	}
+	return nil
+}
+
+// releaseFinalizer removes finalizer from o, conditional on o being the object read: another
+// writer's change comes first and the removal is decided again.
+func releaseFinalizer(ctx context.Context, c client.Client, o client.Object, finalizer string) error {
+	orig, ok := o.DeepCopyObject().(client.Object)
+	if !ok || !controllerutil.RemoveFinalizer(o, finalizer) {
+		return nil
+	}
+	return client.IgnoreNotFound(c.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+}
+
+// bundleRemovalReconciler lets a deleted Bundle go once its deployments are gone.
+type bundleRemovalReconciler struct {
+	client client.Client
+}
+
+func (r *bundleRemovalReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("bundle-removal").
+		For(&v1alpha1.Bundle{}, builder.WithPredicates(held(v1alpha1.DeploymentsFinalizer))).
+		Watches(&v1alpha1.BundleDeployment{}, handler.Funcs{DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			for _, req := range bundleOfDeployment(ctx, e.Object) {
+				q.Add(req)
+			}
+		}}).
+		Complete(r)
+}
+
+func (r *bundleRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var bun v1alpha1.Bundle
+	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bun.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bun, v1alpha1.DeploymentsFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	bds, err := listDeployments(ctx, r.client, &bun)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(bds) > 0 {
+		return ctrl.Result{}, nil // a deployment's deletion wakes this again
+	}
+	if err := releaseFinalizer(ctx, r.client, &bun, v1alpha1.DeploymentsFinalizer); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to let bundle %s go: %w", req, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// removalWaits describes what the deletion of a GitRepo's bundles waits for: the clusters
+// whose agents have not confirmed, and when the hub stops waiting. Empty when nothing is left.
+func removalWaits(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo, timeout time.Duration) (string, error) {
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
+		return "", fmt.Errorf("failed to list the bundles of gitrepo %s: %w", repo.Name, err)
+	}
+	clusters := map[string]bool{}
+	var until time.Time
+	for i := range bundles.Items {
+		bds, err := listDeployments(ctx, c, &bundles.Items[i])
+		if err != nil {
+			return "", err
+		}
+		for j := range bds {
+			clusters[bds[j].Labels[LabelCluster]] = true
+			if d := bds[j].DeletionTimestamp; d != nil && d.Add(timeout).After(until) {
+				until = d.Add(timeout)
+			}
+		}
+	}
+	if len(bundles.Items) == 0 {
+		return "", nil
+	}
+	names := make([]string, 0, len(clusters))
+	for name := range clusters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return fmt.Sprintf("removing %d bundles", len(bundles.Items)), nil
+	}
+	msg := fmt.Sprintf("waiting for the agents of %d cluster(s) to remove the workloads: %s", len(names), listSome(names, 10))
+	if !until.IsZero() {
+		msg += fmt.Sprintf(" (at most until %s)", until.UTC().Format(time.RFC3339))
+	}
+	return msg, nil
+}
