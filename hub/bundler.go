@@ -48,7 +48,11 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // write) and, for paused bundles and clusters, staged runs and sequences, the staging of every
 // targeted cluster. Releasing the rest is the rollout controllers' decision, not the bundler's.
 type bundler struct {
-	client    client.Client
+	client client.Client
+	// shard is the hub shard whose GitRepos this bundler renders; uncached reads, outside the
+	// default shard, the Bundles another shard held before a GitRepo moved here.
+	shard     shard
+	uncached  client.Reader
 	content   *contentstore.Store
 	revisions *revisionStore
 	released  *releases
@@ -199,6 +203,11 @@ func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 		}
 	}
 	grants := planGrants(staged)
+	if !b.shard.fleetWide() {
+		// Another shard's agents are granted by the default shard, which sees every shard's
+		// deployments (their agents retry content they cannot read yet).
+		grants = contentGrants{}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(stageWorkers)
 	for ref, names := range grants.shared {
@@ -312,6 +321,9 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
 	err := b.client.Get(ctx, key, &bun)
+	if apierrors.IsNotFound(err) && !b.shard.fleetWide() {
+		err = adopt(ctx, b.client, b.uncached, key, &bun, repo.Labels)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, nil, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
@@ -332,6 +344,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		bun.Labels[k] = v
 	}
 	bun.Labels[LabelGitRepo] = repo.Name
+	inheritShard(bun.Labels, repo.Labels)
 	spec, err := bundleSpec(repo, src)
 	if err != nil {
 		return nil, nil, &RenderError{Err: err}
@@ -372,7 +385,9 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 			return nil, nil, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
 		}
 	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels) || !slices.Equal(orig.Finalizers, bun.Finalizers):
-		if err := b.client.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
+		// Conditional on the Bundle as read: a revision recorded on a stale copy would reuse an
+		// index or drop one from the history.
+		if err := b.client.Patch(ctx, &bun, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return nil, nil, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
 		}
 	}

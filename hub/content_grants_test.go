@@ -220,11 +220,7 @@ func (s staleGrants) Get(ctx context.Context, key client.ObjectKey, o client.Obj
 // not hold the commit's shared grant yet, it reads the grant past the cache instead of writing
 // the content into the cluster's own Role, where it would stay until the next revision.
 func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
-	scheme, _ := Scheme()
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiClient(t)
 	ctx := context.Background()
 	ns := namespace(t, c)
 	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}

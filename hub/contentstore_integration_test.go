@@ -14,11 +14,7 @@ import (
 )
 
 func TestContentStoreLargeAndDeduplicated(t *testing.T) {
-	scheme, _ := Scheme()
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiClient(t)
 	ns := namespace(t, c)
 	store := &contentstore.Store{Client: c}
 	// 5 MiB of manifests that compress poorly (random values), so the content needs chunks.

@@ -115,15 +115,25 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 		return bd, nil
 	}
 	labels := map[string]string{LabelBundle: bun.Name, LabelBundleNamespace: bun.Namespace, LabelCluster: cl.Name}
+	inheritShard(labels, bun.Labels)
 	if bd == nil {
 		bd = &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: DeploymentName(bun.Namespace, bun.Name), Namespace: cl.Status.Namespace, Labels: labels,
 			Finalizers: []string{v1alpha1.UninstallFinalizer}},
 			Spec: v1alpha1.BundleDeploymentSpec{Bundle: bun.Name, BundleNamespace: bun.Namespace}}
 		stageTarget(bd, t, release)
-		if err := c.Create(ctx, bd); err != nil {
-			return nil, fmt.Errorf("failed to create %s in %s: %w", bun.Name, cl.Status.Namespace, err)
+		err := c.Create(ctx, bd)
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return nil, fmt.Errorf("failed to create %s in %s: %w", bun.Name, cl.Status.Namespace, err)
+			}
+			return bd, nil
 		}
-		return bd, nil
+		// Another shard's until now (its GitRepo moved to this one): adopt it, then stage on it.
+		live := &v1alpha1.BundleDeployment{}
+		if err := adopt(ctx, c, nil, client.ObjectKeyFromObject(bd), live, bun.Labels); err != nil {
+			return nil, fmt.Errorf("failed to adopt %s in %s: %w", bun.Name, cl.Status.Namespace, err)
+		}
+		bd = live
 	}
 	orig, bd := bd, bd.DeepCopy()
 	bd.Labels = labels
@@ -136,7 +146,9 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 // grantAndWrite writes a deployment as writeDeployment does, its agent first granted the
 // content of t if bd does not stage it already: the agent can read what it is released at once.
 func grantAndWrite(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
-	if (bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID) && !hasContent(ctx, c, cl, bun.Namespace, t.Ref.ContentID) {
+	// Only the default shard grants (see shard); another shard's deployments wait for it.
+	ownGrants := shard("").owns(bun)
+	if ownGrants && (bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID) && !hasContent(ctx, c, cl, bun.Namespace, t.Ref.ContentID) {
 		if err := grantAccess(ctx, c, cl, map[string][]string{bun.Namespace: {t.Ref.ContentID}}); err != nil {
 			return nil, fmt.Errorf("failed to grant cluster %s its content: %w", cl.Name, err)
 		}

@@ -246,11 +246,7 @@ func TestR1_10_StagingEndWakesTheRolloutOfEachBundle(t *testing.T) {
 // changed when another write came after the cached copy: neither undoes the agent's report,
 // and the agent's managed fields stay.
 func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T) {
-	scheme, _ := Scheme()
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiClient(t)
 	ctx := context.Background()
 	ns := namespace(t, c)
 	r1, r2, r3 := ref(1, "1"), ref(2, "2"), ref(3, "3")

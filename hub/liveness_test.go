@@ -194,11 +194,7 @@ func TestR1_11_AgentComingBackIsSeenFromTheUpdate(t *testing.T) {
 // last heartbeat the hub saw, not a minute later; when the agent reports again it is back.
 // Agents renew their Lease; older ones write their Cluster's status.
 func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
-	scheme, _ := Scheme()
-	c, err := client.New(hubCluster.Config(), client.Options{Scheme: scheme}) // no hub runs: the reconciler is driven by hand
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apiClient(t) // no hub runs: the reconciler is driven by hand
 	ctx := context.Background()
 	for _, source := range []string{"lease", "cluster status"} {
 		t.Run(source, func(t *testing.T) {

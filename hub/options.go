@@ -69,6 +69,10 @@ type Options struct {
 	// the last renewal a cluster counts as offline (R1.11), for Clusters whose spec sets
 	// neither; defaults 2m and 5m. An idle fleet costs N / HeartbeatInterval writes a second.
 	HeartbeatInterval, HeartbeatDeadline time.Duration
+	// Shard is the hub shard this hub is: it owns the GitRepos labelled flotilla.dev/shard with
+	// this name. Empty: the default shard, which owns the unlabelled GitRepos and keeps the
+	// fleet-wide view (clusters, agents, status, Content collection); see shard.
+	Shard string
 	// LeaderElection runs the hub's controllers and polls only in the replica that holds the
 	// Lease flotilla-hub in Namespace; the others keep their caches warm, forward the webhooks
 	// they receive to the leader (an annotation on the GitRepo), and take over within

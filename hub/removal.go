@@ -70,6 +70,7 @@ func nextRemovalStep(bd *v1alpha1.BundleDeployment, cl *v1alpha1.Cluster, report
 // deploymentRemovalReconciler lets deleted BundleDeployments go (nextRemovalStep).
 type deploymentRemovalReconciler struct {
 	client  client.Client
+	shard   shard
 	live    *liveness
 	now     func() time.Time
 	timeout time.Duration
@@ -94,7 +95,7 @@ func (r *deploymentRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if err := r.client.Get(ctx, req.NamespacedName, &bd); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if bd.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bd, v1alpha1.UninstallFinalizer) {
+	if bd.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bd, v1alpha1.UninstallFinalizer) || !r.shard.owns(&bd) {
 		return ctrl.Result{}, nil
 	}
 	var cl *v1alpha1.Cluster
@@ -140,7 +141,8 @@ func (r *deploymentRemovalReconciler) recordUnconfirmed(ctx context.Context, cl 
 	sort.Strings(names)
 	setCondition(&cl.Status.Conditions, metav1.Condition{Type: v1alpha1.UninstalledCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.UninstallTimedOutReason,
 		ObservedGeneration: cl.Generation, Message: fmt.Sprintf("removed without the agent's confirmation: %s; the agent removes their workloads when it reconnects or starts", strings.Join(names, ", "))})
-	if err := r.client.Status().Patch(ctx, cl, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
+	// Conditional: the Cluster's status has other writers (the default shard, its agent).
+	if err := r.client.Status().Patch(ctx, cl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("failed to record an unconfirmed removal on cluster %s: %w", cl.Name, err)
 	}
 	return nil
@@ -159,6 +161,7 @@ func releaseFinalizer(ctx context.Context, c client.Client, o client.Object, fin
 // bundleRemovalReconciler lets a deleted Bundle go once its deployments are gone.
 type bundleRemovalReconciler struct {
 	client client.Client
+	shard  shard
 }
 
 func (r *bundleRemovalReconciler) setup(mgr ctrl.Manager) error {
@@ -177,7 +180,7 @@ func (r *bundleRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if bun.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bun, v1alpha1.DeploymentsFinalizer) {
+	if bun.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bun, v1alpha1.DeploymentsFinalizer) || !r.shard.owns(&bun) {
 		return ctrl.Result{}, nil
 	}
 	bds, err := listDeployments(ctx, r.client, &bun)

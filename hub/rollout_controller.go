@@ -39,6 +39,7 @@ const bundleWorkers = 4
 // anything itself: every release and every wait reason comes from the rollout package.
 type rolloutReconciler struct {
 	client    client.Client
+	shard     shard
 	revisions *revisionStore
 	// released remembers releases until the cache shows them, shared with the bundler.
 	released *releases
@@ -146,8 +147,8 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !bun.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // its deployments are being removed (bundleRemovalReconciler)
+	if !bun.DeletionTimestamp.IsZero() || !r.shard.owns(&bun) {
+		return ctrl.Result{}, nil // being removed (bundleRemovalReconciler), or another shard's
 	}
 	if bun.Spec.StagedUpdate != nil {
 		if err := autoRuns(ctx, r.client, &bun); err != nil {

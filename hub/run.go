@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,6 +54,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
+	sh := shard(opts.Shard)
 	metricsAddr := opts.MetricsAddr
 	if metricsAddr == "" {
 		metricsAddr = "0"
@@ -65,13 +65,8 @@ func Run(ctx context.Context, opts Options) error {
 		HealthProbeBindAddress: opts.HealthAddr,
 		// The hub never reads managed fields: the caches keep objects without them (less
 		// memory, cheaper copies). Writes from cached objects leave the server's record alone.
-		// Of RoleBindings it reads only the shared content grants it wrote, uncopied (a grant
-		// names hundreds of agents and is read for each cluster's content): readers copy
-		// before they change one. Of Leases, only the agents' heartbeats.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&rbacv1.RoleBinding{}:   {Label: contentGrantSelector(), UnsafeDisableDeepCopy: ptr.To(true)},
-			&coordinationv1.Lease{}: {Label: labelExists(v1alpha1.AgentLeaseLabel)},
-		}},
+		// What each cache holds: shard.cacheScope.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: sh.cacheScope()},
 		// Secrets and ConfigMaps are read from the API server when a GitRepo needs one (its
 		// credentials, a webhook secret, valuesFrom), never cached: the hub keeps no copy of
 		// every Secret of the cluster in memory.
@@ -80,7 +75,7 @@ func Run(ctx context.Context, opts Options) error {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// A replica that stops hands the Lease on at once; one that dies, after LeaseDuration.
 		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionID:              sh.leaderElectionID(),
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 ptr.To(positiveOr(opts.LeaseDuration, 15*time.Second)),
@@ -108,7 +103,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	// Kinds the hub reads on every commit without watching them start with the manager: on
 	// first use, a commit would wait for their caches to fill.
-	for _, o := range []client.Object{&v1alpha1.Content{}, &rbacv1.Role{}} {
+	preloaded := []client.Object{&v1alpha1.Content{}}
+	if sh.fleetWide() {
+		preloaded = append(preloaded, &rbacv1.Role{}) // agents' content is granted there
+	}
+	for _, o := range preloaded {
 		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
 			return fmt.Errorf("failed to set up the %T cache: %w", o, err)
 		}
@@ -116,7 +115,8 @@ func Run(ctx context.Context, opts Options) error {
 	recordEvery := time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second
 	src := &sourceReconciler{
 		client:           mgr.GetClient(),
-		bundles:          mgr.GetAPIReader(),
+		uncached:         mgr.GetAPIReader(),
+		shard:            sh,
 		git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git")},
 		recordEvery:      recordEvery,
 		now:              time.Now,
@@ -128,6 +128,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
 	content := &contentstore.Store{Client: mgr.GetClient()}
+	if !sh.fleetWide() {
+		content.Labels, content.Uncached = map[string]string{v1alpha1.ShardLabel: string(sh)}, mgr.GetAPIReader()
+	}
 	revisions := &revisionStore{content: content}
 	released, staging := &releases{}, newStagingNow()
 	writes := make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight))
@@ -135,30 +138,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	b := &bundler{client: mgr.GetClient(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
+	b := &bundler{client: mgr.GetClient(), shard: sh, uncached: mgr.GetAPIReader(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
 		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
 		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now}
 	src.onCommit = b.onCommit
-	if err := (&rolloutReconciler{client: mgr.GetClient(), live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now, progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the rollout controller: %w", err)
-	}
-	if err := (&sequenceReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the sequence controller: %w", err)
-	}
-	if err := (&sequenceStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the sequence status controller: %w", err)
-	}
-	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
-	// A cluster's counts alone are written at most every three status delays (15 s by default),
-	// and all clusters' together at most clusterProgressPerSecond.
-	clusterStatus := &clusterStatusReconciler{client: mgr.GetClient(), live: live, now: time.Now, delay: statusDelay,
-		progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}}
-	if err := clusterStatus.setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the cluster status controller: %w", err)
-	}
-	if err := (&clusterGroupStatusReconciler{client: mgr.GetClient(), delay: statusDelay}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the cluster group status controller: %w", err)
-	}
 	kube, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
 		return err
@@ -170,47 +153,56 @@ func Run(ctx context.Context, opts Options) error {
 	if len(ca) == 0 {
 		ca = opts.Config.CAData
 	}
-	if err := (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the registration token controller: %w", err)
-	}
-	if err := (&registrationReconciler{client: mgr.GetClient(), kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
-		limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the registration controller: %w", err)
-	}
-	if err := (&runReconciler{client: mgr.GetClient(), revisions: revisions, now: time.Now}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the staged run controller: %w", err)
-	}
-	if err := (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the content grant controller: %w", err)
-	}
+	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
 	contentGrace := positiveOr(opts.ContentGrace, DefaultContentGrace)
-	// Collecting is never urgent: a pass per namespace at most every quarter of the grace period
-	// (30 s by default), so a rollout's deployment writes do not make it a hot path.
-	if err := (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the content collector: %w", err)
+	uncached := mgr.GetAPIReader()
+	// The controllers of every shard work on its own GitRepos and what derives from them; those
+	// of the fleet-wide view run in the default shard only (see shard).
+	controllers := []struct {
+		name      string
+		fleetWide bool
+		setup     func(ctrl.Manager) error
+	}{
+		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now,
+			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup},
+		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, revisions: revisions, now: time.Now}).setup},
+		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, uncached: uncached, revisions: revisions, now: time.Now}).setup},
+		{"deployment removal", false, (&deploymentRemovalReconciler{client: mgr.GetClient(), shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
+		{"bundle removal", false, (&bundleRemovalReconciler{client: mgr.GetClient(), shard: sh}).setup},
+		{"gitrepo status", false, (&repoStatusReconciler{client: mgr.GetClient()}).setup},
+		{"gitrepo", false, src.setup},
+		{"sequence status", true, (&sequenceStatusReconciler{client: mgr.GetClient()}).setup},
+		// A cluster's counts alone are written at most every three status delays (15 s by
+		// default), and all clusters' together at most clusterProgressPerSecond.
+		{"cluster status", true, (&clusterStatusReconciler{client: mgr.GetClient(), live: live, now: time.Now, delay: statusDelay,
+			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}}).setup},
+		{"cluster group status", true, (&clusterGroupStatusReconciler{client: mgr.GetClient(), delay: statusDelay}).setup},
+		{"registration token", true, (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca}).setup},
+		{"registration", true, (&registrationReconciler{client: mgr.GetClient(), kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
+			limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup},
+		{"content grant", true, (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup},
+		// Collecting is never urgent: a pass per namespace at most every quarter of the grace
+		// period (30 s by default), so a rollout's deployment writes do not make it a hot path.
+		{"content collector", true, (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup},
+		{"cluster access", true, (&accessReconciler{client: mgr.GetClient(), uncached: uncached, heartbeats: live}).setup},
 	}
-	if err := (&deploymentRemovalReconciler{client: mgr.GetClient(), live: live, now: time.Now, timeout: src.uninstallTimeout}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the deployment removal controller: %w", err)
-	}
-	if err := (&bundleRemovalReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the bundle removal controller: %w", err)
-	}
-	if err := (&accessReconciler{client: mgr.GetClient(), uncached: mgr.GetAPIReader(), heartbeats: live}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the cluster access controller: %w", err)
-	}
-	if err := (&repoStatusReconciler{client: mgr.GetClient()}).setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the gitrepo status controller: %w", err)
-	}
-	if err := src.setup(mgr); err != nil {
-		return fmt.Errorf("failed to set up the gitrepo controller: %w", err)
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
-			ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
+	for _, c := range controllers {
+		if c.fleetWide && !sh.fleetWide() {
+			continue
 		}
-		return nil
-	})); err != nil {
-		return err
+		if err := c.setup(mgr); err != nil {
+			return fmt.Errorf("failed to set up the %s controller: %w", c.name, err)
+		}
+	}
+	if sh.fleetWide() {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
+				ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
+			}
+			return nil
+		})); err != nil {
+			return err
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.poller.Run(ctx); return nil })); err != nil {
 		return err
@@ -221,15 +213,18 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("failed to listen for webhooks on %s: %w", opts.WebhookAddr, err)
 		}
 		mux := http.NewServeMux()
-		// Every replica receives webhooks (the Service reaches them all); the leader polls at
-		// once, the others forward the delivery to it.
+		// Every replica of every shard receives webhooks (a Service reaches them all): the
+		// leader of the GitRepo's shard polls at once, the others forward the delivery to it.
 		notify := func(s gitsource.Subscriber, p gitsource.Push) {
 			select {
 			case <-mgr.Elected():
-				src.notify(s, p)
+				if src.follows(ctx, s.Key) {
+					src.notify(s, p)
+					return
+				}
 			default:
-				src.forward(ctx, s)
 			}
+			src.forward(ctx, s)
 		}
 		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: notify, Log: ctrl.Log.WithName("webhook")})
 		// Senders are untrusted: a slow or idle one must not hold a connection for long.

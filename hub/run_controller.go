@@ -37,6 +37,9 @@ const (
 // releases, the approval requests and the run's status.
 type runReconciler struct {
 	client    client.Client
+	shard     shard
+	// uncached tells another shard's bundle (not in this shard's cache) from a missing one.
+	uncached client.Reader
 	revisions *revisionStore
 	now       func() time.Time
 }
@@ -76,8 +79,15 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var bun v1alpha1.Bundle
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}, &bun); err != nil {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}
+	if err := r.client.Get(ctx, key, &bun); err != nil {
+		if apierrors.IsNotFound(err) && elsewhere(ctx, r.uncached, key, &v1alpha1.Bundle{}) {
+			return ctrl.Result{}, nil // another shard's bundle: that shard runs it
+		}
 		return ctrl.Result{}, r.fail(ctx, &run, fmt.Sprintf("bundle %s: %v", run.Spec.Bundle, err))
+	}
+	if !r.shard.owns(&bun) {
+		return ctrl.Result{}, nil
 	}
 	in, err := r.gather(ctx, &run, &bun)
 	if err != nil {
@@ -244,7 +254,7 @@ func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdat
 			orig := ar.DeepCopy()
 			by := strings.TrimSpace(cond.Reason + " " + cond.Message)
 			ar.Status.Approval = &v1alpha1.ApprovalRecord{By: "Approved condition: " + by, At: cond.LastTransitionTime}
-			if err := r.client.Status().Patch(ctx, ar, client.MergeFrom(orig)); err != nil {
+			if err := r.client.Status().Patch(ctx, ar, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 				return nil, fmt.Errorf("failed to record the approval of %s: %w", ar.Name, err)
 			}
 			out[ar.Name] = true
@@ -283,7 +293,9 @@ func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRu
 	if equality.Semantic.DeepEqual(orig.Status, run.Status) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, run, client.MergeFrom(orig)))
+	// Conditional on the run as read, as every write that moves a rollout: progress decided on
+	// a stale copy fails with a conflict and is decided again.
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }
 
 func (r *runReconciler) fail(ctx context.Context, run *v1alpha1.StagedUpdateRun, msg string) error {
@@ -334,7 +346,7 @@ func autoRuns(ctx context.Context, c client.Client, bun *v1alpha1.Bundle) error 
 			run.Annotations = map[string]string{}
 		}
 		run.Annotations[AnnotationSupersededBy] = newest
-		if err := c.Patch(ctx, run, client.MergeFrom(orig)); err != nil {
+		if err := c.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("failed to supersede run %s: %w", name, err)
 		}
 	}

@@ -32,6 +32,7 @@ import (
 // revision than upstream ones (R4.4); each is deployed as recorded when it was created.
 type sequenceReconciler struct {
 	client    client.Client
+	shard     shard
 	revisions *revisionStore
 	now       func() time.Time
 }
@@ -78,7 +79,7 @@ func sequenceBundles(ctx context.Context, c client.Reader, namespace, name strin
 
 func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bun v1alpha1.Bundle
-	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil || bun.Spec.Sequence == nil {
+	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil || bun.Spec.Sequence == nil || !r.shard.owns(&bun) {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var seq v1alpha1.RolloutSequence
@@ -272,5 +273,5 @@ func (r *sequenceStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if equality.Semantic.DeepEqual(orig.Status, seq.Status) {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &seq, client.MergeFrom(orig)))
+	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &seq, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }

@@ -42,9 +42,11 @@ type CommitHandler func(ctx context.Context, repo *v1alpha1.GitRepo, checkout, c
 // last good commit stays deployed.
 type sourceReconciler struct {
 	client client.Client
-	// bundles reads a new commit's Bundles from the API server: the cache may not show what
-	// the bundler has just written.
-	bundles  client.Reader
+	// uncached reads from the API server: a new commit's Bundles (the cache may not show what
+	// the bundler has just written), and every shard's GitRepos for webhooks.
+	uncached client.Reader
+	// shard is the hub shard whose GitRepos this controller follows.
+	shard shard
 	git      *gitsource.Client
 	poller   *gitsource.Poller
 	onCommit CommitHandler
@@ -159,8 +161,10 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	r.mu.Lock()
 	prev, known := r.schedules[key]
 	r.schedules[key] = sched
-	if repo.Generation != repo.Status.ObservedGeneration {
-		r.rerender[key] = true // targets or paths may have changed
+	if repo.Generation != repo.Status.ObservedGeneration || !known && !r.holdsBundlesOf(ctx, &repo) {
+		// Targets or paths may have changed, or the GitRepo came from another shard: its
+		// current commit is rendered again, which adopts what it derived.
+		r.rerender[key] = true
 	}
 	again := r.rerender[key]
 	r.mu.Unlock()
@@ -315,7 +319,7 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 			// The new commit and its bundles' counts in one write: a GitRepo on the new
 			// commit never shows the counts of the one before.
 			var bundles v1alpha1.BundleList
-			if err := r.bundles.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err == nil {
+			if err := r.uncached.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err == nil {
 				sumBundles(repo, bundles.Items)
 			}
 		}
@@ -388,8 +392,9 @@ func (r *sourceReconciler) deleting(ctx context.Context, repo *v1alpha1.GitRepo,
 // subscribers lists the GitRepos following a normalized URL, for the webhook receiver.
 func (r *sourceReconciler) subscribers(ctx context.Context) func(string) []gitsource.Subscriber {
 	return func(normalized string) []gitsource.Subscriber {
+		// Every shard's: a delivery for another shard's GitRepo is forwarded to it.
 		var list v1alpha1.GitRepoList
-		if err := r.client.List(ctx, &list); err != nil {
+		if err := r.uncached.List(ctx, &list); err != nil {
 			return nil
 		}
 		var out []gitsource.Subscriber
@@ -424,8 +429,30 @@ func (r *sourceReconciler) notify(s gitsource.Subscriber, _ gitsource.Push) {
 	r.poller.Trigger(s.Key)
 }
 
-// AnnotationWebhookForwarded on a GitRepo is when a replica that does not lead received a
-// webhook for it: the leader polls on seeing it change (see Options.LeaderElection).
+// holdsBundlesOf reports whether the GitRepo's Bundles are this shard's: none of another
+// shard's among them, and some unless nothing was rendered yet.
+func (r *sourceReconciler) holdsBundlesOf(ctx context.Context, repo *v1alpha1.GitRepo) bool {
+	var bundles v1alpha1.BundleList
+	if err := r.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
+		return false
+	}
+	for i := range bundles.Items {
+		if !r.shard.owns(&bundles.Items[i]) {
+			return false
+		}
+	}
+	return len(bundles.Items) > 0 || repo.Status.Commit == ""
+}
+
+// follows reports whether this hub's shard follows the GitRepo of key (its cache holds it).
+func (r *sourceReconciler) follows(ctx context.Context, key string) bool {
+	ns, name, _ := splitKey(key)
+	return r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &v1alpha1.GitRepo{}) == nil
+}
+
+// AnnotationWebhookForwarded on a GitRepo is when a hub that does not follow it received a
+// webhook for it (a replica that does not lead, or another shard): the leader of its shard
+// polls on seeing it change (see Options.LeaderElection and shard).
 const AnnotationWebhookForwarded = "flotilla.dev/webhook-forwarded"
 
 // forward hands a webhook delivery to the leading replica: one write per delivery, none per

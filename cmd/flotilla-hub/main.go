@@ -45,6 +45,7 @@ func main() {
 	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", hub.DefaultHeartbeatInterval, "how often agents renew their Lease, for clusters whose spec sets no heartbeatInterval (an idle fleet of N clusters costs N / interval writes a second)")
 	flag.DurationVar(&opts.HeartbeatDeadline, "heartbeat-deadline", hub.DefaultHeartbeatDeadline, "how long after its agent's last renewal a cluster counts as offline, for clusters whose spec sets no heartbeatDeadline")
 	flag.DurationVar(&opts.UninstallTimeout, "uninstall-timeout", hub.DefaultUninstallTimeout, "how long a deleted deployment waits for its agent to confirm the removal of its workloads (an offline cluster's deletion finishes after it)")
+	flag.StringVar(&opts.Shard, "shard", "", "the hub shard to run: it follows the GitRepos labelled flotilla.dev/shard=<shard>; empty: the default shard, which also keeps the fleet-wide view")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "run the controllers only in the replica holding the Lease flotilla-hub in --namespace; the others stand by and forward webhooks")
 	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after a leader's last renewal a standby replica takes over")
 	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading")

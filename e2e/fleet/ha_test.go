@@ -172,22 +172,26 @@ func releasedIndex(bd *v1alpha1.BundleDeployment) int64 {
 	return bd.Spec.Released.Index
 }
 
-// watchReleases follows the fleet's BundleDeployments from now on.
-func (f *fleetEnv) watchReleases(rev int64) *releaseLog {
+// watchReleases follows the fleet's BundleDeployments from now on, those of bundle when given.
+func (f *fleetEnv) watchReleases(rev int64, bundle string) *releaseLog {
 	f.t.Helper()
 	wc, err := client.NewWithWatch(hubCluster.Config(), client.Options{Scheme: f.hub.Scheme()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	selector := client.MatchingLabels{hub.LabelBundleNamespace: f.ns}
+	if bundle != "" {
+		selector[hub.LabelBundle] = bundle
+	}
 	var list v1alpha1.BundleDeploymentList
-	if err := f.hub.List(context.Background(), &list, client.MatchingLabels{hub.LabelBundleNamespace: f.ns}); err != nil {
+	if err := f.hub.List(context.Background(), &list, selector); err != nil {
 		f.t.Fatal(err)
 	}
 	l := &releaseLog{released: map[string]map[int64]int{}, last: map[string]*v1alpha1.BundleDeployment{}, rev: rev, start: time.Now()}
 	for i := range list.Items {
 		l.last[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 	}
-	w, err := wc.Watch(context.Background(), &v1alpha1.BundleDeploymentList{}, client.MatchingLabels{hub.LabelBundleNamespace: f.ns}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	w, err := wc.Watch(context.Background(), &v1alpha1.BundleDeploymentList{}, selector, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -226,7 +230,7 @@ rolloutStrategy:
 	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
 	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 
-	releases := f.watchReleases(2)
+	releases := f.watchReleases(2, "")
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
 	eventually(t, "the update released to a first cluster", 60*time.Second, func() bool {
 		releases.mu.Lock()

@@ -77,6 +77,14 @@ func byKind(objs []*unstructured.Unstructured) map[string][]*unstructured.Unstru
 	return out
 }
 
+func names(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
 // The Helm charts render with the Helm SDK and every object they hold is accepted by a real API
 // server: the hub's with all CRDs (identical to manifests/crds), its RBAC, admission policies,
 // Deployment and webhook Service; the agent's with its bootstrap Secret, which refuses to render
@@ -124,6 +132,31 @@ func TestHelmChartsInstall(t *testing.T) {
 		nonRoot, _, _ := unstructured.NestedBool(d[0].Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
 		if c["image"] != "ghcr.io/flotilla-dev/flotilla-hub:v0.9.1" || !slices.Contains(args, "--agent-token-ttl=72h") || !nonRoot {
 			t.Errorf("hub container: image %v, args %v, runAsNonRoot %v", c["image"], args, nonRoot)
+		}
+	}
+
+	// A release of another shard beside it: its own Deployment, account and binding; the
+	// cluster-wide objects are the default shard's release's.
+	stream, err = renderChart(hubChart, "flotilla-chart", map[string]any{"shard": "blue"})
+	if err != nil {
+		t.Fatalf("render the hub chart for a shard: %v", err)
+	}
+	t.Cleanup(func() {
+		cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), "flotilla-hub-blue-flotilla-chart", metav1.DeleteOptions{})
+	})
+	if applied, err = controlplane.Apply(ctx, hubCluster.Config(), []byte(stream)); err != nil {
+		t.Fatalf("apply the hub chart for a shard: %v", err)
+	}
+	kinds = byKind(applied)
+	if len(kinds["ClusterRole"]) != 0 || len(kinds["ValidatingAdmissionPolicy"]) != 0 || len(kinds["Deployment"]) != 1 || kinds["Deployment"][0].GetName() != "flotilla-hub-blue" ||
+		len(kinds["ClusterRoleBinding"]) != 1 || kinds["ClusterRoleBinding"][0].GetName() != "flotilla-hub-blue-flotilla-chart" {
+		t.Errorf("a shard's release applied %d roles, %d policies, deployments %v, role bindings %v", len(kinds["ClusterRole"]), len(kinds["ValidatingAdmissionPolicy"]),
+			names(kinds["Deployment"]), names(kinds["ClusterRoleBinding"]))
+	} else {
+		containers, _, _ := unstructured.NestedSlice(kinds["Deployment"][0].Object, "spec", "template", "spec", "containers")
+		if args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args"); !slices.Contains(args, "--shard=blue") {
+			t.Errorf("the shard's hub runs with %v, want --shard=blue", args)
 		}
 	}
 

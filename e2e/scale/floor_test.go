@@ -28,10 +28,7 @@ type floorShape struct{ shaped, watched bool }
 // concurrency the hub has: the least the API server needs for n deployments.
 func writeFloor(b *testing.B, c client.Client, n int, shape floorShape) time.Duration {
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "floor-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
+	ns := benchNamespace(b, c, "floor-")
 	if shape.watched {
 		stop := watchFloor(b, c, ns.Name)
 		defer stop()
@@ -151,11 +148,7 @@ func parallel(n int, f func(i int)) {
 // the hub sends it), and the same release as a full update.
 func BenchmarkWriteKinds(b *testing.B) {
 	const n = 2000
-	scheme, _ := hub.Scheme()
-	c, err := client.New(fastConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b)
 	ctx := context.Background()
 	for b.Loop() {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kinds-"}}

@@ -36,15 +36,8 @@ func BenchmarkContentHistory(b *testing.B) {
 func runHistory(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scheme, _ := hub.Scheme()
-	c, err := client.New(fastConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "history-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b)
+	ns := benchNamespace(b, c, "history-")
 	files := func(i int) map[string]string {
 		return map[string]string{"app/fleet.yaml": "defaultNamespace: history\n",
 			"app/cm.yaml": fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {commit: \"%d\"}\n", i)}

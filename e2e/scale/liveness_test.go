@@ -16,7 +16,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,15 +53,8 @@ func BenchmarkIdleFleet(b *testing.B) {
 func runIdleFleet(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scheme, _ := hub.Scheme()
-	c, err := client.New(fastConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "idle-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b)
+	ns := benchNamespace(b, c, "idle-")
 	register(b, c, ns.Name, idleClusters)
 	counter := &writeCounter{}
 	hubCfg := fastConfig()

@@ -89,6 +89,28 @@ func resourceOf(path string) string {
 	return path
 }
 
+// benchClient is a client of the benchmark's API server with the hub's scheme.
+func benchClient(b *testing.B) client.Client {
+	scheme, err := hub.Scheme()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.New(fastConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// benchNamespace creates a namespace named with prefix for one run of a benchmark.
+func benchNamespace(b *testing.B, c client.Client, prefix string) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+	return ns
+}
+
 func fastConfig() *rest.Config {
 	cfg := apiServer.Config()
 	cfg.QPS, cfg.Burst = 1000, 2000
@@ -108,11 +130,7 @@ func BenchmarkFleet(b *testing.B) {
 func runScenario(b *testing.B, bundles, clusters int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scheme, _ := hub.Scheme()
-	c, err := client.New(fastConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b)
 	total := bundles * clusters
 
 	// A fresh API server is slower for its first few thousand writes: warm it up first, or the
@@ -122,10 +140,7 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	shapedFloor := writeFloor(b, c, total, floorShape{shaped: true})
 	watchedFloor := writeFloor(b, c, total, floorShape{shaped: true, watched: true})
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
+	ns := benchNamespace(b, c, "scale-")
 	files := map[string]string{}
 	for i := range bundles {
 		// Without a fleet.yaml anywhere the repository root would be one bundle.

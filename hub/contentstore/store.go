@@ -30,7 +30,12 @@ const maxContent = 64 << 20
 // Store keeps rendered manifests as Content objects: compressed, named by content id,
 // written once (an existing id is not written again) and split into chunks when large.
 type Store struct {
+	// Client writes, and reads through the hub's cache.
 	Client client.Client
+	// Labels go on the objects Put writes (a hub shard's label).
+	Labels map[string]string
+	// Uncached, when set, reads what the cache does not show: content another shard wrote.
+	Uncached client.Reader
 }
 
 // Put stores manifests under id in namespace, unless they are stored already. It returns the
@@ -59,7 +64,7 @@ func (s *Store) Put(ctx context.Context, namespace, id string, manifests []byte)
 	written := 0
 	for i := chunks - 1; i >= 0; i-- {
 		part := data[i*contentChunk : min((i+1)*contentChunk, len(data))]
-		c := &v1alpha1.Content{ObjectMeta: metav1.ObjectMeta{Name: chunkName(id, i), Namespace: namespace}, ContentID: id, Chunk: int32(i), Data: part}
+		c := &v1alpha1.Content{ObjectMeta: metav1.ObjectMeta{Name: chunkName(id, i), Namespace: namespace, Labels: s.Labels}, ContentID: id, Chunk: int32(i), Data: part}
 		if i == 0 {
 			c.Chunks, c.Size, c.SHA256 = int32(chunks), int64(len(manifests)), hex.EncodeToString(sum[:])
 		}
@@ -73,7 +78,11 @@ func (s *Store) Put(ctx context.Context, namespace, id string, manifests []byte)
 
 // Get reads and verifies content.
 func (s *Store) Get(ctx context.Context, namespace, id string) ([]byte, error) {
-	return Read(ctx, s.Client, namespace, id)
+	data, err := Read(ctx, s.Client, namespace, id)
+	if apierrors.IsNotFound(err) && s.Uncached != nil {
+		return Read(ctx, s.Uncached, namespace, id)
+	}
+	return data, err
 }
 
 // Read reads content with any reader of Content objects (the agent uses its own client).

@@ -138,6 +138,10 @@ const (
 	DeploymentsFinalizer = "flotilla.dev/deployments"
 )
 
+// ShardLabel on a GitRepo names the hub shard that owns it (absent: the default shard); the
+// shard puts it on the Bundles, BundleDeployments and Content it derives from the GitRepo.
+const ShardLabel = "flotilla.dev/shard"
+
 // Annotations people and the hub set on the hub's objects.
 const (
 	// AnnotationSupersededBy on a StagedUpdateRun names the newer run that replaces it; the run

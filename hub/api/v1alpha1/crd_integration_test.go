@@ -353,7 +353,7 @@ func TestPrinterColumns(t *testing.T) {
 		"GitRepo":                  {"Name", "Repo", "Commit", "Bundles", "Ready", "Status", "Age"},
 		"Bundle":                   {"Name", "Revision", "Ready", "Status", "Age"},
 		"BundleDeployment":         {"Name", "Bundle", "Staged", "Released", "Applied", "State", "Age"},
-		"Cluster":                  {"Name", "Bundles-Ready", "Last-Seen", "Status", "Age"},
+		"Cluster":                  {"Name", "Bundles-Ready", "Agent", "Status", "Age"},
 		"ClusterGroup":             {"Name", "Clusters", "Clusters-Not-Ready", "Bundles-Ready", "Age"},
 		"ClusterRegistrationToken": {"Name", "Secret", "Expires", "Age"},
 		"ClusterRegistration":      {"Name", "Cluster", "Granted", "Age"},

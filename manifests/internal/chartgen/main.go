@@ -56,7 +56,13 @@ func run() error {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, to)), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(chart, to), append([]byte(header(from)), data...), 0o644); err != nil {
+		out := header(from) + string(data)
+		if strings.HasPrefix(to, "templates/") {
+			// Cluster-wide objects come with the default shard's release only: a release of
+			// another shard (values: shard) shares them.
+			out = header(from) + "{{- if not .Values.shard }}\n" + string(data) + "{{- end }}\n"
+		}
+		if err := os.WriteFile(filepath.Join(chart, to), []byte(out), 0o644); err != nil {
 			return err
 		}
 	}

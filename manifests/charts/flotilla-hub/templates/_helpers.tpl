@@ -9,3 +9,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: flotilla-hub
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+
+{{- /* The name of the release's own objects: flotilla-hub, with the shard's name for a shard. */ -}}
+{{- define "flotilla-hub.name" -}}
+{{- if .Values.shard }}{{ printf "flotilla-hub-%s" .Values.shard | trunc 63 }}{{ else }}flotilla-hub{{ end }}
+{{- end }}
