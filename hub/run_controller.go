@@ -36,10 +36,10 @@ const (
 // strategy, the bundle's deployments and the approvals, lets Step decide, and writes the
 // releases, the approval requests and the run's status.
 type runReconciler struct {
-	client    client.Client
-	shard     shard
+	client client.Client
+	shard  shard
 	// uncached tells another shard's bundle (not in this shard's cache) from a missing one.
-	uncached client.Reader
+	uncached  client.Reader
 	revisions *revisionStore
 	now       func() time.Time
 }

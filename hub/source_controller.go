@@ -46,7 +46,7 @@ type sourceReconciler struct {
 	// the bundler has just written), and every shard's GitRepos for webhooks.
 	uncached client.Reader
 	// shard is the hub shard whose GitRepos this controller follows.
-	shard shard
+	shard    shard
 	git      *gitsource.Client
 	poller   *gitsource.Poller
 	onCommit CommitHandler
