@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -97,12 +96,12 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	approved, err := r.approvals(ctx, &run)
+	approvals, err := r.approvals(ctx, &run)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.now()
-	res := rollout.Step(in, fleet, approved, now)
+	res := rollout.Step(in, fleet, approvals, now)
 	var missing *missingRevisionError
 	release := res.Release
 	if bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision == res.Status.RevisionIndex {
@@ -115,7 +114,7 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
-			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate}}
+			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate, Quorum: int32(gate.Quorum)}}
 		if err := controllerutil.SetControllerReference(&run, ar, r.client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -233,32 +232,31 @@ func availability(c *v1alpha1.Cluster) *rollout.Availability {
 	return avail
 }
 
-func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdateRun) (map[string]bool, error) {
+// approvals reads what people recorded on the run's approval requests. The names are the API
+// server's: the admission policy flotilla-approvals-name-their-author lets a record name only
+// the user who wrote it.
+func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdateRun) (map[string]rollout.Approval, error) {
 	var list v1alpha1.ApprovalRequestList
 	if err := r.client.List(ctx, &list, client.InNamespace(run.Namespace)); err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
+	out := map[string]rollout.Approval{}
 	for i := range list.Items {
 		ar := &list.Items[i]
 		if ar.Spec.Run != run.Name {
 			continue
 		}
-		cond := meta.FindStatusCondition(ar.Status.Conditions, v1alpha1.ApprovedCondition)
-		switch {
-		case ar.Status.Approval != nil:
-			out[ar.Name] = true
-		case cond != nil && cond.Status == metav1.ConditionTrue:
-			// Approved through the condition: record it where the CLI records approvals. The API
-			// does not say who wrote a condition; its reason and message do, by convention.
-			orig := ar.DeepCopy()
-			by := strings.TrimSpace(cond.Reason + " " + cond.Message)
-			ar.Status.Approval = &v1alpha1.ApprovalRecord{By: "Approved condition: " + by, At: cond.LastTransitionTime}
-			if err := r.client.Status().Patch(ctx, ar, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-				return nil, fmt.Errorf("failed to record the approval of %s: %w", ar.Name, err)
-			}
-			out[ar.Name] = true
+		var a rollout.Approval
+		if ar.Status.Approval != nil {
+			a.Approvers = append(a.Approvers, ar.Status.Approval.By)
 		}
+		for _, rec := range ar.Status.Approvals {
+			a.Approvers = append(a.Approvers, rec.By)
+		}
+		if rej := ar.Status.Rejection; rej != nil {
+			a.RejectedBy, a.Reason = rej.By, rej.Comment
+		}
+		out[ar.Name] = a
 	}
 	return out, nil
 }

@@ -20,8 +20,8 @@ import (
 //
 // Within Running, stages go one at a time: before-stage gate → groups in parallel (each: gate →
 // clusters in order, at most maxConcurrency in flight → gate) → after-stage gates → next stage.
-func Step(run *Run, fleet []RunCluster, approved map[string]bool, now time.Time) StepResult {
-	s := &stepper{run: run, now: now, approved: approved, st: run.Status.clone()}
+func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.Time) StepResult {
+	s := &stepper{run: run, now: now, approvals: approvals, st: run.Status.clone()}
 	s.fleet = make(map[string]*RunCluster, len(fleet))
 	for i := range fleet {
 		s.fleet[fleet[i].Name] = &fleet[i]
@@ -60,19 +60,20 @@ func Step(run *Run, fleet []RunCluster, approved map[string]bool, now time.Time)
 }
 
 type stepper struct {
-	run      *Run
-	now      time.Time
-	approved map[string]bool
-	fleet    map[string]*RunCluster
-	st       RunStatus
+	run *Run
+	now time.Time
+	// approvals is what people said on the gates' requests, by request name.
+	approvals map[string]Approval
+	fleet     map[string]*RunCluster
+	st        RunStatus
 
-	release   []string
-	approvals []ApprovalGate
-	wake      time.Time
+	release []string
+	waiting []ApprovalGate
+	wake    time.Time
 }
 
 func (s *stepper) result() StepResult {
-	return StepResult{Status: s.st, Release: s.release, Approvals: s.approvals, WakeAt: s.wake}
+	return StepResult{Status: s.st, Release: s.release, Approvals: s.waiting, WakeAt: s.wake}
 }
 
 func (s *stepper) wakeAt(t time.Time) {

@@ -1,7 +1,10 @@
 package rollout
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -10,11 +13,20 @@ func (s *stepper) advance() {
 	st := &s.st
 	for si := range st.Stages {
 		stage := &st.Stages[si]
+		if stage.State == RunFailed {
+			s.stopAfter(stage, stage.Message) // its clusters in flight were still finishing
+			return
+		}
 		if stage.State.Terminal() {
 			continue
 		}
 		spec := &st.Strategy.Stages[si]
-		if !s.gate(stage.BeforeTasks, spec.BeforeStageTasks, stage.Name, "", "Before", time.Time{}) {
+		done, rejected := s.gate(stage.BeforeTasks, spec.BeforeStageTasks, stage.Name, "", "Before", time.Time{})
+		if rejected != "" {
+			s.stopAfter(stage, rejected)
+			return
+		}
+		if !done {
 			stage.State = RunPending
 			stage.Message = s.waitingMessage(stage.BeforeTasks)
 			st.Message = "stage " + stage.Name + ": " + stage.Message
@@ -23,22 +35,20 @@ func (s *stepper) advance() {
 		if stage.State != RunRunning {
 			stage.State, stage.StartedAt, stage.Message = RunRunning, s.now, ""
 		}
-		failed := s.runGroups(si)
-		if failed != "" {
-			stage.State, stage.Message = RunFailed, failed
-			if s.inFlight() == 0 {
-				stage.FinishedAt = s.now
-				st.State, st.Message = RunFailed, "stopped: "+failed
-			} else {
-				st.Message = "stopping after a failure: " + failed + "; clusters in flight finish"
-			}
+		if failed := s.runGroups(si); failed != "" {
+			s.stopAfter(stage, failed)
 			return
 		}
 		if !groupsDone(stage.Groups) {
 			st.Message = "stage " + stage.Name + ": " + s.stageProgress(stage)
 			return
 		}
-		if !s.gate(stage.AfterTasks, spec.AfterStageTasks, stage.Name, "", "After", lastFinish(stage.Groups)) {
+		done, rejected = s.gate(stage.AfterTasks, spec.AfterStageTasks, stage.Name, "", "After", lastFinish(stage.Groups))
+		if rejected != "" {
+			s.stopAfter(stage, rejected)
+			return
+		}
+		if !done {
 			stage.Message = s.waitingMessage(stage.AfterTasks)
 			st.Message = "stage " + stage.Name + ": " + stage.Message
 			return
@@ -51,6 +61,18 @@ func (s *stepper) advance() {
 	st.State = RunCompleted
 	done, failed, skipped := s.clusterCounts()
 	st.Message = fmt.Sprintf("completed: %d clusters updated, %d failed, %d skipped", done, failed, skipped)
+}
+
+// stopAfter stops the run after stage failed (why): at once when no cluster is in flight, else
+// once they finish (the steps until then come back here).
+func (s *stepper) stopAfter(stage *StageStatus, why string) {
+	stage.State, stage.Message = RunFailed, why
+	if s.inFlight() > 0 {
+		s.st.Message = "stopping after a failure: " + why + "; clusters in flight finish"
+		return
+	}
+	stage.FinishedAt = s.now
+	s.st.State, s.st.Message = RunFailed, "stopped: "+why
 }
 
 // runGroups advances the groups of stage si in parallel and returns why the stage failed, or "".
@@ -102,7 +124,12 @@ func (s *stepper) runGroups(si int) string {
 			before, after = gspec.BeforeGroupTasks, gspec.AfterGroupTasks
 			groupCap = gspec.MaxConcurrency.Or(Int(1)).ScaleDown(len(g.Clusters))
 		}
-		if !s.gate(g.BeforeTasks, before, stage.Name, g.Name, "Before", time.Time{}) {
+		done, rejected := s.gate(g.BeforeTasks, before, stage.Name, g.Name, "Before", time.Time{})
+		if rejected != "" {
+			g.State, g.Message = RunFailed, rejected
+			return rejected
+		}
+		if !done {
 			g.State, g.Message = RunPending, s.waitingMessage(g.BeforeTasks)
 			continue
 		}
@@ -111,7 +138,12 @@ func (s *stepper) runGroups(si int) string {
 		if !clustersDone(g.Clusters) {
 			continue
 		}
-		if !s.gate(g.AfterTasks, after, stage.Name, g.Name, "After", lastFinish([]GroupStatus{*g})) {
+		done, rejected = s.gate(g.AfterTasks, after, stage.Name, g.Name, "After", lastFinish([]GroupStatus{*g}))
+		if rejected != "" {
+			g.State, g.Message = RunFailed, rejected
+			return rejected
+		}
+		if !done {
 			g.Message = s.waitingMessage(g.AfterTasks)
 			continue
 		}
@@ -167,10 +199,11 @@ func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
 	return started
 }
 
-// gate runs a set of tasks (before or after a stage or group) and reports whether all are done.
-// after is when the work they follow finished (TimedWait counts from it, R3.4).
-func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when string, after time.Time) bool {
-	done := true
+// gate runs a set of tasks (before or after a stage or group) and reports whether all are done,
+// or why the gate is closed for good (a person rejected its approval). after is when the work
+// they follow finished (TimedWait counts from it, R3.4).
+func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when string, after time.Time) (done bool, rejected string) {
+	done = true
 	for i := range tasks {
 		t := &tasks[i]
 		if t.State.Terminal() {
@@ -180,12 +213,19 @@ func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when stri
 		t.State = RunRunning
 		switch spec.Type {
 		case TaskApproval:
-			t.ApprovalRequest = ApprovalName(s.run.Name, when, stage, group)
-			if s.approved[t.ApprovalRequest] {
+			if t.ApprovalRequest == "" { // a gate reached before keeps the name it was given then
+				t.ApprovalRequest = ApprovalName(s.run.Name, when, stage, group)
+			}
+			a := s.approvals[t.ApprovalRequest]
+			if a.RejectedBy != "" {
+				t.State = RunFailed
+				return false, fmt.Sprintf("approval %s rejected by %s: %s", t.ApprovalRequest, a.RejectedBy, a.Reason)
+			}
+			if a.approvedBy(spec.Quorum) {
 				t.State = RunCompleted
 				continue
 			}
-			s.approvals = append(s.approvals, ApprovalGate{Name: t.ApprovalRequest, Stage: stage, Group: group, Gate: when})
+			s.waiting = append(s.waiting, ApprovalGate{Name: t.ApprovalRequest, Stage: stage, Group: group, Gate: when, Quorum: max(spec.Quorum, 1)})
 		case TaskTimedWait:
 			if t.WaitUntil.IsZero() {
 				t.WaitUntil = after.Add(time.Duration(*spec.WaitTime))
@@ -204,17 +244,24 @@ func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when stri
 		}
 		done = false
 	}
-	return done
+	return done, ""
 }
 
-// ApprovalName is the name of the ApprovalRequest of a gate (R3.9): <run>-before-<stage>,
-// <run>-after-<stage>, with -<group> for group gates.
+// ApprovalName is the name of the ApprovalRequest of a gate (R3.9):
+// <run>-before-<stage>[-<group>]-<hash> (or -after-), the hash of all four parts making it
+// unique: stage prod-eu and stage prod's group eu get different requests, so one approval
+// never opens another gate.
 func ApprovalName(run, when, stage, group string) string {
-	name := fmt.Sprintf("%s-%s-%s", run, map[string]string{"Before": "before", "After": "after"}[when], stage)
+	readable := run + "-" + strings.ToLower(when) + "-" + stage
 	if group != "" {
-		name += "-" + group
+		readable += "-" + group
 	}
-	return name
+	sum := sha256.Sum256([]byte(strings.Join([]string{run, when, stage, group}, "\x00")))
+	const maxName, hashLen = 253, 8
+	if len(readable) > maxName-hashLen-1 {
+		readable = strings.TrimRight(readable[:maxName-hashLen-1], "-.")
+	}
+	return readable + "-" + hex.EncodeToString(sum[:])[:hashLen]
 }
 
 func (s *stepper) waitingMessage(tasks []TaskStatus) string {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,11 +202,12 @@ func TestR3_4_TimedWaitAndApprovalAfterAStage(t *testing.T) {
 	done := t0.Add(5 * time.Minute)
 	res = Step(run, fleet, nil, done)
 	run.Status = res.Status
-	if len(res.Approvals) != 1 || res.Approvals[0].Name != "web-7-after-staging" || !res.WakeAt.Equal(done.Add(time.Hour)) {
-		t.Fatalf("approvals %v, wake %s; want web-7-after-staging and the wait's end", res.Approvals, res.WakeAt)
+	gate := ApprovalName("web-7", "After", "staging", "")
+	if len(res.Approvals) != 1 || res.Approvals[0].Name != gate || !res.WakeAt.Equal(done.Add(time.Hour)) {
+		t.Fatalf("approvals %v, wake %s; want %s and the wait's end", res.Approvals, res.WakeAt, gate)
 	}
 	// Approved early: the timed wait still holds the stage.
-	approved := map[string]bool{"web-7-after-staging": true}
+	approved := map[string]Approval{gate: {Approvers: []string{"alice"}}}
 	res = Step(run, fleet, approved, done.Add(30*time.Minute))
 	run.Status = res.Status
 	if len(res.Release) != 0 || !strings.Contains(res.Status.Message, "timed wait until") {
@@ -217,15 +219,81 @@ func TestR3_4_TimedWaitAndApprovalAfterAStage(t *testing.T) {
 	}
 }
 
-func TestR3_9_ApprovalNames(t *testing.T) {
-	for _, c := range []struct{ when, stage, group, want string }{
-		{"Before", "canary", "", "web-7-before-canary"},
-		{"After", "prod", "", "web-7-after-prod"},
-		{"Before", "prod", "eu", "web-7-before-prod-eu"},
-	} {
-		if got := ApprovalName("web-7", c.when, c.stage, c.group); got != c.want {
-			t.Errorf("ApprovalName = %s, want %s", got, c.want)
+// Approval requests are named for people (run, gate, stage, group) and never collide: stage
+// prod-eu and stage prod's group eu are two gates with two requests (the names, not
+// R3.9's <run>-before-<stage>-<group>, which collided).
+func TestR3_9_ApprovalNamesDoNotCollide(t *testing.T) {
+	gates := []struct{ run, when, stage, group, prefix string }{
+		{"web-7", "Before", "canary", "", "web-7-before-canary-"},
+		{"web-7", "After", "prod", "", "web-7-after-prod-"},
+		{"web-7", "Before", "prod", "eu", "web-7-before-prod-eu-"},
+		{"web-7", "Before", "prod-eu", "", "web-7-before-prod-eu-"},
+		{"web-7-before", "Before", "prod", "", "web-7-before-before-prod-"},
+		{"web-7", "Before", "before-prod", "", "web-7-before-before-prod-"},
+	}
+	seen := map[string]string{}
+	for _, g := range gates {
+		name := ApprovalName(g.run, g.when, g.stage, g.group)
+		if !strings.HasPrefix(name, g.prefix) || len(name) != len(g.prefix)+8 {
+			t.Errorf("ApprovalName(%s, %s, %s, %s) = %s, want %s and a hash", g.run, g.when, g.stage, g.group, name, g.prefix)
 		}
+		if other, ok := seen[name]; ok {
+			t.Errorf("%+v and %s share the request %s", g, other, name)
+		}
+		seen[name] = fmt.Sprintf("%+v", g)
+		if again := ApprovalName(g.run, g.when, g.stage, g.group); again != name {
+			t.Errorf("ApprovalName is not stable: %s, then %s", name, again)
+		}
+	}
+	if long := ApprovalName(strings.Repeat("r", 250), "Before", "prod", "eu"); len(long) > 253 {
+		t.Errorf("a long run's request name has %d characters, more than a name may", len(long))
+	}
+}
+
+// R3.9: a gate with a quorum opens once that many distinct people approved; one person
+// approving twice counts once. A rejected gate stops the run with who rejected it and why.
+func TestR3_9_ApprovalQuorumAndRejection(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{
+		{Name: "canary", LabelSelector: sel("env=canary")},
+		{Name: "prod", LabelSelector: sel("env=prod"), BeforeStageTasks: []Task{{Type: TaskApproval, Quorum: 2}}},
+	}}
+	start := func() (*Run, []RunCluster, StepResult) {
+		fleet := runFleet("c1:env=canary", "p1:env=prod")
+		run := &Run{Name: "web-8", Revision: 2, Action: ActionRun, Strategy: strategy}
+		res := Step(run, fleet, nil, t0)
+		run.Status = res.Status
+		fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+		res = Step(run, fleet, nil, t0.Add(time.Minute))
+		run.Status = res.Status
+		return run, fleet, res
+	}
+	gate := ApprovalName("web-8", "Before", "prod", "")
+	run, fleet, res := start()
+	if len(res.Approvals) != 1 || res.Approvals[0].Name != gate || res.Approvals[0].Quorum != 2 {
+		t.Fatalf("waiting gates %+v, want %s with a quorum of 2", res.Approvals, gate)
+	}
+	for _, tc := range []struct {
+		name      string
+		approvers []string
+		release   bool
+	}{
+		{"one approver", []string{"alice"}, false},
+		{"the same approver twice", []string{"alice", "alice"}, false},
+		{"two approvers", []string{"alice", "bob"}, true},
+	} {
+		res := Step(run, fleet, map[string]Approval{gate: {Approvers: tc.approvers}}, t0.Add(2*time.Minute))
+		if released := slices.Contains(res.Release, "p1"); released != tc.release {
+			t.Errorf("%s: released p1 %v, want %v", tc.name, released, tc.release)
+		}
+	}
+
+	run, fleet, _ = start()
+	res = Step(run, fleet, map[string]Approval{gate: {Approvers: []string{"alice"}, RejectedBy: "carol", Reason: "error budget spent"}}, t0.Add(2*time.Minute))
+	if res.Status.State != RunFailed || len(res.Release) != 0 || !strings.Contains(res.Status.Message, "rejected by carol: error budget spent") {
+		t.Errorf("a rejected gate: state %s, message %q, released %v; want Failed with who and why, nothing released", res.Status.State, res.Status.Message, res.Release)
+	}
+	if prod := res.Status.Stages[1]; prod.State != RunFailed || prod.BeforeTasks[0].State != RunFailed {
+		t.Errorf("the rejected stage: %s, its gate %s; want both Failed", prod.State, prod.BeforeTasks[0].State)
 	}
 }
 

@@ -124,6 +124,25 @@ type ApprovalGate struct {
 	Stage string
 	Group string
 	Gate  string // Before or After
+	// Quorum is how many distinct people must approve.
+	Quorum int
+}
+
+// Approval is what people said on an approval gate's request (R3.9): who approved it and, when
+// someone rejected it, who and why. The caller vouches for the names (the API server checks
+// that each record names the user who wrote it).
+type Approval struct {
+	Approvers          []string
+	RejectedBy, Reason string
+}
+
+// approvedBy reports whether at least quorum distinct people approved.
+func (a Approval) approvedBy(quorum int) bool {
+	seen := map[string]bool{}
+	for _, by := range a.Approvers {
+		seen[by] = true
+	}
+	return len(seen) >= max(quorum, 1)
 }
 
 // StepResult is the outcome of one Step.

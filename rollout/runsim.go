@@ -81,12 +81,14 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 				readyAt[i] = -1
 			}
 		}
-		approved := map[string]bool{}
+		approvals := map[string]Approval{}
 		for n, at := range approvedAt {
-			approved[n] = at <= now
+			if at <= now {
+				approvals[n] = Approval{Approvers: []string{"plan"}}
+			}
 		}
 		prev := run.Status
-		res := Step(run, fleet, approved, simStart.Add(now))
+		res := Step(run, fleet, approvals, simStart.Add(now))
 		if sim.Observe != nil {
 			sim.Observe(run, fleet, res, simStart.Add(now))
 		}

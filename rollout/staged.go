@@ -52,6 +52,8 @@ type Task struct {
 	Type           TaskType        `json:"type"`
 	WaitTime       *Duration       `json:"waitTime,omitempty"`
 	ScheduledStart *ScheduledStart `json:"scheduledStart,omitempty"`
+	// Quorum is how many distinct people must approve an Approval task; default 1.
+	Quorum int `json:"quorum,omitempty"`
 }
 
 // ScheduledStart opens at an absolute time, or at the next weekday and time of day at a UTC

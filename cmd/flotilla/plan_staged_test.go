@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 const stagedClusters = `
@@ -80,7 +82,7 @@ func TestPlanStagedStopsAtGateWithoutApprover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "Not completed") || !strings.Contains(out, "waiting for approval plan-before-canary (nobody approves in this plan: pass --approve-after") {
+	if !strings.Contains(out, "Not completed") || !strings.Contains(out, "waiting for approval "+rollout.ApprovalName("plan", "Before", "canary", "")+" (nobody approves in this plan: pass --approve-after") {
 		t.Errorf("output:\n%s", out)
 	}
 }

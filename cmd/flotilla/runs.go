@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,34 +33,52 @@ func asInput(err error) error {
 
 func newApproveCommand() *cobra.Command {
 	h := &hubFlags{}
-	var stage, group, comment string
-	var after bool
+	var gate operate.Gate
+	var comment, reason string
+	var reject bool
 	cmd := &cobra.Command{
-		Use:   "approve RUN --stage STAGE [--group GROUP] [--after]",
-		Short: "Approve a gate of a staged update run (records who and when)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "approve RUN --stage STAGE [--group GROUP] [--after] [--comment TEXT] | --reject --reason TEXT",
+		Short: "Approve or reject a gate of a staged update run, as the user the hub's API server knows you by",
+		Long: `Approve or reject a gate of a staged update run (R3.9). The record names you as the hub's
+API server authenticates you, which its admission policy checks: no one can approve in another's
+name. A gate with a quorum opens once that many different people approved. A rejection, with its
+reason, stops the run.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if reject == (reason == "") {
+				return &inputError{err: errors.New("--reject and --reason go together")}
+			}
 			c, err := h.client()
 			if err != nil {
 				return err
 			}
-			name, already, err := operate.Approve(cmd.Context(), c, h.namespace, args[0], stage, group, after, whoAmI(), comment)
+			if reject {
+				name, err := operate.Reject(cmd.Context(), c, h.namespace, args[0], gate, reason)
+				if err != nil {
+					return asInput(err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "rejected %s: the run stops\n", name)
+				return err
+			}
+			name, already, err := operate.Approve(cmd.Context(), c, h.namespace, args[0], gate, comment)
 			if err != nil {
 				return asInput(err)
 			}
 			if already {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s was already approved\n", name)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "you approved %s already\n", name)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "approved %s\n", name)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "approved %s\n", name)
 			}
-			return nil
+			return err
 		},
 	}
 	h.add(cmd)
-	cmd.Flags().StringVar(&stage, "stage", "", "stage of the gate (required)")
-	cmd.Flags().StringVar(&group, "group", "", "group of the gate, for group gates")
-	cmd.Flags().BoolVar(&after, "after", false, "the gate after the stage (default: before)")
-	cmd.Flags().StringVar(&comment, "comment", "", "why")
+	cmd.Flags().StringVar(&gate.Stage, "stage", "", "stage of the gate (required)")
+	cmd.Flags().StringVar(&gate.Group, "group", "", "group of the gate, for group gates")
+	cmd.Flags().BoolVar(&gate.After, "after", false, "the gate after the stage (default: before)")
+	cmd.Flags().StringVar(&comment, "comment", "", "why you approve")
+	cmd.Flags().BoolVar(&reject, "reject", false, "reject the gate: the run stops")
+	cmd.Flags().StringVar(&reason, "reason", "", "why you reject (with --reject)")
 	_ = cmd.MarkFlagRequired("stage")
 	return cmd
 }
@@ -123,16 +139,6 @@ func newSkipCommand() *cobra.Command {
 	return cmd
 }
 
-func whoAmI() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "flotilla-cli"
-}
-
 func newRollbackCommand() *cobra.Command {
 	h := &hubFlags{}
 	var to int64
@@ -148,7 +154,11 @@ runs in flight stop. The next commit that changes the bundle ends the rollback.`
 			if err != nil {
 				return err
 			}
-			res, err := operate.Rollback(cmd.Context(), c, h.namespace, args[0], to, whoAmI())
+			me, err := operate.Whoami(cmd.Context(), c) // recorded on the bundle as who rolled back
+			if err != nil {
+				return err
+			}
+			res, err := operate.Rollback(cmd.Context(), c, h.namespace, args[0], to, me)
 			if err != nil {
 				return asInput(err)
 			}

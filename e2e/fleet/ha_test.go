@@ -131,9 +131,11 @@ func (r *hubReplica) leads() bool {
 // a revision and how many clusters were released but not ready at once.
 type releaseLog struct {
 	mu sync.Mutex
-	// released counts, per deployment and revision, the writes that released it.
-	released map[string]map[int64]int
-	last     map[string]*v1alpha1.BundleDeployment
+	// released counts, per deployment and revision, the writes that released it; releasedAt
+	// is when the last of them was seen.
+	released   map[string]map[int64]int
+	releasedAt map[string]map[int64]time.Time
+	last       map[string]*v1alpha1.BundleDeployment
 	// mostUnready is the most deployments released on rev and not ready on it at one time.
 	rev         int64
 	mostUnready int
@@ -149,13 +151,14 @@ func (l *releaseLog) observe(bd *v1alpha1.BundleDeployment) {
 	prev := l.last[key]
 	if rel := bd.Spec.Released; rel != nil && (prev == nil || prev.Spec.Released == nil || prev.Spec.Released.DeploymentID != rel.DeploymentID) {
 		if l.released[key] == nil {
-			l.released[key] = map[int64]int{}
+			l.released[key], l.releasedAt[key] = map[int64]int{}, map[int64]time.Time{}
 		}
 		l.released[key][rel.Index]++
+		l.releasedAt[key][rel.Index] = time.Now()
 	}
 	l.last[key] = bd
 	l.timeline = append(l.timeline, fmt.Sprintf("%6.2fs %s: released %v, applied %d ready %v, generation %d", time.Since(l.start).Seconds(), bd.Labels[hub.LabelCluster],
-		releasedIndex(bd), bd.Status.AppliedRevision, bd.Status.Ready, bd.Generation))
+		released(*bd), bd.Status.AppliedRevision, bd.Status.Ready, bd.Generation))
 	unready := 0
 	for _, d := range l.last {
 		if d.Spec.Released != nil && d.Spec.Released.Index == l.rev && !(d.Status.Ready && d.Status.AppliedRevision == l.rev) {
@@ -163,13 +166,6 @@ func (l *releaseLog) observe(bd *v1alpha1.BundleDeployment) {
 		}
 	}
 	l.mostUnready = max(l.mostUnready, unready)
-}
-
-func releasedIndex(bd *v1alpha1.BundleDeployment) int64 {
-	if bd.Spec.Released == nil {
-		return 0
-	}
-	return bd.Spec.Released.Index
 }
 
 // watchReleases follows the fleet's BundleDeployments from now on, those of bundle when given.
@@ -187,7 +183,7 @@ func (f *fleetEnv) watchReleases(rev int64, bundle string) *releaseLog {
 	if err := f.hub.List(context.Background(), &list, selector); err != nil {
 		f.t.Fatal(err)
 	}
-	l := &releaseLog{released: map[string]map[int64]int{}, last: map[string]*v1alpha1.BundleDeployment{}, rev: rev, start: time.Now()}
+	l := &releaseLog{released: map[string]map[int64]int{}, releasedAt: map[string]map[int64]time.Time{}, last: map[string]*v1alpha1.BundleDeployment{}, rev: rev, start: time.Now()}
 	for i := range list.Items {
 		l.last[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 	}

@@ -110,7 +110,7 @@ func TestHelmChartsInstall(t *testing.T) {
 	}
 	kinds := byKind(applied)
 	crds, _ := manifests.CRDs()
-	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != 2 || len(kinds["ValidatingAdmissionPolicyBinding"]) != 2 ||
+	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != 3 || len(kinds["ValidatingAdmissionPolicyBinding"]) != 3 ||
 		len(kinds["ClusterRole"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 1 {
 		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings, %d roles, %d role bindings, %d deployments, %d services",
 			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]),

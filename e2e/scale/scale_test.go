@@ -49,7 +49,8 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// writeCounter counts the requests that change something.
+// writeCounter counts the requests that change something, and with them, by kind, the reads
+// (lists and gets, not watches).
 type writeCounter struct {
 	rt     http.RoundTripper
 	writes atomic.Int64
@@ -59,8 +60,12 @@ type writeCounter struct {
 }
 
 func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if write {
 		w.writes.Add(1)
+	}
+	if write || r.URL.Query().Get("watch") == "" {
+		// Reads by kind too: an uncached read costs the API server as well.
 		w.mu.Lock()
 		if w.byKind == nil {
 			w.byKind = map[string]int{}

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,34 +42,122 @@ func run(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.Stage
 	return &r, nil
 }
 
-// Approve approves a gate of a run (R3.9), recording who approved, when and why. It returns
-// the approval request's name and whether it was already approved.
-func Approve(ctx context.Context, c client.Client, ns, runName, stage, group string, after bool, by, comment string) (string, bool, error) {
+// Gate names a gate of a staged run: its stage, its group for a group gate, and whether it
+// is the gate after (else before).
+type Gate struct {
+	Stage, Group string
+	After        bool
+}
+
+func (g Gate) String() string {
+	when := "before"
+	if g.After {
+		when = "after"
+	}
+	if g.Group != "" {
+		return fmt.Sprintf("the gate %s group %s of stage %s", when, g.Group, g.Stage)
+	}
+	return fmt.Sprintf("the gate %s stage %s", when, g.Stage)
+}
+
+// Whoami is the user the API server knows the client as: the name an approval records.
+func Whoami(ctx context.Context, c client.Client) (string, error) {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return "", fmt.Errorf("failed to ask the API server who this is: %w", err)
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
+// approvalRequest reads the request of a run's gate (R3.9): the one the run created when it
+// reached the gate.
+func approvalRequest(ctx context.Context, c client.Client, ns, runName string, g Gate) (*v1alpha1.ApprovalRequest, error) {
 	r, err := run(ctx, c, ns, runName)
+	if err != nil {
+		return nil, err
+	}
+	var list v1alpha1.ApprovalRequestList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("failed to list approval requests: %w", err)
+	}
+	gate := "Before"
+	if g.After {
+		gate = "After"
+	}
+	for i := range list.Items {
+		s := list.Items[i].Spec
+		if s.Run == r.Name && s.Stage == g.Stage && s.Group == g.Group && s.Gate == gate {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, &ErrInput{fmt.Errorf("run %s has no approval request for %s (has the run reached it?)", r.Name, g)}
+}
+
+// Approve records the caller's approval of a run's gate (R3.9), under the name the API server
+// knows them by (Whoami), with a comment. It returns the request's name and whether the caller
+// had approved it already. The gate opens once its quorum of distinct people approved.
+func Approve(ctx context.Context, c client.Client, ns, runName string, g Gate, comment string) (string, bool, error) {
+	me, err := Whoami(ctx, c)
 	if err != nil {
 		return "", false, err
 	}
-	gate := "Before"
-	if after {
-		gate = "After"
+	var already bool
+	name, err := recordOnGate(ctx, c, ns, runName, g, func(st *v1alpha1.ApprovalRequestStatus) (bool, error) {
+		if rej := st.Rejection; rej != nil {
+			return false, &ErrInput{fmt.Errorf("%s was rejected by %s: %s", g, rej.By, rej.Comment)}
+		}
+		if st.Approval != nil && st.Approval.By == me || slices.ContainsFunc(st.Approvals, func(a v1alpha1.ApprovalRecord) bool { return a.By == me }) {
+			already = true
+			return false, nil
+		}
+		st.Approvals = append(st.Approvals, v1alpha1.ApprovalRecord{By: me, At: metav1.Now(), Comment: comment})
+		return true, nil
+	})
+	return name, already, err
+}
+
+// Reject closes a run's gate for good (R3.9): the run stops, its status naming the caller and
+// the reason.
+func Reject(ctx context.Context, c client.Client, ns, runName string, g Gate, reason string) (string, error) {
+	if strings.TrimSpace(reason) == "" {
+		return "", &ErrInput{errors.New("a rejection needs a reason")}
 	}
-	name := rollout.ApprovalName(r.Name, gate, stage, group)
-	var ar v1alpha1.ApprovalRequest
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ar); err != nil {
-		return name, false, &ErrInput{fmt.Errorf("approval request %s: %w (has the run reached that gate?)", name, err)}
+	me, err := Whoami(ctx, c)
+	if err != nil {
+		return "", err
 	}
-	if ar.Status.Approval != nil {
-		return name, true, nil
+	return recordOnGate(ctx, c, ns, runName, g, func(st *v1alpha1.ApprovalRequestStatus) (bool, error) {
+		if rej := st.Rejection; rej != nil {
+			return false, &ErrInput{fmt.Errorf("%s was rejected already, by %s: %s", g, rej.By, rej.Comment)}
+		}
+		st.Rejection = &v1alpha1.ApprovalRecord{By: me, At: metav1.Now(), Comment: reason}
+		return true, nil
+	})
+}
+
+// recordOnGate applies record to the status of a gate's request and writes it, conditional
+// on the request as read: people approving at once each get their record in, one after the
+// other. record reports whether it changed anything.
+func recordOnGate(ctx context.Context, c client.Client, ns, runName string, g Gate, record func(*v1alpha1.ApprovalRequestStatus) (bool, error)) (string, error) {
+	for {
+		ar, err := approvalRequest(ctx, c, ns, runName, g)
+		if err != nil {
+			return "", err
+		}
+		orig := ar.DeepCopy()
+		changed, err := record(&ar.Status)
+		if err != nil || !changed {
+			return ar.Name, err
+		}
+		err = c.Status().Patch(ctx, ar, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return ar.Name, fmt.Errorf("failed to record on approval request %s: %w", ar.Name, err)
+		}
+		return ar.Name, nil
 	}
-	orig := ar.DeepCopy()
-	now := metav1.Now()
-	ar.Status.Approval = &v1alpha1.ApprovalRecord{By: by, At: now, Comment: comment}
-	meta.SetStatusCondition(&ar.Status.Conditions, metav1.Condition{Type: v1alpha1.ApprovedCondition, Status: metav1.ConditionTrue, Reason: "ApprovedWithCLI",
-		Message: strings.TrimSpace("by " + by + " " + comment), LastTransitionTime: now})
-	if err := c.Status().Patch(ctx, &ar, client.MergeFrom(orig)); err != nil {
-		return name, false, fmt.Errorf("failed to approve %s: %w", name, err)
-	}
-	return name, false, nil
 }
 
 // SetRunState moves a run to Run or Stop, refusing what R3.7 forbids.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -279,22 +280,91 @@ func TestRunStateTransitions(t *testing.T) {
 	}
 }
 
-// TestApprovalCannotBeWithdrawn checks that R3.9's record of who approved is permanent.
-func TestApprovalCannotBeWithdrawn(t *testing.T) {
+// TestR3_9_ApprovalRecordsNameTheirAuthorAndStay: a record of who approved or rejected a gate
+// names the user who wrote it (the admission policy), one per write, and stays (the CRD's
+// rules): a name typed in, a second record in the same write, a changed or withdrawn record
+// are refused, and nothing of them is stored.
+func TestR3_9_ApprovalRecordsNameTheirAuthorAndStay(t *testing.T) {
 	ns := newNamespace(t)
-	ar, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: ApprovalRequest\nmetadata: {name: r-before-s}\nspec: {run: r, stage: s, gate: Before}")
+	review, err := kubernetes.NewForConfigOrDie(hub.Config()).AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := review.Status.UserInfo.Username
+	ar, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: ApprovalRequest\nmetadata: {name: r-before-s-0123abcd}\nspec: {run: r, stage: s, gate: Before, quorum: 2}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ars := resourceFor(ar).Namespace(ns)
-	_ = unstructured.SetNestedMap(ar.Object, map[string]any{"by": "alice", "at": "2026-11-29T10:00:00Z"}, "status", "approval")
-	ar, err = ars.UpdateStatus(t.Context(), ar, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("R3.9 approval rejected: %v", err)
+	record := func(by string) map[string]any { return map[string]any{"by": by, "at": "2026-12-01T10:00:00Z"} }
+	write := func(change func(o *unstructured.Unstructured)) error {
+		t.Helper()
+		live, err := ars.Get(t.Context(), ar.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(live)
+		_, err = ars.UpdateStatus(t.Context(), live, metav1.UpdateOptions{})
+		return err
 	}
-	unstructured.RemoveNestedField(ar.Object, "status", "approval")
-	if _, err := ars.UpdateStatus(t.Context(), ar, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "cannot be changed or withdrawn") {
-		t.Fatalf("R3.9 approval withdrawn: %v", err)
+	stored := func() map[string]any {
+		live, err := ars.Get(t.Context(), ar.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _, _ := unstructured.NestedMap(live.Object, "status")
+		return st
+	}
+	const forged = "under the name the API server knows them by"
+	for _, tc := range []struct {
+		name   string
+		change func(o *unstructured.Unstructured)
+		refuse string
+	}{
+		{"an approval in another's name", func(o *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(o.Object, []any{record("alice")}, "status", "approvals")
+		}, forged},
+		{"two approvals in one write", func(o *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(o.Object, []any{record(me), record(me + "-again")}, "status", "approvals")
+		}, forged},
+		{"a rejection in another's name", func(o *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(o.Object, record("alice"), "status", "rejection")
+		}, forged},
+		{"the old single approval in another's name", func(o *unstructured.Unstructured) {
+			_ = unstructured.SetNestedMap(o.Object, record("alice"), "status", "approval")
+		}, forged},
+		{"one's own approval", func(o *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(o.Object, []any{record(me)}, "status", "approvals")
+		}, ""},
+		{"the approval withdrawn", func(o *unstructured.Unstructured) {
+			unstructured.RemoveNestedField(o.Object, "status", "approvals")
+		}, "cannot be changed or withdrawn"},
+		{"the approval rewritten in another's name", func(o *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(o.Object, []any{record("alice")}, "status", "approvals")
+		}, "cannot be changed or withdrawn"},
+		{"one's own rejection", func(o *unstructured.Unstructured) {
+			rejection := record(me)
+			rejection["comment"] = "error budget spent"
+			_ = unstructured.SetNestedMap(o.Object, rejection, "status", "rejection")
+		}, ""},
+		{"the rejection withdrawn", func(o *unstructured.Unstructured) {
+			unstructured.RemoveNestedField(o.Object, "status", "rejection")
+		}, "cannot be changed or withdrawn"},
+	} {
+		err := write(tc.change)
+		switch {
+		case tc.refuse == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)):
+			t.Errorf("%s: %v, want it refused (%s)", tc.name, err, tc.refuse)
+		}
+	}
+	st := stored()
+	approvals, _, _ := unstructured.NestedSlice(st, "approvals")
+	rejectedBy, _, _ := unstructured.NestedString(st, "rejection", "by")
+	_, legacy := st["approval"]
+	if len(approvals) != 1 || approvals[0].(map[string]any)["by"] != me || rejectedBy != me || legacy {
+		t.Errorf("stored: %v; want one approval and the rejection, both %s's, nothing else", st, me)
 	}
 }
 
@@ -359,7 +429,7 @@ func TestPrinterColumns(t *testing.T) {
 		"ClusterRegistration":      {"Name", "Cluster", "Granted", "Age"},
 		"StagedUpdateStrategy":     {"Name", "Age"},
 		"StagedUpdateRun":          {"Name", "Bundle", "Strategy", "Revision", "Requested", "State", "Failures", "Age"},
-		"ApprovalRequest":          {"Name", "Run", "Stage", "Gate", "Approved-By", "Age"},
+		"ApprovalRequest":          {"Name", "Run", "Stage", "Gate", "Approved-By", "Rejected-By", "Age"},
 		"RolloutSequence":          {"Name", "Bundles", "Ready", "Age"},
 		"Content":                  {"Name", "Size", "Chunks", "Age"},
 		"FleetRestriction":         {"Name", "Service-Account", "Age"},

@@ -108,6 +108,7 @@ const (
 // StageTask is a gate before or after a stage or group (R3.4, R3.12).
 // +kubebuilder:validation:XValidation:rule="self.type == 'TimedWait' ? has(self.waitTime) : !has(self.waitTime)",message="waitTime is required for TimedWait and only valid there"
 // +kubebuilder:validation:XValidation:rule="self.type == 'ScheduledStart' ? has(self.scheduledStart) : !has(self.scheduledStart)",message="scheduledStart is required for ScheduledStart and only valid there"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Approval' || !has(self.quorum)",message="quorum is only valid for Approval"
 type StageTask struct {
 	Type StageTaskType `json:"type"`
 	// WaitTime is how long a TimedWait lasts, counted from the end of the stage's last cluster.
@@ -117,6 +118,11 @@ type StageTask struct {
 	// ScheduledStart is the time a ScheduledStart gate opens by itself.
 	// +optional
 	ScheduledStart *ScheduledStart `json:"scheduledStart,omitempty"`
+	// Quorum is how many distinct people must approve an Approval gate; default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Quorum int32 `json:"quorum,omitempty"`
 }
 
 // ScheduledStart is an absolute time, or a weekday and time of day at a UTC offset (the next
@@ -347,8 +353,8 @@ type StagedUpdateRunList struct {
 	Items           []StagedUpdateRun `json:"items"`
 }
 
-// ApprovalRequestSpec names the gate. Its name is <run>-before-<stage>, <run>-after-<stage>, or
-// with a group suffix for group gates (R3.9).
+// ApprovalRequestSpec names the gate. Its name is <run>-before-<stage> or <run>-after-<stage>,
+// with -<group> for group gates, and a hash of the four that keeps names apart (R3.9).
 type ApprovalRequestSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="run is immutable"
@@ -362,14 +368,34 @@ type ApprovalRequestSpec struct {
 	// +kubebuilder:validation:Enum=Before;After
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="gate is immutable"
 	Gate string `json:"gate"`
+	// Quorum is how many distinct people must approve the gate.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="quorum is immutable"
+	Quorum int32 `json:"quorum,omitempty"`
 }
 
-// ApprovalRequestStatus records the approval.
+// ApprovalRequestStatus records who approved or rejected the gate. Each person adds their own
+// record, named as the API server knows them: the admission policy
+// flotilla-approvals-name-their-author refuses a record that names anyone else, so a name
+// cannot be typed in. Records are never changed or withdrawn.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && self.approval == oldSelf.approval)",message="an approval cannot be changed or withdrawn"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || (has(self.approvals) && oldSelf.approvals.all(a, a in self.approvals))",message="approvals cannot be changed or withdrawn"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.rejection) || (has(self.rejection) && self.rejection == oldSelf.rejection)",message="a rejection cannot be changed or withdrawn"
 type ApprovalRequestStatus struct {
-	// Approval is set once someone approved.
+	// Approval is an approval recorded before approvals were lists; it counts as one of them.
 	// +optional
 	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// Approvals are the people who approved, one record each; the gate opens once the quorum
+	// of distinct people approved.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Approvals []ApprovalRecord `json:"approvals,omitempty"`
+	// Rejection, once set, closes the gate for good: the run stops, with who rejected it and
+	// why (its comment).
+	// +optional
+	Rejection *ApprovalRecord `json:"rejection,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -392,7 +418,8 @@ type ApprovalRecord struct {
 // +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.spec.run`
 // +kubebuilder:printcolumn:name="Stage",type=string,JSONPath=`.spec.stage`
 // +kubebuilder:printcolumn:name="Gate",type=string,JSONPath=`.spec.gate`
-// +kubebuilder:printcolumn:name="Approved-By",type=string,JSONPath=`.status.approval.by`
+// +kubebuilder:printcolumn:name="Approved-By",type=string,JSONPath=`.status.approvals[0].by`
+// +kubebuilder:printcolumn:name="Rejected-By",type=string,JSONPath=`.status.rejection.by`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ApprovalRequest struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -108,6 +108,18 @@ func (in *ApprovalRequestStatus) DeepCopyInto(out *ApprovalRequestStatus) {
 		*out = new(ApprovalRecord)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Approvals != nil {
+		in, out := &in.Approvals, &out.Approvals
+		*out = make([]ApprovalRecord, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
+	if in.Rejection != nil {
+		in, out := &in.Rejection, &out.Rejection
+		*out = new(ApprovalRecord)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
