@@ -224,6 +224,16 @@ func (l *liveness) check(c *v1alpha1.Cluster, now time.Time) (online bool, left 
 	return online, left
 }
 
+// offline reports whether c's agent missed its deadline (R1.11). One that never reported is
+// not offline: it is pending.
+func (l *liveness) offline(c *v1alpha1.Cluster, now time.Time) bool {
+	if online, _ := l.check(c, now); online {
+		return false
+	}
+	_, reported := l.lastSeen(c)
+	return reported
+}
+
 // lastSeen is the latest heartbeat c's agent claimed, and whether it ever reported.
 func (l *liveness) lastSeen(c *v1alpha1.Cluster) (time.Time, bool) {
 	var last time.Time

@@ -165,8 +165,8 @@ func Run(ctx context.Context, opts Options) error {
 	}{
 		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now,
 			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup},
-		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, revisions: revisions, now: time.Now}).setup},
-		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, uncached: uncached, revisions: revisions, now: time.Now}).setup},
+		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: time.Now}).setup},
+		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: time.Now}).setup},
 		{"deployment removal", false, (&deploymentRemovalReconciler{client: mgr.GetClient(), shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
 		{"bundle removal", false, (&bundleRemovalReconciler{client: mgr.GetClient(), shard: sh}).setup},
 		{"gitrepo status", false, (&repoStatusReconciler{client: mgr.GetClient()}).setup},

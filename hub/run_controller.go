@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"sort"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -37,6 +40,7 @@ const (
 type runReconciler struct {
 	client client.Client
 	shard  shard
+	live   *liveness
 	// uncached tells another shard's bundle (not in this shard's cache) from a missing one.
 	uncached  client.Reader
 	revisions *revisionStore
@@ -65,10 +69,37 @@ func (r *runReconciler) setup(mgr ctrl.Manager) error {
 		}
 		return out
 	})
+	// A bundle or a cluster paused or resumed (R1.13), an agent back online (R1.11): the
+	// clusters they held may start.
+	runsOf := func(ctx context.Context, ns string, keep func(*v1alpha1.StagedUpdateRun) bool) []reconcile.Request {
+		var runs v1alpha1.StagedUpdateRunList
+		if err := r.client.List(ctx, &runs, client.InNamespace(ns)); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range runs.Items {
+			if keep(&runs.Items[i]) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
+			}
+		}
+		return out
+	}
+	anyRun := func(*v1alpha1.StagedUpdateRun) bool { return true }
+	bundleRuns := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return runsOf(ctx, o.GetNamespace(), func(run *v1alpha1.StagedUpdateRun) bool { return run.Spec.Bundle == o.GetName() })
+	})
+	clusterRuns := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return runsOf(ctx, o.GetNamespace(), anyRun)
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("staged-run").
 		For(&v1alpha1.StagedUpdateRun{}).
 		Watches(&v1alpha1.ApprovalRequest{}, byRunName).
 		Watches(&v1alpha1.BundleDeployment{}, byBundle).
+		Watches(&v1alpha1.Bundle{}, bundleRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Cluster{}, clusterRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
+			return runsOf(ctx, c.Namespace, anyRun)
+		})).
 		Complete(r)
 }
 
@@ -178,7 +209,7 @@ func onRevisionButStagedElse(bds map[string]*v1alpha1.BundleDeployment, revision
 // gather reads the run and its strategy in the planner's terms. The strategy object is read
 // only until the run has frozen its own copy.
 func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRun, bun *v1alpha1.Bundle) (*rollout.Run, error) {
-	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), SupersededBy: run.Annotations[AnnotationSupersededBy]}
+	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), SupersededBy: run.Annotations[AnnotationSupersededBy], Paused: bun.Spec.Paused}
 	if err := convertJSON(run.Status, &in.Status); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -208,8 +239,10 @@ func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]roll
 		return nil, nil, err
 	}
 	fleet := make([]rollout.RunCluster, 0, len(ps))
+	now := r.now()
 	for _, p := range ps {
-		fleet = append(fleet, rollout.RunCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster)})
+		fleet = append(fleet, rollout.RunCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster),
+			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now)})
 	}
 	return fleet, byCluster(ps), nil
 }

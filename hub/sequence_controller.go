@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"maps"
 	"slices"
 	"sort"
@@ -33,6 +34,7 @@ import (
 type sequenceReconciler struct {
 	client    client.Client
 	shard     shard
+	live      *liveness
 	revisions *revisionStore
 	now       func() time.Time
 }
@@ -59,6 +61,10 @@ func (r *sequenceReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
 		Watches(&v1alpha1.RolloutSequence{}, handler.EnqueueRequestsFromMapFunc(followers), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(followers), builder.WithPredicates(clusterMembershipChanged{})).
+		// An agent back online (R1.11): the clusters it held may be released.
+		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
+			return followers(ctx, c)
+		})).
 		Complete(r)
 }
 
@@ -97,6 +103,7 @@ func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := convertJSON(bun.Status.Sequence, &prev.Groups); err != nil {
 		return ctrl.Result{}, fmt.Errorf("status.sequence: %w", err)
 	}
+	plan.Paused = bun.Spec.Paused
 	fleet, bds, err := r.fleet(ctx, &bun)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -134,8 +141,10 @@ func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([
 		return nil, nil, err
 	}
 	fleet := make([]rollout.SequenceCluster, 0, len(ps))
+	now := r.now()
 	for _, p := range ps {
-		sc := rollout.SequenceCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster)}
+		sc := rollout.SequenceCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster),
+			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now)}
 		sc.Groups = slices.Sorted(maps.Keys(groupsOf(p.cluster)))
 		fleet = append(fleet, sc)
 	}

@@ -384,6 +384,9 @@ func (s *stepper) progressInFlight() {
 					c.State, c.Message, c.FinishedAt = RunFailed, "apply failed", s.now
 				case !s.now.Before(c.StartedAt.Add(timeout)):
 					c.State, c.Message, c.FinishedAt = RunFailed, fmt.Sprintf("not ready within %s", timeout), s.now
+					if fc.Offline {
+						c.Message += ": agent offline (R1.11)"
+					}
 				default:
 					if d == nil || d.Released != rev {
 						s.release = append(s.release, c.Name)

@@ -171,6 +171,10 @@ func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
 			c.State, c.Message = RunSkipped, fmt.Sprintf("already on revision %d", s.st.RevisionIndex)
 			continue
 		}
+		if held := s.holds(fc); held != "" {
+			c.State, c.Message = RunPending, held
+			continue
+		}
 		if !fc.Availability.OpenAt(s.now) {
 			c.State, c.Message = RunPending, fc.Availability.closedMessage(s.now)
 			if next, ok := fc.Availability.NextOpening(s.now); ok {
@@ -197,6 +201,20 @@ func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
 		started++
 	}
 	return started
+}
+
+// holds says why a cluster may not start now, or "": the bundle or the cluster is paused
+// (R1.13), or its agent is offline (R1.11).
+func (s *stepper) holds(c *RunCluster) string {
+	switch {
+	case s.run.Paused:
+		return "bundle paused: nothing new starts (R1.13)"
+	case c.Paused:
+		return "cluster paused (R1.13)"
+	case c.Offline:
+		return "agent offline: starts when it is back (R1.11)"
+	}
+	return ""
 }
 
 // gate runs a set of tasks (before or after a stage or group) and reports whether all are done,

@@ -561,3 +561,57 @@ func TestR3_13_InvalidWindowHoldsTheCluster(t *testing.T) {
 		t.Error("an invalid availability has a next opening")
 	}
 }
+
+// R1.13 and R1.11 in staged runs: a paused bundle starts no cluster, a paused cluster and one
+// whose agent is offline wait Pending with the reason, the others go on; a cluster in flight
+// whose agent goes offline fails at the cluster timeout saying so.
+func TestR1_13_R1_11_RunsHoldPausedAndOfflineClusters(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "all", LabelSelector: sel("env=prod"), MaxConcurrency: Int(3)}}}
+	start := func(paused bool, change func(fleet []RunCluster)) (*Run, []RunCluster, StepResult) {
+		fleet := runFleet("a:env=prod", "b:env=prod", "c:env=prod")
+		change(fleet)
+		run := &Run{Name: "web-9", Revision: 2, Action: ActionRun, Strategy: strategy, Paused: paused}
+		res := Step(run, fleet, nil, t0)
+		run.Status = res.Status
+		return run, fleet, res
+	}
+	clusterState := func(res StepResult, name string) (RunState, string) {
+		for _, c := range res.Status.Stages[0].Groups[0].Clusters {
+			if c.Name == name {
+				return c.State, c.Message
+			}
+		}
+		return "", ""
+	}
+
+	run, fleet, res := start(false, func(f []RunCluster) { f[0].Paused, f[1].Offline = true, true })
+	if diff := cmp.Diff([]string{"c"}, res.Release); diff != "" {
+		t.Errorf("a paused and an offline cluster beside a ready one (-want +got released):\n%s", diff)
+	}
+	for name, want := range map[string]string{"a": "cluster paused (R1.13)", "b": "agent offline: starts when it is back (R1.11)"} {
+		if state, msg := clusterState(res, name); state != RunPending || msg != want {
+			t.Errorf("cluster %s: %s %q, want Pending %q", name, state, msg, want)
+		}
+	}
+	fleet[0].Paused, fleet[1].Offline = false, false
+	res = Step(run, fleet, nil, t0.Add(time.Minute))
+	if !slices.Contains(res.Release, "a") || !slices.Contains(res.Release, "b") {
+		t.Errorf("unpaused and back online, released %v; want a and b too", res.Release)
+	}
+
+	_, _, res = start(true, func([]RunCluster) {})
+	if len(res.Release) != 0 {
+		t.Errorf("a paused bundle's run released %v", res.Release)
+	}
+	if state, msg := clusterState(res, "c"); state != RunPending || msg != "bundle paused: nothing new starts (R1.13)" {
+		t.Errorf("a paused bundle's cluster: %s %q", state, msg)
+	}
+
+	run, fleet, _ = start(false, func([]RunCluster) {})
+	fleet[2].Offline = true
+	timeout := strategy.clusterTimeout()
+	res = Step(run, fleet, nil, t0.Add(timeout))
+	if state, msg := clusterState(res, "c"); state != RunFailed || !strings.Contains(msg, "agent offline (R1.11)") {
+		t.Errorf("a cluster in flight whose agent went offline, at the timeout: %s %q", state, msg)
+	}
+}

@@ -52,16 +52,20 @@ type Run struct {
 	Skips    []Skip
 	// SupersededBy names a newer run that replaces this one (R3.14): it stops like Stop.
 	SupersededBy string
-	Status       RunStatus
+	// Paused is the bundle's pause (R1.13): no cluster starts; those in flight finish.
+	Paused bool
+	Status RunStatus
 }
 
 // RunCluster is a targeted cluster as a run sees it.
 type RunCluster struct {
-	Name         string
-	Labels       map[string]string
-	Deployment   *Deployment
-	Offline      bool
-	Availability *Availability
+	Name       string
+	Labels     map[string]string
+	Deployment *Deployment
+	// Offline: the agent missed its heartbeat deadline (R1.11); Paused: the cluster is paused
+	// (R1.13). Neither starts until it is back; Offline counts against one in flight.
+	Offline, Paused bool
+	Availability    *Availability
 }
 
 // RunStatus is a run's progress. Its JSON form is the StagedUpdateRun status's.

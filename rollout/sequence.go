@@ -13,6 +13,9 @@ import (
 type Sequence struct {
 	Groups    []SequenceGroup   `json:"groups"`
 	Revisions []RevisionControl `json:"revisions,omitempty"`
+	// Paused is the bundle's pause (R1.13): no cluster is released; groups in flight keep
+	// their state.
+	Paused bool `json:"-"`
 }
 
 // SequenceGroup is one link: its clusters (by selector or cluster group) and its soak time.
@@ -88,6 +91,8 @@ type SequenceCluster struct {
 	Groups       []string
 	Deployment   *Deployment
 	Availability *Availability
+	// Paused (R1.13) and Offline (R1.11) clusters are not released until they are back.
+	Paused, Offline bool
 }
 
 // SequenceResult is the outcome of one StepSequence.
@@ -285,6 +290,7 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	rs.Counts = Counts{}
 	needing, done, waiting := 0, 0, 0
 	var invalid []string // clusters held by a window that does not compile
+	var held []string    // clusters paused or offline
 	for _, c := range members {
 		d := c.Deployment
 		if d != nil && d.Released > r {
@@ -302,8 +308,10 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 			if rs.StartedAt.IsZero() {
 				rs.StartedAt = now
 			}
-		case ctl.Paused:
+		case ctl.Paused || seq.Paused:
 			waiting++
+		case c.Paused || c.Offline:
+			held = append(held, c.Name)
 		case !c.Availability.OpenAt(now):
 			waiting++
 			if c.Availability.invalid != nil {
@@ -347,8 +355,12 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		}
 	}
 	switch {
+	case seq.Paused && rs.State != SeqComplete:
+		rs.Message = "bundle paused: nothing new starts (R1.13)"
 	case ctl.Paused && rs.State != SeqComplete:
 		rs.Message = "revision paused: nothing new starts (R4.10)"
+	case len(held) > 0 && rs.State != SeqComplete:
+		rs.Message = fmt.Sprintf("%d clusters paused or offline wait until they are back (R1.13, R1.11): %s", len(held), strings.Join(held, ", "))
 	case len(invalid) > 0 && rs.State != SeqComplete:
 		rs.Message = fmt.Sprintf("%d clusters wait, no work starts while a maintenance window is invalid: %s", waiting, strings.Join(invalid, "; "))
 	case waiting > 0 && rs.State != SeqComplete:

@@ -334,3 +334,36 @@ func TestR4_9_InvalidWindowHoldsTheGroup(t *testing.T) {
 		t.Errorf("group message %q", msg)
 	}
 }
+
+// R1.13 and R1.11 in sequences: a paused bundle releases nothing, a paused cluster and one
+// whose agent is offline are held (named in the group's message) while the others go on.
+func TestR1_13_R1_11_SequencesHoldPausedAndOfflineClusters(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0)}}
+	fleet := func() []SequenceCluster {
+		var out []SequenceCluster
+		for _, name := range []string{"d1", "d2", "d3"} {
+			out = append(out, SequenceCluster{Name: name, Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}})
+		}
+		return out
+	}
+	f := fleet()
+	f[0].Paused, f[1].Offline = true, true
+	res, _ := StepSequence(&seq, SequenceStatus{}, []int64{2}, f, t0)
+	if len(res.Release) != 1 || res.Release["d3"] != 2 {
+		t.Errorf("a paused and an offline cluster beside a ready one: released %v, want d3 only", res.Release)
+	}
+	if msg := res.Status.Groups[0].Revisions[0].Message; !strings.Contains(msg, "2 clusters paused or offline wait") || !strings.Contains(msg, "d1, d2") {
+		t.Errorf("the group's message %q does not name the held clusters", msg)
+	}
+	back := fleet()
+	back[2].Deployment = &Deployment{Released: 2} // d3 in flight
+	if res, _ = StepSequence(&seq, res.Status, []int64{2}, back, t0.Add(time.Minute)); res.Release["d1"] != 2 || res.Release["d2"] != 2 {
+		t.Errorf("unpaused and back online: released %v, want d1 and d2", res.Release)
+	}
+
+	seq.Paused = true
+	res, _ = StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet(), t0)
+	if len(res.Release) != 0 || res.Status.Groups[0].Revisions[0].Message != "bundle paused: nothing new starts (R1.13)" {
+		t.Errorf("a paused bundle: released %v, message %q", res.Release, res.Status.Groups[0].Revisions[0].Message)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -268,4 +269,58 @@ func TestR3_9_ApprovalQuorumAndRejectionThroughTheHub(t *testing.T) {
 	if _, _, err := operate.Approve(ctx, f.hub, f.ns, "shop-web-r2", rest, "too late"); err == nil || !strings.Contains(err.Error(), "was rejected by "+secondName) {
 		t.Errorf("approving a rejected gate: %v", err)
 	}
+}
+
+// R1.13 in a staged run: a cluster paused while the run waits at a gate is not started when
+// the gate opens; it waits Pending with the reason, the other cluster of its stage goes on,
+// and it starts once resumed.
+func TestR1_13_StagedRunHoldsAPausedCluster(t *testing.T) {
+	_, f, runOf := stagedFleet(t, "paused-run",
+		v1alpha1.StageConfig{Name: "canary", LabelSelector: canaryClusters},
+		v1alpha1.StageConfig{Name: "rest", LabelSelector: restClusters, MaxConcurrency: &intstr.IntOrString{IntVal: 2},
+			BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval}}})
+	ctx := context.Background()
+	eventually(t, "run shop-web-r1 waits at the gate", 60*time.Second, func() bool {
+		return strings.Contains(runOf("shop-web-r1").Status.Message, "waiting for approval")
+	})
+	held := workloads[2]
+	setPaused := func(paused bool) {
+		t.Helper()
+		var cl v1alpha1.Cluster
+		if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: held.Name}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		orig := cl.DeepCopy()
+		cl.Spec.Paused = paused
+		if err := f.hub.Patch(ctx, &cl, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPaused(true)
+	if _, _, err := operate.Approve(ctx, f.hub, f.ns, "shop-web-r1", operate.Gate{Stage: "rest"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	clusterStatus := func(name string) (v1alpha1.RunState, string) {
+		for _, st := range runOf("shop-web-r1").Status.Stages {
+			for _, g := range st.Groups {
+				for _, c := range g.Clusters {
+					if c.Name == name {
+						return c.State, c.Message
+					}
+				}
+			}
+		}
+		return "", ""
+	}
+	eventually(t, "the paused cluster waits with the reason while the other one runs the revision", 60*time.Second, func() bool {
+		state, msg := clusterStatus(held.Name)
+		return state == v1alpha1.RunPending && msg == "cluster paused (R1.13)" && deploymentAvailable(t, workloads[1], "paused-run", "web", "example.invalid/web:1")
+	})
+	if r := released(deploymentOn(t, f, held.Name)); r != 0 {
+		t.Fatalf("the paused cluster was released revision %d", r)
+	}
+	setPaused(false)
+	eventually(t, "the resumed cluster runs the revision and the run completes", 60*time.Second, func() bool {
+		return runOf("shop-web-r1").Status.State == v1alpha1.RunCompleted && deploymentAvailable(t, held, "paused-run", "web", "example.invalid/web:1")
+	})
 }
