@@ -246,7 +246,11 @@ func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when stri
 			s.waiting = append(s.waiting, ApprovalGate{Name: t.ApprovalRequest, Stage: stage, Group: group, Gate: when, Quorum: max(spec.Quorum, 1)})
 		case TaskTimedWait:
 			if t.WaitUntil.IsZero() {
-				t.WaitUntil = after.Add(time.Duration(*spec.WaitTime))
+				from := after
+				if from.IsZero() { // no cluster ran (all skipped): the wait counts from now
+					from = s.now
+				}
+				t.WaitUntil = from.Add(time.Duration(*spec.WaitTime))
 			}
 		case TaskScheduledStart:
 			if t.WaitUntil.IsZero() {

@@ -615,3 +615,23 @@ func TestR1_13_R1_11_RunsHoldPausedAndOfflineClusters(t *testing.T) {
 		t.Errorf("a cluster in flight whose agent went offline, at the timeout: %s %q", state, msg)
 	}
 }
+
+// R3.4: a TimedWait after a stage whose clusters were all skipped (already on the revision)
+// waits its full time from the stage's end, instead of ending at once.
+func TestR3_4_TimedWaitAfterAnAllSkippedStage(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{
+		{Name: "staging", LabelSelector: sel("env=staging"), AfterStageTasks: []Task{{Type: TaskTimedWait, WaitTime: dur(time.Hour)}}},
+		{Name: "prod", LabelSelector: sel("env=prod")},
+	}}
+	fleet := runFleet("s1:env=staging", "p1:env=prod")
+	fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true} // already on revision 2
+	run := &Run{Name: "web-10", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, fleet, nil, t0)
+	run.Status = res.Status
+	if len(res.Release) != 0 || !res.WakeAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("right after the skipped stage: released %v, wake at %s; want nothing before the hour's wait", res.Release, res.WakeAt)
+	}
+	if res = Step(run, fleet, nil, t0.Add(time.Hour)); !slices.Contains(res.Release, "p1") {
+		t.Errorf("after the wait: released %v, want p1", res.Release)
+	}
+}

@@ -333,7 +333,12 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	}
 	soak := seq.soak(g, r)
 	switch rs.State {
-	case SeqSoaking, SeqForcedSoaking:
+	case SeqSoaking:
+		if !rs.FinishedAt.IsZero() {
+			rs.SoakUntil = rs.FinishedAt.Add(soak) // a soak override set mid-soak counts (R4.2)
+		}
+	case SeqForcedSoaking:
+		rs.SoakUntil = rs.StartedAt.Add(ForcedSoakAge).Add(soak)
 	default:
 		switch {
 		case done == needing:

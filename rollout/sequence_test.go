@@ -367,3 +367,43 @@ func TestR1_13_R1_11_SequencesHoldPausedAndOfflineClusters(t *testing.T) {
 		t.Errorf("a paused bundle: released %v, message %q", res.Release, res.Status.Groups[0].Revisions[0].Message)
 	}
 }
+
+// R4.2: a soak override set while the group soaks takes effect at once: 0 completes it, a
+// longer one holds it longer.
+func TestR4_2_SoakOverrideSetMidSoak(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		override time.Duration
+		complete bool
+	}{
+		{"override to 0: done now", 0, true},
+		{"override to 3h: still soaking at 2h", 3 * time.Hour, false},
+		{"no override: the 1h soak is over at 2h", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", time.Hour), seqGroup("prod", "dev", 0)}}
+			fleet := []SequenceCluster{
+				{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 2, Applied: 2, Ready: true}},
+				{Name: "p1", Labels: map[string]string{"tier": "prod"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+			}
+			res, _ := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet, t0)
+			if st := res.Status.Groups[0].Revisions[0].State; st != SeqSoaking {
+				t.Fatalf("dev finished revision 2: %s, want SOAKING", st)
+			}
+			if tc.override >= 0 {
+				seq.Revisions = []RevisionControl{{Index: 2, SoakOverrides: []SoakOverride{{Group: "dev", Soak: Duration(tc.override)}}}}
+			}
+			at := t0.Add(time.Minute)
+			if !tc.complete || tc.override < 0 {
+				at = t0.Add(2 * time.Hour)
+			}
+			res, _ = StepSequence(&seq, res.Status, []int64{2}, fleet, at)
+			if done := res.Status.Groups[0].Revisions[0].State == SeqComplete; done != tc.complete {
+				t.Errorf("at %s: dev %s, want complete %v", at.Sub(t0), res.Status.Groups[0].Revisions[0].State, tc.complete)
+			}
+			if released := res.Release["p1"] == 2; released != tc.complete {
+				t.Errorf("prod released %v, want %v", res.Release, tc.complete)
+			}
+		})
+	}
+}
