@@ -122,7 +122,7 @@ func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.release(ctx, &bun, bds, res.Release); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.report(ctx, &bun, bds, res.Status); err != nil {
+	if err := r.report(ctx, &bun, bds, res); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !res.WakeAt.IsZero() {
@@ -175,10 +175,15 @@ func (r *sequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 }
 
 // report writes the sequence's progress and the bundle's summary when they changed.
-func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, st rollout.SequenceStatus) error {
+func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, res rollout.SequenceResult) error {
+	st := res.Status
 	orig := bun.DeepCopy()
 	s := &bun.Status
 	s.Sequence = nil
+	// Clusters in no group are never released: said like unpartitioned ones (R1.3).
+	s.UnpartitionedClusters = int32(len(res.Unsequenced))
+	setWarning(s, v1alpha1.UnpartitionedClustersCondition, len(res.Unsequenced) > 0, "UnsequencedClusters",
+		fmt.Sprintf("%d targeted clusters are in no group of the sequence and are never released (R1.3): %s", len(res.Unsequenced), listSome(res.Unsequenced, 10)), bun.Generation)
 	if err := convertJSON(st.Groups, &s.Sequence); err != nil {
 		return err
 	}

@@ -100,6 +100,9 @@ type SequenceResult struct {
 	Status SequenceStatus
 	// Release maps clusters to the revision they must be released now.
 	Release map[string]int64
+	// Unsequenced are targeted clusters in no group of the sequence: never released, and
+	// shown like unpartitioned clusters (R1.3).
+	Unsequenced []string
 	// WakeAt is when to step again without an event (a soak ends, a forced soak starts, a
 	// window opens); zero when only events matter.
 	WakeAt time.Time
@@ -211,7 +214,7 @@ func StepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 	}
 	revs := append([]int64(nil), revisions...)
 	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
-	res := SequenceResult{Release: map[string]int64{}}
+	res := SequenceResult{Release: map[string]int64{}, Unsequenced: unsequenced(seq, fleet)}
 	wake := func(t time.Time) {
 		if t.After(now) && (res.WakeAt.IsZero() || t.Before(res.WakeAt)) {
 			res.WakeAt = t
@@ -377,6 +380,24 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 }
 
 // CountGroupClusters is the number of clusters of the fleet in group g.
+// unsequenced lists the clusters of fleet in no group of seq, sorted.
+func unsequenced(seq *Sequence, fleet []SequenceCluster) []string {
+	grouped := map[string]bool{}
+	for _, g := range seq.Groups {
+		for _, c := range groupClusters(g, fleet) {
+			grouped[c.Name] = true
+		}
+	}
+	var out []string
+	for _, c := range fleet {
+		if !grouped[c.Name] {
+			out = append(out, c.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func CountGroupClusters(g SequenceGroup, fleet []SequenceCluster) int {
 	return len(groupClusters(g, fleet))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,26 @@ func TestR4_2_SoakOverrideSetMidSoak(t *testing.T) {
 				t.Errorf("prod released %v, want %v", res.Release, tc.complete)
 			}
 		})
+	}
+}
+
+// R1.3 for sequences: a targeted cluster in no group of the sequence is never released, and
+// is named so that it is seen.
+func TestR1_3_SequencesNameTheClustersInNoGroup(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("prod", "dev", 0)}}
+	fleet := []SequenceCluster{
+		{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+		{Name: "x2", Labels: map[string]string{"tier": "lab"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+		{Name: "x1", Labels: map[string]string{}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+	}
+	res, err := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Unsequenced, []string{"x1", "x2"}) {
+		t.Errorf("clusters in no group: %v, want [x1 x2]", res.Unsequenced)
+	}
+	if _, released := res.Release["x1"]; released {
+		t.Errorf("a cluster in no group was released: %v", res.Release)
 	}
 }

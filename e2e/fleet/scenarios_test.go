@@ -213,7 +213,7 @@ func deployWeb(t *testing.T, fleetYAML string) (*gitserver.Upstream, *fleetEnv) 
 // goes, the cluster's Cluster says what went without its agent's confirmation, and the agent
 // removes the workloads when it starts again (which ends the record).
 func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
-	const uninstallTimeout = 20 * time.Second
+	const uninstallTimeout = 40 * time.Second
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: leaving-repo\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
 	srv := up.ServeHTTP("", "")
@@ -236,6 +236,15 @@ func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
 	if err := f.hub.Delete(ctx, &repo); err != nil {
 		t.Fatal(err)
 	}
+	// First what the deletion waits for: the two online agents confirm within seconds, and the
+	// stopped one is waited for until the timeout.
+	eventually(t, "the deleted GitRepo says it waits for "+away.Name, uninstallTimeout, func() bool {
+		if err := f.hub.Get(ctx, key, &repo); err != nil {
+			return false
+		}
+		cond := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition)
+		return cond != nil && cond.Reason == v1alpha1.DeletingReason && strings.Contains(cond.Message, "waiting for the agents of 1 cluster(s)") && strings.Contains(cond.Message, away.Name)
+	})
 	for _, w := range workloads[:2] {
 		cs := kubernetes.NewForConfigOrDie(w.Config())
 		eventually(t, "the workload leaves "+w.Name, 60*time.Second, func() bool {
@@ -243,13 +252,6 @@ func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		})
 	}
-	eventually(t, "the deleted GitRepo says it waits for "+away.Name, 30*time.Second, func() bool {
-		if err := f.hub.Get(ctx, key, &repo); err != nil {
-			return false
-		}
-		cond := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition)
-		return cond != nil && cond.Reason == v1alpha1.DeletingReason && strings.Contains(cond.Message, "waiting for the agents of 1 cluster(s)") && strings.Contains(cond.Message, away.Name)
-	})
 	eventually(t, "the GitRepo gone after the uninstall timeout", uninstallTimeout+30*time.Second, func() bool {
 		return apierrors.IsNotFound(f.hub.Get(ctx, key, &repo))
 	})

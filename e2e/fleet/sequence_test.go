@@ -2,9 +2,11 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,5 +84,37 @@ func TestR4_2_R4_3_R4_6_SequenceSoaksBeforeTheNextGroup(t *testing.T) {
 	}
 	if len(got.Status.Groups) != 2 || got.Status.Groups[0].Clusters != 1 || got.Status.Groups[1].Clusters != int32(len(workloads)-1) || len(got.Status.Bundles) != 1 {
 		t.Errorf("sequence status: %+v", got.Status)
+	}
+}
+
+// R1.3 for sequences through the hub: targeted clusters in no group of the sequence are never
+// released, and the Bundle says so by name, as it does for clusters in no partition.
+func TestR1_3_SequenceShowsClustersInNoGroup(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml":      "defaultNamespace: seq-partial\nsequence: {name: canary-only}\n",
+		"web/deployment.yaml": webManifest("example.invalid/web:1"),
+	})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	ctx := context.Background()
+	seq := &v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: "canary-only", Namespace: f.ns}, Spec: v1alpha1.RolloutSequenceSpec{Groups: []v1alpha1.SequenceGroup{
+		{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}}, Soak: &metav1.Duration{}},
+	}}}
+	if err := f.hub.Create(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	eventually(t, "the bundle names the clusters in no group", 90*time.Second, func() bool {
+		bun := bundleOf(t, f, "shop-web")
+		cond := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.UnpartitionedClustersCondition)
+		return cond != nil && cond.Reason == "UnsequencedClusters" && bun.Status.UnpartitionedClusters == 2 &&
+			strings.Contains(cond.Message, workloads[1].Name) && strings.Contains(cond.Message, workloads[2].Name) &&
+			deploymentAvailable(t, workloads[0], "seq-partial", "web", "example.invalid/web:1")
+	})
+	for _, w := range workloads[1:] {
+		if r := released(deploymentOn(t, f, w.Name)); r != 0 {
+			t.Errorf("%s is in no group but was released revision %d", w.Name, r)
+		}
 	}
 }
