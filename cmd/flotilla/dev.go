@@ -111,6 +111,9 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 		last := ""
 		for {
 			view, done, failure, err := devProgress(ctx, f.c, f.ns, commit)
+			if ctx.Err() != nil {
+				return nil // stopped (a read cut short by the stop is no failure)
+			}
 			if err != nil {
 				return err
 			}
