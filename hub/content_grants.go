@@ -146,9 +146,6 @@ func planGrants(staged map[string]map[string][]string) contentGrants {
 	return ownRoles
 }
 
-// contentGrantSelector selects the shared grants' objects.
-func contentGrantSelector() labels.Selector { return labelExists(LabelContentGrant) }
-
 // labelExists selects the objects that carry the label key.
 func labelExists(key string) labels.Selector {
 	req, err := labels.NewRequirement(key, selection.Exists, nil)

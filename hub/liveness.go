@@ -106,15 +106,8 @@ func watchLiveness(ctx context.Context, c cache.Cache, interval, deadline time.D
 func newLiveness(leases client.Reader, interval, deadline time.Duration) *liveness {
 	start := time.Now()
 	return &liveness{monotonic: func() time.Duration { return time.Since(start) }, leases: leases,
-		interval: durationOr(interval, DefaultHeartbeatInterval), deadline: durationOr(deadline, DefaultHeartbeatDeadline),
+		interval: positiveOr(interval, DefaultHeartbeatInterval), deadline: positiveOr(deadline, DefaultHeartbeatDeadline),
 		seen: map[heartbeatKey]heartbeatSeen{}, created: map[string]time.Time{}}
-}
-
-func durationOr(d, fallback time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return fallback
 }
 
 // heartbeatOf is the stream and last value of a Cluster's status or an agent's Lease.

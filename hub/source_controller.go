@@ -463,7 +463,9 @@ func (r *sourceReconciler) forward(ctx context.Context, s gitsource.Subscriber) 
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationWebhookForwarded, r.now().UTC().Format(time.RFC3339Nano))
 	if err := r.client.Patch(ctx, repo, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		log.FromContext(ctx).Error(err, "failed to forward a webhook to the leading hub; the next poll picks the push up", "gitrepo", s.Key)
+		return
 	}
+	log.FromContext(ctx).V(1).Info("webhook forwarded to the hub that follows the gitrepo (this one does not lead, or is another shard)", "gitrepo", s.Key)
 }
 
 // forwardedWebhook passes a GitRepo update whose forwarded-webhook annotation changed.

@@ -14,28 +14,34 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
+// sequenceFleet starts a fleet whose repository's bundle web (a Deployment, image tag 1, in
+// namespace) follows a RolloutSequence of groups.
+func sequenceFleet(t *testing.T, namespace string, groups ...v1alpha1.SequenceGroup) (*gitserver.Upstream, *fleetEnv, *v1alpha1.RolloutSequence) {
+	t.Helper()
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml":      "defaultNamespace: " + namespace + "\nsequence: {name: waves}\n",
+		"web/deployment.yaml": webManifest("example.invalid/web:1"),
+	})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	seq := &v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: "waves", Namespace: f.ns}, Spec: v1alpha1.RolloutSequenceSpec{Groups: groups}}
+	if err := f.hub.Create(context.Background(), seq); err != nil {
+		t.Fatal(err)
+	}
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	return up, f, seq
+}
+
 // A bundle that follows a RolloutSequence: each revision reaches the canary group first, soaks
 // there, and only then goes to the rest (R4.2, R4.3); the group's state per revision is
 // reported on the Bundle (R4.6).
 func TestR4_2_R4_3_R4_6_SequenceSoaksBeforeTheNextGroup(t *testing.T) {
 	const soak = 5 * time.Second
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{
-		"web/fleet.yaml":      "defaultNamespace: seq\nsequence: {name: waves}\n",
-		"web/deployment.yaml": webManifest("example.invalid/web:1"),
-	})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
+	up, f, seq := sequenceFleet(t, "seq",
+		v1alpha1.SequenceGroup{Name: "canary", ClusterSelector: canaryClusters, Soak: &metav1.Duration{Duration: soak}},
+		v1alpha1.SequenceGroup{Name: "rest", Upstream: "canary", ClusterSelector: restClusters, Soak: &metav1.Duration{}})
 	ctx := context.Background()
-	seq := &v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: "waves", Namespace: f.ns}, Spec: v1alpha1.RolloutSequenceSpec{Groups: []v1alpha1.SequenceGroup{
-		{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}}, Soak: &metav1.Duration{Duration: soak}},
-		{Name: "rest", Upstream: "canary", ClusterSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "index", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"0"}}}},
-			Soak: &metav1.Duration{}},
-	}}}
-	if err := f.hub.Create(ctx, seq); err != nil {
-		t.Fatal(err)
-	}
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
 
 	groupState := func(group string, rev int64) v1alpha1.SequenceRevisionStatus {
 		for _, g := range bundleOf(t, f, "shop-web").Status.Sequence {
@@ -90,21 +96,7 @@ func TestR4_2_R4_3_R4_6_SequenceSoaksBeforeTheNextGroup(t *testing.T) {
 // R1.3 for sequences through the hub: targeted clusters in no group of the sequence are never
 // released, and the Bundle says so by name, as it does for clusters in no partition.
 func TestR1_3_SequenceShowsClustersInNoGroup(t *testing.T) {
-	up := gitserver.New(t)
-	up.Commit("main", map[string]string{
-		"web/fleet.yaml":      "defaultNamespace: seq-partial\nsequence: {name: canary-only}\n",
-		"web/deployment.yaml": webManifest("example.invalid/web:1"),
-	})
-	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
-	ctx := context.Background()
-	seq := &v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: "canary-only", Namespace: f.ns}, Spec: v1alpha1.RolloutSequenceSpec{Groups: []v1alpha1.SequenceGroup{
-		{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}}, Soak: &metav1.Duration{}},
-	}}}
-	if err := f.hub.Create(ctx, seq); err != nil {
-		t.Fatal(err)
-	}
-	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	_, f, _ := sequenceFleet(t, "seq-partial", v1alpha1.SequenceGroup{Name: "canary", ClusterSelector: canaryClusters, Soak: &metav1.Duration{}})
 	eventually(t, "the bundle names the clusters in no group", 90*time.Second, func() bool {
 		bun := bundleOf(t, f, "shop-web")
 		cond := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.UnpartitionedClustersCondition)
