@@ -25,6 +25,8 @@ func TestBadInputNamesFileAndField(t *testing.T) {
 			[]string{"app/fleet.yaml", "did not find expected"}},
 		{"rollout strategy", map[string]string{"app/fleet.yaml": "rolloutStrategy:\n  maxUnavailable: 120%\n"},
 			[]string{"app/fleet.yaml: rolloutStrategy.maxUnavailable: 120% is above 100%"}},
+		{"percentage that is no number", map[string]string{"app/fleet.yaml": "rolloutStrategy:\n  partitions:\n  - name: canary\n    clusterName: c\n    maxUnavailable: abc%\n"},
+			[]string{`app/fleet.yaml:5: rolloutStrategy.partitions[0].maxUnavailable: invalid value "abc%": want an integer or a percentage like "25%"`}},
 		{"two strategies", map[string]string{"app/fleet.yaml": "rolloutStrategy: {}\nsequence: {name: s}\n"},
 			[]string{"app/fleet.yaml: choose at most one of rolloutStrategy"}},
 		{"target customization without selector", map[string]string{"app/fleet.yaml": "targetCustomizations:\n- name: x\n  namespace: apps\n"},

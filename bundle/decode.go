@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -62,12 +63,34 @@ func decodeStrict(file string, data []byte, out any) error {
 	if err := dec.Decode(out); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			field := jsonPath(te.Field)
-			return &FieldError{File: file, Line: line(find(doc, field)), Field: field, Message: fmt.Sprintf("wrong type: %s where %s is expected", te.Value, te.Type)}
+			at, field := locate(doc, jsonPath(te.Field), te.Value)
+			return &FieldError{File: file, Line: line(at), Field: field, Message: typeMessage(te)}
 		}
 		return &FieldError{File: file, Err: err}
 	}
 	return nil
+}
+
+// typeMessage says what a value of the wrong type or form should have been: in the words of a
+// type that describes itself (rollout.IntOrPercent), else by its Go type.
+func typeMessage(te *json.UnmarshalTypeError) string {
+	if d, ok := reflect.Zero(te.Type).Interface().(interface{ Expected() string }); ok {
+		return fmt.Sprintf("invalid value %s: want %s", te.Value, d.Expected())
+	}
+	return fmt.Sprintf("wrong type: %s where %s is expected", te.Value, te.Type)
+}
+
+// DecodeFleetYAML reads a fleet.yaml strictly and validates it: every error names the file, and
+// where it can, the line and the field.
+func DecodeFleetYAML(file string, data []byte) (*FleetYAML, error) {
+	var f FleetYAML
+	if err := decodeStrict(file, data, &f); err != nil {
+		return nil, err
+	}
+	if err := validateFleet(file, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
 }
 
 var jsonUnmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
@@ -213,28 +236,41 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// find follows a dotted JSON field path ("helm.timeoutSeconds") through a YAML node.
-func find(n *yaml.Node, path string) *yaml.Node {
+// locate follows a dotted JSON field path ("helm.timeoutSeconds") through a YAML node and returns
+// the node and the path as written, with list indexes: encoding/json reports
+// "partitions.maxUnavailable" for the maxUnavailable of any partition, so in a list the item
+// whose value reads as bad (a scalar equal to it, quoted or not) is the one meant.
+func locate(n *yaml.Node, path, bad string) (*yaml.Node, string) {
 	if path == "" {
-		return n
+		return n, ""
 	}
-	for _, part := range strings.Split(path, ".") {
-		if n.Kind != yaml.MappingNode {
-			return n
-		}
-		next := (*yaml.Node)(nil)
+	part, rest, _ := strings.Cut(path, ".")
+	switch n.Kind {
+	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == part {
-				next = n.Content[i+1]
-				break
+			if n.Content[i].Value != part {
+				continue
+			}
+			at, sub := locate(n.Content[i+1], rest, bad)
+			switch {
+			case sub == "":
+				return at, part
+			case sub[0] == '[':
+				return at, part + sub
+			}
+			return at, part + "." + sub
+		}
+	case yaml.SequenceNode:
+		reads := func(at *yaml.Node) bool { return at.Value == bad || strconv.Quote(at.Value) == bad }
+		for _, match := range []func(*yaml.Node) bool{reads, func(*yaml.Node) bool { return true }} {
+			for i, item := range n.Content {
+				if at, sub := locate(item, path, bad); at != nil && at.Kind == yaml.ScalarNode && match(at) {
+					return at, fmt.Sprintf("[%d].%s", i, sub)
+				}
 			}
 		}
-		if next == nil {
-			return n
-		}
-		n = next
 	}
-	return n
+	return nil, path
 }
 
 func line(n *yaml.Node) int {

@@ -94,12 +94,11 @@ func (c *Checkout) Discover(repoName string, paths []string) ([]Source, error) {
 		fleetPath := path.Join(dir, FleetFileName)
 		if data, err := c.ReadFile(fleetPath, maxFileSize); err == nil {
 			src.FleetFile = path.Join(dir, FleetFileName)
-			if err := decodeStrict(src.FleetFile, data, &src.Fleet); err != nil {
+			f, err := DecodeFleetYAML(src.FleetFile, data)
+			if err != nil {
 				return nil, err
 			}
-			if err := validateFleet(src.FleetFile, &src.Fleet); err != nil {
-				return nil, err
-			}
+			src.Fleet = *f
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w", fleetPath, err)
 		}

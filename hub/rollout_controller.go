@@ -408,7 +408,7 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	for _, pl := range ps {
 		p.counts[rollout.ClusterState(bdstate.Deployment(pl.bd), p.revision)]++
 	}
-	p.complete = current != nil && current.Status.State == v1alpha1.RunCompleted && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
+	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
 	return patchBundleStatus(ctx, r.client, bun, orig)
 }

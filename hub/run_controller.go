@@ -304,7 +304,7 @@ func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRu
 	status.ObservedGeneration, status.Conditions = run.Generation, orig.Status.Conditions
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: string(st.State), Message: st.Message, ObservedGeneration: run.Generation}
 	switch st.State {
-	case rollout.RunCompleted:
+	case rollout.RunCompleted, rollout.RunSkipped:
 		ready.Status = metav1.ConditionTrue
 		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ReconcilingCondition)
 	case rollout.RunFailed:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -115,15 +116,20 @@ func (v *IntOrPercent) UnmarshalJSON(data []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("want an integer or a percentage like \"25%%\", got %s", data)
+		return &json.UnmarshalTypeError{Value: string(data), Type: reflect.TypeFor[IntOrPercent]()}
 	}
 	parsed, err := ParseIntOrPercent(s)
 	if err != nil {
-		return err
+		// A type error, so that encoding/json adds the field's path (maxUnavailable …), which
+		// an error of our own would lose.
+		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: reflect.TypeFor[IntOrPercent]()}
 	}
 	*v = parsed
 	return nil
 }
+
+// Expected describes the values IntOrPercent accepts, for error messages.
+func (IntOrPercent) Expected() string { return `an integer or a percentage like "25%"` }
 
 // MarshalJSON writes an integer as a number and a percentage as a string.
 func (v IntOrPercent) MarshalJSON() ([]byte, error) {

@@ -156,9 +156,10 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 //
 // PickN prefers clusters that already carry the workload, so a stable fleet does not move, then
 // takes the others in name order. N is numberOfClusters (PickN) or the number of names
-// (PickFixed), capped at the clusters that could actually be picked: with fewer candidates than
-// asked for, an uncapped N would keep N − maxUnavailable out of reach and block every update
-// forever. The shortfall is reported as a warning instead.
+// (PickFixed) even when fewer clusters can be picked: the budgets of R2.4 are the ones the
+// bundle asked for. With a shortfall, N − maxUnavailable may be out of reach and hold updates
+// until enough clusters match; the warning says so, and unavailable clusters are still updated
+// (they cost no budget, R2.6).
 func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []string) {
 	selected = make([]bool, len(sorted))
 	switch placementType(p) {
@@ -184,8 +185,7 @@ func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []st
 			selected[i] = true
 		}
 		if len(order) < n {
-			warnings = append(warnings, fmt.Sprintf("placement PickN wants %d clusters but only %d match", n, len(order)))
-			n = len(order)
+			warnings = append(warnings, fmt.Sprintf("placement PickN wants %d clusters but only %d match; N stays %d (R2.2)", n, len(order), n))
 		}
 	case PickFixed:
 		n = len(p.ClusterNames)
@@ -204,8 +204,7 @@ func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []st
 			}
 		}
 		if len(missing) > 0 {
-			warnings = append(warnings, fmt.Sprintf("placement PickFixed names clusters that are not targeted: %s", abbreviate(missing, 5)))
-			n -= len(missing)
+			warnings = append(warnings, fmt.Sprintf("placement PickFixed names clusters that are not targeted: %s; N stays %d (R2.2)", abbreviate(missing, 5), n))
 		}
 	}
 	return selected, n, warnings

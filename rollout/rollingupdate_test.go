@@ -54,6 +54,27 @@ func TestR2_2_And_R2_3_ThresholdsRoundUpWithDefaults(t *testing.T) {
 	}
 }
 
+// R2.2: N is numberOfClusters (PickN) or the number of names (PickFixed) even when fewer
+// clusters match; the budgets are computed against it and the shortfall is a warning.
+func TestR2_2_NStaysWhatThePlacementAsksFor(t *testing.T) {
+	for _, p := range []*Placement{
+		{Type: PickN, NumberOfClusters: ptr(8)},
+		{Type: PickFixed, ClusterNames: []string{"c-000", "c-001", "c-002", "c-003", "x-1", "x-2", "x-3", "x-4"}},
+	} {
+		ts := fleet(4, true)
+		settled(ts, 1, names(ts, 0, 4)...)
+		p.RollingUpdate = &RollingUpdate{MaxUnavailable: Int(4)}
+		d := Plan(&Input{Revision: 2, Placement: p, Targets: ts, Now: t0})
+		if d.N != 8 || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "N stays 8 (R2.2)") {
+			t.Errorf("%s: N = %d, warnings %v; want 8 and the shortfall named", p.Type, d.N, d.Warnings)
+		}
+		// 4 available of N = 8 with maxUnavailable 4: none may go down for an update.
+		if len(d.Release) != 0 || !strings.Contains(d.Paused, "N−maxUnavailable = 4") {
+			t.Errorf("%s: released %v, paused %q; want the update held by R2.4", p.Type, d.Release, d.Paused)
+		}
+	}
+}
+
 func TestR2_3_ZeroIsRejected(t *testing.T) {
 	err := Validate(nil, &Placement{RollingUpdate: &RollingUpdate{MaxSurge: Int(0), MaxUnavailable: Percent(0)}})
 	for _, field := range []string{"placement.rollingUpdate.maxSurge: must not be 0", "placement.rollingUpdate.maxUnavailable: must not be 0"} {

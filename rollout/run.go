@@ -27,7 +27,7 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 		s.fleet[fleet[i].Name] = &fleet[i]
 	}
 	st := &s.st
-	if st.State == RunCompleted || st.State == RunFailed {
+	if st.State.Terminal() {
 		return s.result()
 	}
 	if st.State == "" {
@@ -49,8 +49,14 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 				st.Message = "superseded by run " + st.SupersededBy
 			}
 		}
-	case RunRunning:
+	case RunRunning, RunPending:
+		st.State = RunRunning
 		s.advance()
+		if st.State == RunRunning && len(s.release) == 0 && s.inFlight() == 0 {
+			// Nothing is being updated: the run waits for a gate, a window or a pause, and
+			// says which in its message (R3.11).
+			st.State = RunPending
+		}
 	}
 	st.FailureCount = 0
 	for i := range st.Stages {
@@ -272,7 +278,7 @@ func (s *stepper) applyAction() {
 		st.SupersededBy = s.run.SupersededBy
 	}
 	switch {
-	case stop && (st.State == RunRunning || st.State == RunNotStarted):
+	case stop && (st.State == RunRunning || st.State == RunPending || st.State == RunNotStarted):
 		st.State, st.Message = RunStopping, "stopping: clusters in flight finish, nothing new starts"
 	case !stop && s.run.Action == ActionRun && (st.State == RunNotStarted || st.State == RunStopped || st.State == RunStopping):
 		st.State, st.Message = RunRunning, "running"

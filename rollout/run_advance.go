@@ -61,6 +61,10 @@ func (s *stepper) advance() {
 	st.State = RunCompleted
 	done, failed, skipped := s.clusterCounts()
 	st.Message = fmt.Sprintf("completed: %d clusters updated, %d failed, %d skipped", done, failed, skipped)
+	if done == 0 && failed == 0 {
+		// Nothing needed the revision, or a person skipped all of it (R3.11).
+		st.State, st.Message = RunSkipped, fmt.Sprintf("skipped: no cluster needed revision %d (%d skipped)", st.RevisionIndex, skipped)
+	}
 }
 
 // stopAfter stops the run after stage failed (why): at once when no cluster is in flight, else

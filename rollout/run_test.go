@@ -362,6 +362,39 @@ func TestR3_11_SkipsAndClustersAlreadyOnRevision(t *testing.T) {
 	}
 }
 
+// R3.11: the run itself is Pending while nothing is being updated and it waits (here for an
+// approval), Running while clusters update, and Skipped when no cluster needed the revision.
+func TestR3_11_RunPendingAndSkipped(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: sel("s=a"), BeforeStageTasks: []Task{{Type: TaskApproval}}}}}
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, runFleet("a1:s=a"), nil, t0)
+	if res.Status.State != RunPending || !strings.Contains(res.Status.Message, "waiting for approval") {
+		t.Fatalf("run waiting for its gate: %s %q, want Pending with the gate named", res.Status.State, res.Status.Message)
+	}
+	run.Status = res.Status
+	res = Step(run, runFleet("a1:s=a"), map[string]Approval{res.Approvals[0].Name: {Approvers: []string{"alice"}}}, t0)
+	if res.Status.State != RunRunning || len(res.Release) != 1 {
+		t.Fatalf("approved run: %s, released %v; want Running with a1 released", res.Status.State, res.Release)
+	}
+	run.Status = res.Status
+	if res = Step(run, runFleet("a1:s=a"), nil, t0); res.Status.State != RunRunning {
+		t.Errorf("run with a cluster in flight: %s, want Running", res.Status.State)
+	}
+
+	current := runFleet("a1:s=a", "a2:s=a")
+	for i := range current {
+		current[i].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+	}
+	skipped := &Run{Name: "s", Revision: 2, Action: ActionRun, Strategy: StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: sel("s=a")}}}}
+	res = Step(skipped, current, nil, t0)
+	if res.Status.State != RunSkipped || !strings.Contains(res.Status.Message, "no cluster needed revision 2 (2 skipped)") {
+		t.Errorf("run with every cluster on its revision: %s %q, want Skipped", res.Status.State, res.Status.Message)
+	}
+	if err := ValidateTransition(ActionRun, ActionStop, RunSkipped); err == nil {
+		t.Error("a Skipped run is finished and cannot be stopped or restarted (R3.7)")
+	}
+}
+
 func TestR3_12_ScheduledStart(t *testing.T) {
 	// Tuesday 09:00 at UTC−05:00, reached on Wednesday 2026-03-04 10:00 UTC → Tuesday 2026-03-10 14:00 UTC.
 	s := &ScheduledStart{Weekday: "Tuesday", TimeOfDay: "09:00", UTCOffset: "-05:00"}

@@ -169,7 +169,7 @@ func ValidateTransition(from, to RunAction, state RunState) error {
 	if from == to {
 		return nil
 	}
-	if state == RunCompleted || state == RunFailed {
+	if state.Terminal() {
 		return fmt.Errorf("the run is %s: a finished run cannot be restarted; create a new run", state)
 	}
 	switch {

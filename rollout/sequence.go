@@ -330,9 +330,12 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 			}
 		}
 	}
-	if needing == 0 {
-		rs.State, rs.Message = SeqComplete, "every cluster already runs a newer revision (R4.7)"
-		return rs
+	ahead := needing == 0
+	if ahead {
+		// Clusters ahead are ignored only while some cluster needs the revision (R4.7); when
+		// every one is ahead, the group has finished it and soaks it like any other, so that a
+		// revision never qualifies downstream without its soak.
+		needing, done = len(members), len(members)
 	}
 	soak := seq.soak(g, r)
 	switch rs.State {
@@ -375,6 +378,8 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		rs.Message = fmt.Sprintf("%d clusters wait for their maintenance window or an exclusion to end", waiting)
 	case rs.State == SeqForcedSoaking:
 		rs.Message = fmt.Sprintf("not finished 30 days after it started: soaking anyway; %d of %d clusters done (R4.5)", done, needing)
+	case ahead:
+		rs.Message = "every cluster already runs a newer revision (R4.7)"
 	}
 	return rs
 }

@@ -178,6 +178,22 @@ func TestR4_7_ClustersAheadAreIgnored(t *testing.T) {
 	if got := res.Status.Groups[0].Revisions[0].State; got != SeqComplete || len(res.Release) != 0 {
 		t.Errorf("state %s, release %v: the cluster ahead must neither block nor be rolled back", got, res.Release)
 	}
+	t.Run("a group whose every cluster is ahead still soaks", func(t *testing.T) {
+		seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", time.Hour), seqGroup("prod", "dev", 0)}}
+		fleet := []SequenceCluster{
+			{Name: "ahead", Labels: map[string]string{"tier": "dev"}, Deployment: &Deployment{Released: 3, Applied: 3, Ready: true}},
+			{Name: "p1", Labels: map[string]string{"tier": "prod"}, Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}},
+		}
+		res, _ := StepSequence(&seq, SequenceStatus{}, []int64{2}, fleet, t0)
+		dev := res.Status.Groups[0].Revisions[0]
+		if dev.State != SeqSoaking || !dev.SoakUntil.Equal(t0.Add(time.Hour)) || len(res.Release) != 0 {
+			t.Fatalf("dev: %s until %s, release %v; want SOAKING an hour and prod not released", dev.State, dev.SoakUntil, res.Release)
+		}
+		res, _ = StepSequence(&seq, res.Status, []int64{2}, fleet, t0.Add(time.Hour))
+		if got := res.Status.Groups[0].Revisions[0].State; got != SeqComplete || res.Release["p1"] != 2 {
+			t.Errorf("after the soak: dev %s, release %v; want COMPLETE and p1 released", got, res.Release)
+		}
+	})
 }
 
 func TestR4_8_EmptyGroups(t *testing.T) {

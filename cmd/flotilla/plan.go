@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -165,28 +165,14 @@ func loadFleetRollout(path string) (fleetRollout, error) {
 	if err != nil {
 		return fleetRollout{}, badInput("%s: %v", path, err)
 	}
-	// Other fleet.yaml sections are the renderer's business; this command reads these two.
-	var doc struct {
-		RolloutStrategy json.RawMessage `json:"rolloutStrategy"`
-		Placement       json.RawMessage `json:"placement"`
+	// The same strict reading as the hub's: errors name the line and the field.
+	f, err := bundle.DecodeFleetYAML(path, data)
+	if err != nil {
+		return fleetRollout{}, badInput("%v", err)
 	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fleetRollout{}, badInput("%s: %v", path, cleanDecodeError(err))
-	}
-	var fr fleetRollout
-	if len(doc.RolloutStrategy) > 0 && string(doc.RolloutStrategy) != "null" {
-		if err := decodeStrict(doc.RolloutStrategy, &fr.Strategy); err != nil {
-			return fleetRollout{}, badInput("%s: rolloutStrategy: %v", path, err)
-		}
-	}
-	if len(doc.Placement) > 0 && string(doc.Placement) != "null" {
-		fr.Placement = &rollout.Placement{}
-		if err := decodeStrict(doc.Placement, fr.Placement); err != nil {
-			return fleetRollout{}, badInput("%s: placement: %v", path, err)
-		}
-	}
-	if err := rollout.Validate(&fr.Strategy, fr.Placement); err != nil {
-		return fleetRollout{}, badInput("%s: %v", path, strings.ReplaceAll(err.Error(), "\n", "; "))
+	fr := fleetRollout{Placement: f.Placement}
+	if f.RolloutStrategy != nil {
+		fr.Strategy = *f.RolloutStrategy
 	}
 	return fr, nil
 }

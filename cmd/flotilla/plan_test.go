@@ -125,11 +125,12 @@ func TestPlanBadInputNamesFileAndField(t *testing.T) {
 		args  []string
 		want  []string
 	}{
-		{"mistyped field", "rolloutStrategy:\n  maxUnavalable: 1\n", nil, []string{"fleet.yaml: rolloutStrategy", `unknown field "maxUnavalable"`}},
+		{"mistyped field", "rolloutStrategy:\n  maxUnavalable: 1\n", nil, []string{"fleet.yaml:2: rolloutStrategy.maxUnavalable: unknown field", `did you mean "maxUnavailable"?`}},
+		{"percentage that is no number", "rolloutStrategy:\n  maxUnavailable: abc%\n", nil, []string{`fleet.yaml:2: rolloutStrategy.maxUnavailable: invalid value "abc%": want an integer or a percentage`}},
 		{"percent above 100", "rolloutStrategy:\n  maxUnavailable: 150%\n", nil, []string{"fleet.yaml: rolloutStrategy.maxUnavailable: 150% is above 100%"}},
 		{"partition without selector", "rolloutStrategy:\n  partitions:\n  - name: a\n", nil, []string{"fleet.yaml: rolloutStrategy.partitions[0]: needs clusterName"}},
 		{"maxSurge zero", "placement:\n  rollingUpdate:\n    maxSurge: 0\n", nil, []string{"fleet.yaml: placement.rollingUpdate.maxSurge: must not be 0"}},
-		{"wrong type", "rolloutStrategy:\n  maxNew: many\n", nil, []string{"fleet.yaml: rolloutStrategy", "maxNew"}},
+		{"wrong type", "rolloutStrategy:\n  maxNew: many\n", nil, []string{"fleet.yaml:2: rolloutStrategy.maxNew: wrong type"}},
 		{"unknown failing cluster", "", []string{"--fail", "nope"}, []string{`--fail: cluster "nope" is not in`}},
 	}
 	for _, c := range cases {

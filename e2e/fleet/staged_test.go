@@ -23,10 +23,11 @@ import (
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
-// The stages of the staged tests: the canary (the first workload cluster), and the rest.
+// The stages of the staged tests: the canary (the first workload cluster), and the rest, the
+// one structured and the other in string form (R3.6).
 var (
-	canaryClusters = &metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}}
-	restClusters   = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "index", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"0"}}}}
+	canaryClusters = v1alpha1.SelectorOf(metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}})
+	restClusters   = &v1alpha1.Selector{Text: "index notin (0)"}
 )
 
 // stagedFleet starts a fleet whose repository's bundle web (a Deployment, image tag 1, in

@@ -33,7 +33,11 @@ type SequenceGroup struct {
 	// +optional
 	Upstream string `json:"upstream,omitempty"`
 	// +optional
-	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+	// Structured or in string form (R3.6).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || type(self) == map",message="must be a label selector: a mapping or a string like \"env=prod,ring notin (canary)\""
+	ClusterSelector *Selector `json:"clusterSelector,omitempty"`
 	// +optional
 	ClusterGroup string `json:"clusterGroup,omitempty"`
 	// Soak is how long the group holds a finished revision before it qualifies downstream;

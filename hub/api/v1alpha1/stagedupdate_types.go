@@ -26,7 +26,11 @@ type StageConfig struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 	// LabelSelector selects the stage's clusters.
-	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	// Structured or in string form (R3.6).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || type(self) == map",message="must be a label selector: a mapping or a string like \"env=prod,ring notin (canary)\""
+	LabelSelector *Selector `json:"labelSelector"`
 	// SortingLabelKey orders the stage's clusters by the integer value of this label (R3.2).
 	// +optional
 	SortingLabelKey string `json:"sortingLabelKey,omitempty"`
@@ -69,7 +73,11 @@ type StageGroup struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 	// LabelSelector selects the group's clusters among the stage's.
-	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	// Structured or in string form (R3.6).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || type(self) == map",message="must be a label selector: a mapping or a string like \"env=prod,ring notin (canary)\""
+	LabelSelector *Selector `json:"labelSelector"`
 	// MaxConcurrency is a number or percent of the group (floor, minimum 1). Default 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
