@@ -355,7 +355,13 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	if n := len(spec.Revisions); n > 0 {
 		latest = &spec.Revisions[n-1]
 	}
-	newRevision := latest == nil || latest.DeploymentID != aggregate
+	changed := latest == nil || latest.DeploymentID != aggregate
+	// Clusters that joined or left the targets, every other one rendered as before, change no
+	// revision: a joining cluster takes the latest one, rendered for it, and gets what its
+	// partition, stage or group has reached instead of sending the whole fleet a revision that
+	// changes nothing for it.
+	regroup := changed && latest != nil && b.onlyTargetsChanged(ctx, &bun, latest, targets)
+	newRevision := changed && !regroup
 	if newRevision {
 		spec.LatestRevision++
 		spec.TargetRevision = nil // a new revision supersedes a rollback
@@ -365,15 +371,17 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	if err != nil {
 		return nil, nil, err
 	}
-	if newRevision {
+	if changed {
 		targetsID, err := b.revisions.put(ctx, repo.Namespace, recorded)
 		if err != nil {
 			return nil, nil, err
 		}
-		spec.Revisions = append(spec.Revisions, v1alpha1.BundleRevision{
-			RevisionRef: v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate},
-			Commit:      commit, Created: metav1.Time{Time: b.now().Truncate(time.Second)}, TargetsID: targetsID,
-		})
+		ref := v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate}
+		if regroup {
+			latest.RevisionRef, latest.TargetsID = ref, targetsID
+		} else {
+			spec.Revisions = append(spec.Revisions, v1alpha1.BundleRevision{RevisionRef: ref, Commit: commit, Created: metav1.Time{Time: b.now().Truncate(time.Second)}, TargetsID: targetsID})
+		}
 		if limit := b.limit(repo); len(spec.Revisions) > limit {
 			spec.Revisions = spec.Revisions[len(spec.Revisions)-limit:]
 		}
@@ -395,6 +403,21 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		return nil, nil, err
 	}
 	return &bun, recorded, nil
+}
+
+// onlyTargetsChanged reports whether targets differ from what the latest revision recorded only
+// by clusters that joined or left: every cluster in both is rendered as the revision recorded it.
+func (b *bundler) onlyTargetsChanged(ctx context.Context, bun *v1alpha1.Bundle, latest *v1alpha1.BundleRevision, targets map[string]*bundle.Rendered) bool {
+	before, err := b.revisions.targets(ctx, bun, latest.Index)
+	if err != nil {
+		return false // no record to compare with: a new revision, as before records
+	}
+	for cluster, r := range targets {
+		if was, ok := before[cluster]; ok && was.Ref.DeploymentID != r.DeploymentID {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *bundler) limit(repo *v1alpha1.GitRepo) int {
@@ -538,8 +561,12 @@ func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorde
 }
 
 // dropUntargeted deletes the bundle's BundleDeployments on clusters it no longer targets; their
-// agents then remove the workload.
+// agents then remove the workload. A placement's rolling update removes them itself, within
+// its availability budget once new clusters carry the workload (R2.4).
 func (b *bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targets map[string]*bundle.Rendered) error {
+	if bun.Spec.Placement != nil && bun.Spec.TargetRevision == nil {
+		return nil
+	}
 	bds, err := listDeployments(ctx, b.client, bun)
 	if err != nil {
 		return err

@@ -26,8 +26,9 @@ type planState struct {
 }
 
 // gatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
-// dependencies) into the planner's input. Clusters named in also take part even before they
-// have a deployment: they are about to be staged.
+// dependencies) into the planner's input. Clusters named in also (the revision's targets) take
+// part even before they have a deployment: they are about to be staged. With a placement, a
+// cluster outside also that still has a deployment takes part as Excluded: it left the targets.
 func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.Time, bun *v1alpha1.Bundle, also map[string]revisionTarget) (*planState, error) {
 	bds, clusters, err := readFleet(ctx, c, bun)
 	if err != nil {
@@ -62,11 +63,15 @@ func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.T
 		c := &clusters[i]
 		name := c.Name
 		bd, deployed := st.bds[name]
-		if _, staging := also[name]; !deployed && !staging {
+		_, targeted := also[name]
+		if !deployed && !targeted {
 			continue
 		}
 		st.clusters[name] = c
-		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name)}
+		// A placement removes a cluster that left the targets within its budgets (R2.4); the
+		// record of the revision says which are targeted.
+		excluded := in.Placement != nil && also != nil && !targeted
+		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name), Excluded: excluded}
 		if deployed {
 			t.Deployment = bdstate.Deployment(bd)
 		}

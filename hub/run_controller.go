@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"slices"
 	"sort"
 	"time"
 
@@ -55,20 +56,6 @@ func (r *runReconciler) setup(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ar.Namespace, Name: ar.Spec.Run}}}
 	})
-	byBundle := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		l := o.GetLabels()
-		var runs v1alpha1.StagedUpdateRunList
-		if err := r.client.List(ctx, &runs, client.InNamespace(l[LabelBundleNamespace])); err != nil {
-			return nil
-		}
-		var out []reconcile.Request
-		for _, run := range runs.Items {
-			if run.Spec.Bundle == l[LabelBundle] {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&run)})
-			}
-		}
-		return out
-	})
 	// A bundle or a cluster paused or resumed (R1.13), an agent back online (R1.11): the
 	// clusters they held may start.
 	runsOf := func(ctx context.Context, ns string, keep func(*v1alpha1.StagedUpdateRun) bool) []reconcile.Request {
@@ -85,14 +72,29 @@ func (r *runReconciler) setup(mgr ctrl.Manager) error {
 		return out
 	}
 	anyRun := func(*v1alpha1.StagedUpdateRun) bool { return true }
+	byBundle := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		return runsOf(ctx, l[LabelBundleNamespace], func(run *v1alpha1.StagedUpdateRun) bool { return run.Spec.Bundle == l[LabelBundle] })
+	})
 	bundleRuns := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return runsOf(ctx, o.GetNamespace(), func(run *v1alpha1.StagedUpdateRun) bool { return run.Spec.Bundle == o.GetName() })
 	})
 	clusterRuns := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return runsOf(ctx, o.GetNamespace(), anyRun)
 	})
+	// A run created or set running supersedes its bundle's other runs in flight.
+	siblingRuns := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		run, ok := o.(*v1alpha1.StagedUpdateRun)
+		if !ok {
+			return nil
+		}
+		return runsOf(ctx, run.Namespace, func(other *v1alpha1.StagedUpdateRun) bool {
+			return other.Spec.Bundle == run.Spec.Bundle && other.Name != run.Name
+		})
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("staged-run").
 		For(&v1alpha1.StagedUpdateRun{}).
+		Watches(&v1alpha1.StagedUpdateRun{}, siblingRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.ApprovalRequest{}, byRunName).
 		Watches(&v1alpha1.BundleDeployment{}, byBundle).
 		Watches(&v1alpha1.Bundle{}, bundleRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -123,6 +125,11 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, r.fail(ctx, &run, err.Error())
 	}
+	current := false
+	if in.SupersededBy, current, err = r.supersede(ctx, &run); err != nil {
+		return ctrl.Result{}, err
+	}
+	in.Current = current && in.Revision == wantedRevision(&bun)
 	fleet, bds, err := r.fleet(ctx, &bun)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -209,7 +216,7 @@ func onRevisionButStagedElse(bds map[string]*v1alpha1.BundleDeployment, revision
 // gather reads the run and its strategy in the planner's terms. The strategy object is read
 // only until the run has frozen its own copy.
 func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRun, bun *v1alpha1.Bundle) (*rollout.Run, error) {
-	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), SupersededBy: run.Annotations[AnnotationSupersededBy], Paused: bun.Spec.Paused}
+	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), Paused: bun.Spec.Paused}
 	if err := convertJSON(run.Status, &in.Status); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -318,7 +325,7 @@ func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRu
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
 	if st.SupersededBy != "" {
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.SupersededCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.NewerRevisionReason, Message: "superseded by run " + st.SupersededBy, ObservedGeneration: run.Generation})
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.SupersededCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.NewerRunReason, Message: "superseded by run " + st.SupersededBy, ObservedGeneration: run.Generation})
 	}
 	run.Status = status
 	if equality.Semantic.DeepEqual(orig.Status, run.Status) {
@@ -333,53 +340,86 @@ func (r *runReconciler) fail(ctx context.Context, run *v1alpha1.StagedUpdateRun,
 	return r.report(ctx, run, rollout.RunStatus{State: rollout.RunFailed, Message: msg})
 }
 
-// autoRuns applies R3.14 for a bundle whose staged rollout starts runs by itself.
+// autoRuns applies R3.14 for a bundle whose staged rollout starts runs by itself: a run for
+// each new revision. The runs it replaces stop themselves (supersede).
 func autoRuns(ctx context.Context, c client.Client, bun *v1alpha1.Bundle) error {
 	ref := bun.Spec.StagedUpdate
 	if ref == nil || !ref.AutoRun || bun.Spec.LatestRevision == 0 {
 		return nil
 	}
-	var list v1alpha1.StagedUpdateRunList
-	if err := c.List(ctx, &list, client.InNamespace(bun.Namespace)); err != nil {
+	runs, err := runsOfBundle(ctx, c, bun.Namespace, bun.Name)
+	if err != nil {
 		return err
 	}
-	var runs []rollout.RunRef
-	byName := map[string]*v1alpha1.StagedUpdateRun{}
-	for i := range list.Items {
-		run := &list.Items[i]
-		if run.Spec.Bundle != bun.Name {
-			continue
+	name := rollout.PlanAutoRuns(bun.Name, bun.Spec.LatestRevision, runRefs(runs))
+	if name == "" {
+		return nil
+	}
+	rev := bun.Spec.LatestRevision
+	run := &v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: bun.Namespace, Labels: map[string]string{LabelAutoRun: "true"}},
+		Spec: v1alpha1.StagedUpdateRunSpec{Bundle: bun.Name, Strategy: ref.Strategy, RevisionIndex: &rev, State: v1alpha1.RunRun}}
+	if err := c.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to start run %s: %w", name, err)
+	}
+	return nil
+}
+
+// runsOfBundle lists the StagedUpdateRuns of a bundle.
+func runsOfBundle(ctx context.Context, c client.Reader, namespace, bundle string) ([]v1alpha1.StagedUpdateRun, error) {
+	var list v1alpha1.StagedUpdateRunList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("failed to list runs: %w", err)
+	}
+	runs := list.Items[:0]
+	for _, run := range list.Items {
+		if run.Spec.Bundle == bundle {
+			runs = append(runs, run)
 		}
+	}
+	return runs, nil
+}
+
+// runRefs is what the planner's run rules (R3.14) read of runs.
+func runRefs(runs []v1alpha1.StagedUpdateRun) []rollout.RunRef {
+	refs := make([]rollout.RunRef, len(runs))
+	for i := range runs {
+		run := &runs[i]
 		rev := run.Status.RevisionIndex
 		if run.Spec.RevisionIndex != nil {
 			rev = *run.Spec.RevisionIndex
 		}
-		runs = append(runs, rollout.RunRef{Name: run.Name, Revision: rev, Auto: run.Labels[LabelAutoRun] == "true", State: rollout.RunState(run.Status.State)})
-		byName[run.Name] = run
-	}
-	d := rollout.PlanAutoRuns(bun.Name, bun.Spec.LatestRevision, runs)
-	newest := rollout.AutoRunName(bun.Name, bun.Spec.LatestRevision)
-	if d.Create != "" {
-		rev := bun.Spec.LatestRevision
-		run := &v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Name: d.Create, Namespace: bun.Namespace, Labels: map[string]string{LabelAutoRun: "true"}},
-			Spec: v1alpha1.StagedUpdateRunSpec{Bundle: bun.Name, Strategy: ref.Strategy, RevisionIndex: &rev, State: v1alpha1.RunRun}}
-		if err := c.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("failed to start run %s: %w", d.Create, err)
+		refs[i] = rollout.RunRef{Name: run.Name, Revision: rev, Auto: run.Labels[LabelAutoRun] == "true", State: rollout.RunState(run.Status.State),
+			Action: rollout.RunAction(run.Spec.State), Created: run.CreationTimestamp.Time, SupersededBy: run.Annotations[AnnotationSupersededBy]}
+		if run.Status.StartedAt != nil {
+			refs[i].Started = run.Status.StartedAt.Time
 		}
 	}
-	for _, name := range d.Supersede {
-		run := byName[name]
-		if run == nil || run.Annotations[AnnotationSupersededBy] == newest {
-			continue
-		}
-		orig := run.DeepCopy()
-		if run.Annotations == nil {
-			run.Annotations = map[string]string{}
-		}
-		run.Annotations[AnnotationSupersededBy] = newest
-		if err := c.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("failed to supersede run %s: %w", name, err)
-		}
+	return refs
+}
+
+// supersede keeps one rollout per bundle: when a newer run of the bundle is in flight, run
+// stops (clusters in flight finish) and records which run replaced it. It returns that run's
+// name, or "" when none did, and whether run is the bundle's current one: no other run of the
+// bundle is in flight (a finished run may be current: it still serves clusters that join).
+func (r *runReconciler) supersede(ctx context.Context, run *v1alpha1.StagedUpdateRun) (by string, current bool, err error) {
+	if by := run.Annotations[AnnotationSupersededBy]; by != "" {
+		return by, false, nil
 	}
-	return nil
+	runs, err := runsOfBundle(ctx, r.client, run.Namespace, run.Spec.Bundle)
+	if err != nil {
+		return "", false, err
+	}
+	newest, superseded := rollout.Superseding(runRefs(runs), r.now())
+	if !slices.Contains(superseded, run.Name) {
+		return "", newest == "" || newest == run.Name, nil
+	}
+	orig := run.DeepCopy()
+	if run.Annotations == nil {
+		run.Annotations = map[string]string{}
+	}
+	run.Annotations[AnnotationSupersededBy] = newest
+	if err := r.client.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return "", false, fmt.Errorf("failed to record that run %s supersedes %s: %w", newest, run.Name, err)
+	}
+	return newest, false, nil
 }

@@ -2,32 +2,58 @@ package rollout
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestR3_14_RunsStartThemselvesAndSupersede(t *testing.T) {
+func TestR3_14_RunsStartThemselves(t *testing.T) {
 	cases := []struct {
 		name   string
 		latest int64
 		runs   []RunRef
-		want   AutoRunDecision
+		want   string
 	}{
-		{"first revision", 1, nil, AutoRunDecision{Create: "web-r1"}},
-		{"run exists", 1, []RunRef{{Name: "web-r1", Revision: 1, Auto: true, State: RunRunning}}, AutoRunDecision{}},
-		{"newer revision supersedes the automatic run in flight", 2,
-			[]RunRef{{Name: "web-r1", Revision: 1, Auto: true, State: RunRunning}, {Name: "web-r0", Revision: 0, Auto: true, State: RunCompleted}},
-			AutoRunDecision{Create: "web-r2", Supersede: []string{"web-r1"}}},
-		{"a person's run is not superseded", 3,
-			[]RunRef{{Name: "rollback", Revision: 1, State: RunRunning}},
-			AutoRunDecision{Create: "web-r3"}},
-		{"superseded run still stopping after the new run exists", 2,
-			[]RunRef{{Name: "web-r1", Revision: 1, Auto: true, State: RunStopping}, {Name: "web-r2", Revision: 2, Auto: true, State: RunRunning}},
-			AutoRunDecision{Supersede: []string{"web-r1"}}},
+		{"first revision", 1, nil, "web-r1"},
+		{"run exists", 1, []RunRef{{Name: "web-r1", Revision: 1, Auto: true, State: RunRunning}}, ""},
+		{"a person's run of the revision counts", 2, []RunRef{{Name: "mine", Revision: 2, State: RunRunning}}, ""},
+		{"newer revision", 2, []RunRef{{Name: "web-r1", Revision: 1, Auto: true, State: RunRunning}}, "web-r2"},
 	}
 	for _, c := range cases {
-		if diff := cmp.Diff(c.want, PlanAutoRuns("web", c.latest, c.runs)); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		if got := PlanAutoRuns("web", c.latest, c.runs); got != c.want {
+			t.Errorf("%s: create %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// R3.14 extended to every run: one rollout per bundle, the newest intent wins.
+func TestR3_14_NewestIntentSupersedesEveryOtherRun(t *testing.T) {
+	now := t0.Add(time.Hour)
+	running := func(name string, started time.Duration, auto bool) RunRef {
+		return RunRef{Name: name, Auto: auto, Action: ActionRun, State: RunRunning, Started: t0.Add(started), Created: t0}
+	}
+	cases := []struct {
+		name       string
+		runs       []RunRef
+		current    string
+		superseded []string
+	}{
+		{"one run", []RunRef{running("a", 0, true)}, "a", nil},
+		{"a newer revision's run supersedes a person's run", []RunRef{running("mine", 0, false), {Name: "web-r3", Auto: true, Action: ActionRun, Created: now}}, "web-r3", []string{"mine"}},
+		{"a rollback run supersedes the automatic run", []RunRef{running("web-r3", 0, true), {Name: "rollback", Action: ActionRun, Created: now}}, "rollback", []string{"web-r3"}},
+		{"a person starting an older run makes it the newest intent",
+			[]RunRef{running("web-r3", time.Minute, true), {Name: "mine", Action: ActionRun, State: RunNotStarted, Created: t0.Add(-time.Hour)}}, "mine", []string{"web-r3"}},
+		{"the run started last wins", []RunRef{running("a", 2*time.Minute, false), running("b", time.Minute, false)}, "a", []string{"b"}},
+		{"the same start: the run created last wins", []RunRef{running("a", 0, false), {Name: "b", Action: ActionRun, State: RunRunning, Started: t0, Created: t0.Add(time.Second)}}, "b", []string{"a"}},
+		{"runs not in flight take no part",
+			[]RunRef{running("a", 0, false), {Name: "done", Action: ActionRun, State: RunCompleted}, {Name: "stopped", Action: ActionStop, State: RunStopped},
+				{Name: "planned", Action: ActionInitialize, State: RunNotStarted, Created: now}, {Name: "old", Action: ActionRun, State: RunStopping, SupersededBy: "a"}},
+			"a", nil},
+	}
+	for _, c := range cases {
+		current, superseded := Superseding(c.runs, now)
+		if current != c.current || !cmp.Equal(superseded, c.superseded) {
+			t.Errorf("%s: current %q superseded %v; want %q %v", c.name, current, superseded, c.current, c.superseded)
 		}
 	}
 }

@@ -28,6 +28,8 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 	}
 	st := &s.st
 	if st.State.Terminal() {
+		s.trackMembership(fleet)
+		s.releaseToJoiners()
 		return s.result()
 	}
 	if st.State == "" {
@@ -62,6 +64,7 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 	for i := range st.Stages {
 		st.FailureCount += st.Stages[i].FailureCount
 	}
+	s.releaseToJoiners()
 	return s.result()
 }
 
@@ -102,7 +105,7 @@ func (s *stepper) initialize(fleet []RunCluster) error {
 	stageOf := make(map[string][]string, len(fleet))
 	compiled := make([]*compiledSelector, len(strategy.Stages))
 	for i := range strategy.Stages {
-		compiled[i] = strategy.Stages[i].LabelSelector.compile()
+		compiled[i] = selectorOf(strategy.Stages[i].LabelSelector, strategy.Stages[i].Selector).compile()
 	}
 	members := make([][]*RunCluster, len(strategy.Stages))
 	for i := range fleet {
@@ -182,7 +185,7 @@ func (s *stepper) groupMembers(stage Stage, members []*RunCluster) ([]groupPlan,
 	compiled := make([]*compiledSelector, len(stage.Groups))
 	for i, g := range stage.Groups {
 		out[i] = groupPlan{name: g.Name, before: g.BeforeGroupTasks, after: g.AfterGroupTasks}
-		compiled[i] = g.LabelSelector.compile()
+		compiled[i] = selectorOf(g.LabelSelector, g.Selector).compile()
 	}
 	var none, twice []string
 	for _, c := range members {
@@ -270,6 +273,32 @@ func (s *stepper) trackMembership(fleet []RunCluster) {
 	sort.Strings(s.st.Unstaged)
 }
 
+// releaseToJoiners gives a cluster that joined after the run started (R3.7 keeps it out of the
+// run) what its stage has reached: the run's revision once that stage is done, unless the
+// cluster is paused, offline or outside its maintenance window. A stage still to come brings it
+// nothing yet: the joiner follows once the stage is done.
+func (s *stepper) releaseToJoiners() {
+	st := &s.st
+	if !s.run.Current || s.run.Paused || st.Strategy == nil || len(st.Unstaged) == 0 {
+		return
+	}
+	for _, name := range st.Unstaged {
+		c := s.fleet[name]
+		if c.Deployment != nil && c.Deployment.Released == st.RevisionIndex || c.Paused || c.Offline || !c.Availability.OpenAt(s.now) {
+			continue
+		}
+		for si, stage := range st.Strategy.Stages {
+			if !selectorOf(stage.LabelSelector, stage.Selector).compile().matches(c.Labels) {
+				continue
+			}
+			if done := st.Stages[si].State; done == RunCompleted || done == RunSkipped {
+				s.release = append(s.release, name)
+			}
+			break
+		}
+	}
+}
+
 // applyAction moves the run between NotStarted, Running, Stopping and Stopped (R3.7).
 func (s *stepper) applyAction() {
 	st := &s.st
@@ -281,7 +310,7 @@ func (s *stepper) applyAction() {
 	case stop && (st.State == RunRunning || st.State == RunPending || st.State == RunNotStarted):
 		st.State, st.Message = RunStopping, "stopping: clusters in flight finish, nothing new starts"
 	case !stop && s.run.Action == ActionRun && (st.State == RunNotStarted || st.State == RunStopped || st.State == RunStopping):
-		st.State, st.Message = RunRunning, "running"
+		st.State, st.Message, st.StartedAt = RunRunning, "running", s.now
 	}
 }
 

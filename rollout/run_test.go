@@ -395,6 +395,42 @@ func TestR3_11_RunPendingAndSkipped(t *testing.T) {
 	}
 }
 
+// R3.7 keeps a cluster that joins mid-run out of the run; it then receives what its stage has
+// reached: the revision once that stage is done, nothing while the stage is still to come,
+// and nothing from a run that is not the bundle's current one.
+func TestR3_7_JoiningClusterGetsWhatItsStageReached(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{
+		{Name: "canary", LabelSelector: sel("ring=canary")},
+		{Name: "rest", LabelSelector: sel("ring=main"), BeforeStageTasks: []Task{{Type: TaskApproval}}},
+	}}
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy, Current: true}
+	fleet := runFleet("c1:ring=canary", "m1:ring=main")
+	res := Step(run, fleet, nil, t0)
+	run.Status = res.Status
+	fleet[0].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, Ready: true}
+	res = Step(run, fleet, nil, t0) // canary done; rest waits at its gate
+	if res.Status.Stages[0].State != RunCompleted || res.Status.State != RunPending {
+		t.Fatalf("canary %s, run %s; want the canary done and the run at the gate", res.Status.Stages[0].State, res.Status.State)
+	}
+	run.Status = res.Status
+	joined := append(fleet, runFleet("c2:ring=canary", "m2:ring=main")...)
+	joined[2].Deployment, joined[3].Deployment = nil, nil
+	res = Step(run, joined, nil, t0)
+	if !cmp.Equal(res.Release, []string{"c2"}) || !cmp.Equal(res.Status.Unstaged, []string{"c2", "m2"}) {
+		t.Errorf("released %v, unstaged %v; want the canary joiner released (its stage is done) and both reported", res.Release, res.Status.Unstaged)
+	}
+	other := *run
+	other.Current = false
+	if res := Step(&other, joined, nil, t0); len(res.Release) != 0 {
+		t.Errorf("a run that is not the bundle's current one released %v to joiners", res.Release)
+	}
+	paused := joined[:3:3]
+	paused[2].Paused = true
+	if res := Step(run, paused, nil, t0); len(res.Release) != 0 {
+		t.Errorf("a paused joiner was released %v (R1.13)", res.Release)
+	}
+}
+
 func TestR3_12_ScheduledStart(t *testing.T) {
 	// Tuesday 09:00 at UTC−05:00, reached on Wednesday 2026-03-04 10:00 UTC → Tuesday 2026-03-10 14:00 UTC.
 	s := &ScheduledStart{Weekday: "Tuesday", TimeOfDay: "09:00", UTCOffset: "-05:00"}

@@ -54,7 +54,11 @@ type Run struct {
 	SupersededBy string
 	// Paused is the bundle's pause (R1.13): no cluster starts; those in flight finish.
 	Paused bool
-	Status RunStatus
+	// Current: the run's revision is the one the bundle wants now, and no newer run replaced
+	// it. Only then does a cluster that joined after the run started receive the revision, once
+	// its stage is done.
+	Current bool
+	Status  RunStatus
 }
 
 // RunCluster is a targeted cluster as a run sees it.
@@ -74,6 +78,7 @@ type RunStatus struct {
 	Message       string          `json:"message,omitempty"`
 	RevisionIndex int64           `json:"revisionIndex,omitempty"`
 	FailureCount  int             `json:"failureCount,omitempty"`
+	StartedAt     time.Time       `json:"startedAt,omitzero"`
 	Strategy      *StagedStrategy `json:"strategy,omitempty"`
 	Stages        []StageStatus   `json:"stages,omitempty"`
 	Unstaged      []string        `json:"unstagedClusters,omitempty"`

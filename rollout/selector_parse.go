@@ -171,3 +171,17 @@ func (s *Selector) UnmarshalJSON(data []byte) error {
 	*s = Selector(p)
 	return nil
 }
+
+// selectorOf is the selector of a stage, a stage group or a sequence group: the structured one,
+// else the string form parsed. The string form was checked by validation (ValidateStaged,
+// ChainOrder); one that does not read selects nothing.
+func selectorOf(structured *Selector, text string) *Selector {
+	if structured != nil || text == "" {
+		return structured
+	}
+	parsed, err := ParseSelector(text)
+	if err != nil {
+		return nil
+	}
+	return parsed
+}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -85,4 +86,36 @@ func FuzzParseSelector(f *testing.F) {
 			t.Fatalf("%q and its rendering %q disagree", s, sel.String())
 		}
 	})
+}
+
+// R3.6: stages, stage groups and sequence groups take the string form in a field of its own,
+// selecting what the structured form would; one that does not read names its field.
+func TestR3_6_StringFormInStagesAndSequenceGroups(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "prod", Selector: "env in (prod),ring notin (canary)", MaxConcurrency: Percent(100),
+		Groups: []StageGroup{{Name: "eu", Selector: "zone=eu", MaxConcurrency: Percent(100)}, {Name: "us", Selector: "zone!=eu", MaxConcurrency: Percent(100)}}}}}
+	fleet := runFleet("a:env=prod,zone=eu", "b:env=prod,ring=canary,zone=eu", "c:env=prod,zone=us", "d:env=dev")
+	for i := range fleet {
+		fleet[i].Deployment = nil
+	}
+	res := Step(&Run{Name: "r", Revision: 1, Action: ActionRun, Strategy: strategy}, fleet[:1:1], nil, t0)
+	if len(res.Release) != 1 {
+		t.Fatalf("one cluster, one stage: released %v (%s)", res.Release, res.Status.Message)
+	}
+	res = Step(&Run{Name: "r", Revision: 1, Action: ActionRun, Strategy: StagedStrategy{Stages: []Stage{{Name: "prod", Selector: "env in (prod),ring notin (canary)", MaxConcurrency: Percent(100)},
+		{Name: "rest", Selector: "ring=canary || env=dev"}}}}, fleet, nil, t0)
+	if res.Status.State != RunFailed || !strings.Contains(res.Status.Message, "stages[1].selector:") {
+		t.Errorf("an unreadable string selector: %s %q, want the run failed naming stages[1].selector", res.Status.State, res.Status.Message)
+	}
+	seq := Sequence{Groups: []SequenceGroup{{Name: "dev", Selector: "env=dev"}, {Name: "prod", Upstream: "dev", Selector: "env=prod,!ring"}}}
+	got := map[string]int{}
+	for _, g := range seq.Groups {
+		got[g.Name] = CountGroupClusters(g, []SequenceCluster{{Name: "a", Labels: fleet[0].Labels}, {Name: "b", Labels: fleet[1].Labels}, {Name: "c", Labels: fleet[2].Labels}, {Name: "d", Labels: fleet[3].Labels}})
+	}
+	if got["dev"] != 1 || got["prod"] != 2 {
+		t.Errorf("sequence groups by string selector: %v, want dev 1 and prod 2 (a, c)", got)
+	}
+	seq.Groups[1].ClusterGroup = "prod"
+	if _, err := seq.ChainOrder(); err == nil || !strings.Contains(err.Error(), "exactly one of clusterSelector, selector and clusterGroup") {
+		t.Errorf("a group with two ways to select: %v", err)
+	}
 }

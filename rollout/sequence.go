@@ -22,7 +22,9 @@ type Sequence struct {
 type SequenceGroup struct {
 	Name            string    `json:"name"`
 	Upstream        string    `json:"upstream,omitempty"`
+	// ClusterSelector, Selector (its string form, R3.6) or ClusterGroup selects the clusters.
 	ClusterSelector *Selector `json:"clusterSelector,omitempty"`
+	Selector        string    `json:"selector,omitempty"`
 	ClusterGroup    string    `json:"clusterGroup,omitempty"`
 	Soak            *Duration `json:"soak,omitempty"`
 }
@@ -122,8 +124,13 @@ func (s *Sequence) ChainOrder() ([]int, error) {
 			return nil, &FieldError{Field: fmt.Sprintf("groups[%d].name", i), Message: fmt.Sprintf("%q is used twice", g.Name)}
 		}
 		index[g.Name] = i
-		if (g.ClusterSelector == nil) == (g.ClusterGroup == "") {
-			return nil, &FieldError{Field: fmt.Sprintf("groups[%d]", i), Message: "select the clusters with exactly one of clusterSelector and clusterGroup"}
+		if ways := boolRank(g.ClusterSelector != nil) + boolRank(g.Selector != "") + boolRank(g.ClusterGroup != ""); ways != 1 {
+			return nil, &FieldError{Field: fmt.Sprintf("groups[%d]", i), Message: "select the clusters with exactly one of clusterSelector, selector and clusterGroup"}
+		}
+		if g.Selector != "" {
+			if _, err := ParseSelector(g.Selector); err != nil {
+				return nil, &FieldError{Field: fmt.Sprintf("groups[%d].selector", i), Message: err.Error()}
+			}
 		}
 		if g.Soak != nil && (*g.Soak < 0 || time.Duration(*g.Soak) > MaxSoak) {
 			return nil, &FieldError{Field: fmt.Sprintf("groups[%d].soak", i), Message: "must be between 0 and 30 days"}
@@ -249,7 +256,11 @@ func StepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 			ctl := seq.control(r)
 			switch {
 			case rs.State == SeqComplete:
-				// Final: a completed revision stays qualified.
+				// Final: a completed revision stays qualified. A cluster that joined the group
+				// since gets it, when it is what the group runs now.
+				if r == target {
+					rs.Message = catchUp(seq, members, r, seq.control(r), now, res.Release, wake)
+				}
 			case !eligible(k, upstream, r, seq):
 				rs.State = SeqIneligible
 				switch {
@@ -384,7 +395,34 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	return rs
 }
 
-// CountGroupClusters is the number of clusters of the fleet in group g.
+// catchUp releases revision r, which the group has completed, to its members that do not run it
+// or a newer one (clusters that joined the group after it finished r), unless the sequence, the
+// revision or the cluster is paused, the cluster is offline or its maintenance window is closed.
+// It returns a message when it released some.
+func catchUp(seq *Sequence, members []*SequenceCluster, r int64, ctl RevisionControl, now time.Time, release map[string]int64, wake func(time.Time)) string {
+	if seq.Paused || ctl.Paused {
+		return ""
+	}
+	n := 0
+	for _, c := range members {
+		if d := c.Deployment; d != nil && d.Released >= r || c.Paused || c.Offline {
+			continue
+		}
+		if !c.Availability.OpenAt(now) {
+			if next, ok := c.Availability.NextOpening(now); ok {
+				wake(next)
+			}
+			continue
+		}
+		release[c.Name] = r
+		n++
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d clusters that joined the group receive the revision it completed", n)
+}
+
 // unsequenced lists the clusters of fleet in no group of seq, sorted.
 func unsequenced(seq *Sequence, fleet []SequenceCluster) []string {
 	grouped := map[string]bool{}
@@ -409,7 +447,7 @@ func CountGroupClusters(g SequenceGroup, fleet []SequenceCluster) int {
 
 // groupClusters lists the group's clusters, by name.
 func groupClusters(g SequenceGroup, fleet []SequenceCluster) []*SequenceCluster {
-	matcher := g.ClusterSelector.compile()
+	matcher := selectorOf(g.ClusterSelector, g.Selector).compile()
 	var out []*SequenceCluster
 	for i := range fleet {
 		c := &fleet[i]

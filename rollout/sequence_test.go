@@ -196,6 +196,39 @@ func TestR4_7_ClustersAheadAreIgnored(t *testing.T) {
 	})
 }
 
+// R4.3: a cluster that joins a group after the group completed a revision receives that
+// revision (what its group reached), not the soak and qualification again; a group that has not
+// qualified it gives a joiner nothing.
+func TestR4_3_JoiningClusterGetsWhatItsGroupCompleted(t *testing.T) {
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("prod", "dev", time.Hour)}}
+	dev := func(name string, d *Deployment) SequenceCluster {
+		return SequenceCluster{Name: name, Labels: map[string]string{"tier": "dev"}, Deployment: d}
+	}
+	prod := func(name string, d *Deployment) SequenceCluster {
+		return SequenceCluster{Name: name, Labels: map[string]string{"tier": "prod"}, Deployment: d}
+	}
+	on := func(r int64) *Deployment { return &Deployment{Staged: r, Released: r, Applied: r, Ready: true} }
+	res, _ := StepSequence(&seq, SequenceStatus{}, []int64{2}, []SequenceCluster{dev("d1", on(2)), prod("p1", on(1))}, t0)
+	if got := res.Status.Groups[0].Revisions[0].State; got != SeqComplete || res.Release["p1"] != 2 {
+		t.Fatalf("dev %s, release %v; want dev COMPLETE and prod started", got, res.Release)
+	}
+	joined := []SequenceCluster{dev("d1", on(2)), dev("d2", nil), prod("p1", on(2)), prod("p2", nil)}
+	res, _ = StepSequence(&seq, res.Status, []int64{2}, joined, t0.Add(time.Minute))
+	if diff := cmp.Diff(map[string]int64{"d2": 2, "p2": 2}, res.Release); diff != "" {
+		t.Errorf("release (-want +got):\n%s", diff)
+	}
+	if got := res.Status.Groups[0].Revisions[0]; got.State != SeqComplete || !strings.Contains(got.Message, "1 clusters that joined") {
+		t.Errorf("dev: %s %q; want it COMPLETE, saying the joiner receives the revision", got.State, got.Message)
+	}
+	// prod had not finished revision 2 when p2 joined: p2 is one more member the group waits
+	// for before its soak (R4.2), released by the group's own progress.
+	paused := seq
+	paused.Paused = true
+	if res, _ := StepSequence(&paused, res.Status, []int64{2}, []SequenceCluster{dev("d1", on(2)), dev("d3", nil)}, t0.Add(time.Minute)); len(res.Release) != 0 {
+		t.Errorf("a paused sequence released %v to a joiner (R1.13)", res.Release)
+	}
+}
+
 func TestR4_8_EmptyGroups(t *testing.T) {
 	t.Run("an empty first group qualifies nothing", func(t *testing.T) {
 		seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("prod", "dev", 0)}}

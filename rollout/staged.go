@@ -18,8 +18,10 @@ type StagedStrategy struct {
 
 // Stage is one stage (R3.1).
 type Stage struct {
-	Name               string       `json:"name"`
-	LabelSelector      *Selector    `json:"labelSelector"`
+	Name string `json:"name"`
+	// LabelSelector or Selector, its string form, selects the stage's clusters (R3.6).
+	LabelSelector      *Selector    `json:"labelSelector,omitempty"`
+	Selector           string       `json:"selector,omitempty"`
 	SortingLabelKey    string       `json:"sortingLabelKey,omitempty"`
 	MaxConcurrency     IntOrPercent `json:"maxConcurrency,omitempty"`
 	MaxAllowedFailures IntOrPercent `json:"maxAllowedFailures,omitempty"`
@@ -30,8 +32,10 @@ type Stage struct {
 
 // StageGroup is a group of a stage (R3.5).
 type StageGroup struct {
-	Name               string       `json:"name"`
-	LabelSelector      *Selector    `json:"labelSelector"`
+	Name string `json:"name"`
+	// LabelSelector or Selector, its string form, selects the group's clusters (R3.6).
+	LabelSelector      *Selector    `json:"labelSelector,omitempty"`
+	Selector           string       `json:"selector,omitempty"`
 	MaxConcurrency     IntOrPercent `json:"maxConcurrency,omitempty"`
 	MaxAllowedFailures IntOrPercent `json:"maxAllowedFailures,omitempty"`
 	BeforeGroupTasks   []Task       `json:"beforeGroupTasks,omitempty"`
@@ -135,11 +139,7 @@ func ValidateStaged(s *StagedStrategy) error {
 			add(f+".name", "%q is used twice", st.Name)
 		}
 		stageNames[st.Name] = true
-		if st.LabelSelector == nil {
-			add(f+".labelSelector", "is required")
-		} else if err := st.LabelSelector.validate(); err != nil {
-			add(f+".labelSelector", "%v", err)
-		}
+		checkSelector(add, f, st.LabelSelector, st.Selector)
 		checkConcurrency(add, f+".maxConcurrency", st.MaxConcurrency)
 		checkBudget(add, f+".maxAllowedFailures", st.MaxAllowedFailures)
 		checkTasks(add, f+".beforeStageTasks", st.BeforeStageTasks, true)
@@ -156,11 +156,7 @@ func ValidateStaged(s *StagedStrategy) error {
 				add(gf+".name", "%q is used twice", g.Name)
 			}
 			groupNames[g.Name] = true
-			if g.LabelSelector == nil {
-				add(gf+".labelSelector", "is required")
-			} else if err := g.LabelSelector.validate(); err != nil {
-				add(gf+".labelSelector", "%v", err)
-			}
+			checkSelector(add, gf, g.LabelSelector, g.Selector)
 			checkConcurrency(add, gf+".maxConcurrency", g.MaxConcurrency)
 			checkBudget(add, gf+".maxAllowedFailures", g.MaxAllowedFailures)
 			checkTasks(add, gf+".beforeGroupTasks", g.BeforeGroupTasks, true)
@@ -168,6 +164,25 @@ func ValidateStaged(s *StagedStrategy) error {
 		}
 	}
 	return joinErrors(errs)
+}
+
+// checkSelector checks that exactly one of a structured selector and its string form is set,
+// and that it reads.
+func checkSelector(add addFunc, field string, structured *Selector, text string) {
+	switch {
+	case structured == nil && text == "":
+		add(field+".labelSelector", "is required (or selector, its string form)")
+	case structured != nil && text != "":
+		add(field, "set labelSelector or selector, not both")
+	case structured != nil:
+		if err := structured.validate(); err != nil {
+			add(field+".labelSelector", "%v", err)
+		}
+	default:
+		if _, err := ParseSelector(text); err != nil {
+			add(field+".selector", "%v", err)
+		}
+	}
 }
 
 func checkConcurrency(add addFunc, field string, v IntOrPercent) {

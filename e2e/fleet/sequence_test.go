@@ -40,7 +40,7 @@ func TestR4_2_R4_3_R4_6_SequenceSoaksBeforeTheNextGroup(t *testing.T) {
 	const soak = 5 * time.Second
 	up, f, seq := sequenceFleet(t, "seq",
 		v1alpha1.SequenceGroup{Name: "canary", ClusterSelector: canaryClusters, Soak: &metav1.Duration{Duration: soak}},
-		v1alpha1.SequenceGroup{Name: "rest", Upstream: "canary", ClusterSelector: restClusters, Soak: &metav1.Duration{}})
+		v1alpha1.SequenceGroup{Name: "rest", Upstream: "canary", Selector: restClusters, Soak: &metav1.Duration{}})
 	ctx := context.Background()
 
 	groupState := func(group string, rev int64) v1alpha1.SequenceRevisionStatus {

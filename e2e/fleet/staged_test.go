@@ -26,8 +26,8 @@ import (
 // The stages of the staged tests: the canary (the first workload cluster), and the rest, the
 // one structured and the other in string form (R3.6).
 var (
-	canaryClusters = v1alpha1.SelectorOf(metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}})
-	restClusters   = &v1alpha1.Selector{Text: "index notin (0)"}
+	canaryClusters = &metav1.LabelSelector{MatchLabels: map[string]string{"index": "0"}}
+	restClusters   = "index notin (0)"
 )
 
 // stagedFleet starts a fleet whose repository's bundle web (a Deployment, image tag 1, in
@@ -61,15 +61,16 @@ func stagedFleet(t *testing.T, namespace string, stages ...v1alpha1.StageConfig)
 // e2e scenario 3: a git push starts a staged run by itself (R3.14); it waits at a before-stage
 // approval, approved the way the CLI does it, then at a timed wait, and completes. A rollback to
 // the older revision then runs through the same stages (R3.7) and stops the run in flight.
-func TestR3_14_R3_9_R3_7_PushStartsStagedRunThenRollback(t *testing.T) {
+func TestR3_14_R3_9_R3_7_R3_11_PushStartsStagedRunThenRollback(t *testing.T) {
 	up, f, runOf := stagedFleet(t, "staged",
 		v1alpha1.StageConfig{Name: "canary", LabelSelector: canaryClusters, AfterStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskTimedWait, WaitTime: &metav1.Duration{Duration: 3 * time.Second}}}},
-		v1alpha1.StageConfig{Name: "rest", LabelSelector: restClusters, BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval}}})
+		v1alpha1.StageConfig{Name: "rest", Selector: restClusters, BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval}}})
 	ctx := context.Background()
 	// The first revision's run goes through the canary and its wait, then stops at the gate.
 	eventually(t, "run shop-web-r1 waits for the approval of stage rest", 60*time.Second, func() bool {
 		r := runOf("shop-web-r1")
-		return r.Status.State == v1alpha1.RunRunning && strings.Contains(r.Status.Message, "waiting for approval shop-web-r1-before-rest")
+		// Nothing in flight while it waits: the run is Pending and says for what (R3.11).
+		return r.Status.State == v1alpha1.RunPending && strings.Contains(r.Status.Message, "waiting for approval shop-web-r1-before-rest")
 	})
 	if !deploymentAvailable(t, workloads[0], "staged", "web", "example.invalid/web:1") {
 		t.Errorf("the canary stage did not deploy")
@@ -146,7 +147,7 @@ func TestR3_14_R3_9_R3_7_PushStartsStagedRunThenRollback(t *testing.T) {
 	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gate}, &recorded); err != nil || len(recorded.Status.Approvals) != 0 {
 		t.Errorf("the forged approval left a record: %+v %v", recorded.Status, err)
 	}
-	if run := runOf(res.Run); run.Status.State != v1alpha1.RunRunning || !strings.Contains(run.Status.Message, "waiting for approval "+gate) {
+	if run := runOf(res.Run); run.Status.State != v1alpha1.RunPending || !strings.Contains(run.Status.Message, "waiting for approval "+gate) {
 		t.Errorf("the forged approval moved the run: %s %q", run.Status.State, run.Status.Message)
 	}
 	if err := approve(me); err != nil {
@@ -204,7 +205,7 @@ func approverClient(t *testing.T, f *fleetEnv, name string) (client.Client, stri
 func TestR3_9_ApprovalQuorumAndRejectionThroughTheHub(t *testing.T) {
 	up, f, runOf := stagedFleet(t, "quorum",
 		v1alpha1.StageConfig{Name: "canary", LabelSelector: canaryClusters},
-		v1alpha1.StageConfig{Name: "rest", LabelSelector: restClusters, BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval, Quorum: 2}}})
+		v1alpha1.StageConfig{Name: "rest", Selector: restClusters, BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval, Quorum: 2}}})
 	ctx := context.Background()
 	rest := operate.Gate{Stage: "rest"}
 	waitAtGate := func(run string) {
@@ -278,7 +279,7 @@ func TestR3_9_ApprovalQuorumAndRejectionThroughTheHub(t *testing.T) {
 func TestR1_13_StagedRunHoldsAPausedCluster(t *testing.T) {
 	_, f, runOf := stagedFleet(t, "paused-run",
 		v1alpha1.StageConfig{Name: "canary", LabelSelector: canaryClusters},
-		v1alpha1.StageConfig{Name: "rest", LabelSelector: restClusters, MaxConcurrency: &intstr.IntOrString{IntVal: 2},
+		v1alpha1.StageConfig{Name: "rest", Selector: restClusters, MaxConcurrency: &intstr.IntOrString{IntVal: 2},
 			BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval}}})
 	ctx := context.Background()
 	eventually(t, "run shop-web-r1 waits at the gate", 60*time.Second, func() bool {

@@ -64,7 +64,7 @@ const (
 	HeartbeatMissedReason      = "HeartbeatMissed"
 	DriftDetectedReason        = "DriftDetected"
 	ApprovedReason             = "Approved"
-	NewerRevisionReason        = "NewerRevision"
+	NewerRunReason             = "NewerRun"
 
 	// RestrictedReason: a FleetRestriction does not allow what was asked (a GitRepo's
 	// repository, a bundle's namespace, service account or objects); the message names it.

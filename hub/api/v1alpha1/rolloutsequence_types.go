@@ -24,7 +24,7 @@ type RolloutSequenceSpec struct {
 }
 
 // SequenceGroup is one link of the chain.
-// +kubebuilder:validation:XValidation:rule="has(self.clusterSelector) != has(self.clusterGroup)",message="select the group's clusters with exactly one of clusterSelector and clusterGroup"
+// +kubebuilder:validation:XValidation:rule="(has(self.clusterSelector) ? 1 : 0) + (has(self.selector) ? 1 : 0) + (has(self.clusterGroup) ? 1 : 0) == 1",message="select the group's clusters with exactly one of clusterSelector, selector and clusterGroup"
 type SequenceGroup struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
@@ -32,12 +32,13 @@ type SequenceGroup struct {
 	// Upstream is the group that must complete a revision before this one receives it.
 	// +optional
 	Upstream string `json:"upstream,omitempty"`
+	// ClusterSelector selects the group's clusters; Selector does the same in the string form
+	// of kubectl's --selector (R3.6); ClusterGroup takes a ClusterGroup's members.
 	// +optional
-	// Structured or in string form (R3.6).
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || type(self) == map",message="must be a label selector: a mapping or a string like \"env=prod,ring notin (canary)\""
-	ClusterSelector *Selector `json:"clusterSelector,omitempty"`
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Selector string `json:"selector,omitempty"`
 	// +optional
 	ClusterGroup string `json:"clusterGroup,omitempty"`
 	// Soak is how long the group holds a finished revision before it qualifies downstream;

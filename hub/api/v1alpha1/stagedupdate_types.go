@@ -20,17 +20,20 @@ type StagedUpdateStrategySpec struct {
 }
 
 // StageConfig is one stage: a label-selected set of clusters updated together.
+// +kubebuilder:validation:XValidation:rule="has(self.labelSelector) != has(self.selector)",message="select the stage's clusters with exactly one of labelSelector and selector"
 type StageConfig struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
-	// LabelSelector selects the stage's clusters.
-	// Structured or in string form (R3.6).
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || type(self) == map",message="must be a label selector: a mapping or a string like \"env=prod,ring notin (canary)\""
-	LabelSelector *Selector `json:"labelSelector"`
+	// LabelSelector selects the stage's clusters; Selector does the same in the string form of
+	// kubectl's --selector, such as "env=prod,ring notin (canary),!legacy" (R3.6). Exactly one
+	// is set.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Selector string `json:"selector,omitempty"`
 	// SortingLabelKey orders the stage's clusters by the integer value of this label (R3.2).
 	// +optional
 	SortingLabelKey string `json:"sortingLabelKey,omitempty"`
@@ -67,17 +70,19 @@ type StageConfig struct {
 }
 
 // StageGroup is a group within a stage.
+// +kubebuilder:validation:XValidation:rule="has(self.labelSelector) != has(self.selector)",message="select the group's clusters with exactly one of labelSelector and selector"
 type StageGroup struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
-	// LabelSelector selects the group's clusters among the stage's.
-	// Structured or in string form (R3.6).
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || type(self) == map",message="must be a label selector: a mapping or a string like \"env=prod,ring notin (canary)\""
-	LabelSelector *Selector `json:"labelSelector"`
+	// LabelSelector or Selector (its string form) selects the group's clusters among the
+	// stage's; exactly one is set (R3.6).
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Selector string `json:"selector,omitempty"`
 	// MaxConcurrency is a number or percent of the group (floor, minimum 1). Default 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
@@ -252,6 +257,10 @@ type StagedUpdateRunStatus struct {
 	// FailureCount is the number of clusters that failed in this run.
 	// +optional
 	FailureCount int32 `json:"failureCount,omitempty"`
+	// StartedAt is when the run was last set running: of a bundle's runs, the one started last
+	// releases and the others stop (one rollout per bundle).
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// Strategy is the strategy as frozen when the run started.
 	// +optional
 	Strategy *StagedUpdateStrategySpec `json:"strategy,omitempty"`
@@ -262,7 +271,8 @@ type StagedUpdateRunStatus struct {
 	// UnstagedClusters are targeted clusters that joined after the run started (R3.7).
 	// +optional
 	UnstagedClusters []string `json:"unstagedClusters,omitempty"`
-	// SupersededBy names the run that replaced this one (R3.14).
+	// SupersededBy names the run that replaced this one: a newer run of the same bundle, started
+	// by a person, by a rollback or by a new revision (R3.14).
 	// +optional
 	SupersededBy string `json:"supersededBy,omitempty"`
 	// +optional

@@ -1,0 +1,89 @@
+package hub
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// The rules of continuous rollouts (§1) through the real hub; the planner's own tests cover
+// each rule's arithmetic, these show the hub acting on it.
+
+func clustersNamed(labels map[string]string, names ...string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, n := range names {
+		l := map[string]string{}
+		for k, v := range labels {
+			l[k] = v
+		}
+		out[n] = l
+	}
+	return out
+}
+
+// R1.1, R1.14: without a rolloutStrategy every default holds: maxUnavailable 100% makes each
+// partition Ready at once, so the first pass releases every cluster, and the Bundle warns that
+// the rollout does not wait.
+func TestR1_1_R1_14_DefaultsReleaseEveryClusterAndSaySo(t *testing.T) {
+	f := newSimFleet(t, Options{}, "defaultNamespace: web\n", clustersNamed(nil, "a", "b", "c"))
+	f.until("revision 1 is released to every cluster before any reports", func() bool { return len(f.released(1)) == 3 })
+	f.until("the Bundle warns about the unsafe default", func() bool {
+		c := meta.FindStatusCondition(f.getBundle().Status.Conditions, v1alpha1.UnsafeDefaultsCondition)
+		return c != nil && strings.Contains(c.Message, "maxUnavailable is 100%") && strings.Contains(c.Message, "R1.14")
+	})
+}
+
+// R1.2, R1.5, R1.7, R1.9: a manual partition uses its own maxUnavailable (49% of 4 clusters
+// rounds down to 1), one without uses the global one (0); the global budget, counted over every
+// cluster, holds the next partition even when its predecessor is within its own threshold.
+func TestR1_2_R1_5_R1_9_PartitionThresholdsAndTheGlobalBudget(t *testing.T) {
+	fleet := `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, maxUnavailable: 49%, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`
+	clusters := clustersNamed(map[string]string{"ring": "canary"}, "c1", "c2", "c3", "c4")
+	for name, l := range clustersNamed(map[string]string{"ring": "main"}, "m1", "m2") {
+		clusters[name] = l
+	}
+	f := newSimFleet(t, Options{}, fleet, clusters)
+	f.releasedExactly(1, "partitions NotReady (canary)", "c1", "c2", "c3", "c4")
+	f.until("the partitions report their thresholds", func() bool {
+		ps := f.getBundle().Status.Partitions
+		return len(ps) == 2 && ps[0].MaxUnavailable == 1 && ps[1].MaxUnavailable == 0
+	})
+	f.ready("c1", "c2")
+	f.report(false, "c3", "c4")
+	f.releasedExactly(1, "partitions NotReady (canary)", "c1", "c2", "c3", "c4") // 2 unavailable > 1 (R1.6)
+	f.ready("c3")
+	// The canary is within its threshold now (1 ≤ 1), but 1 unavailable exceeds the global 0.
+	f.releasedExactly(1, "1 clusters unavailable, more than maxUnavailable 0 (0) (R1.9)", "c1", "c2", "c3", "c4")
+	f.ready("c4")
+	f.until("the rest partition is released", func() bool { return len(f.released(1)) == 6 })
+}
+
+// R1.4: above autoPartitionThreshold, automatic partitions of autoPartitionSize (40% of 5 → 2)
+// are taken in name order, the remainder forming a last, smaller one; with maxUnavailable 0
+// each waits for the one before.
+func TestR1_4_AutomaticPartitionsAboveTheThreshold(t *testing.T) {
+	fleet := "defaultNamespace: web\nrolloutStrategy: {maxUnavailable: 0, autoPartitionThreshold: 4, autoPartitionSize: 40%}\n"
+	f := newSimFleet(t, Options{}, fleet, clustersNamed(nil, "a5", "a1", "a4", "a2", "a3"))
+	f.releasedExactly(1, "NotReady", "a1", "a2")
+	f.until("three automatic partitions of 2, 2 and 1", func() bool {
+		var sizes []string
+		for _, p := range f.getBundle().Status.Partitions {
+			sizes = append(sizes, fmt.Sprint(p.Count))
+		}
+		return strings.Join(sizes, ",") == "2,2,1"
+	})
+	f.ready("a1", "a2")
+	f.releasedExactly(1, "NotReady", "a1", "a2", "a3", "a4")
+	f.ready("a3", "a4")
+	f.until("the last partition is released", func() bool { return len(f.released(1)) == 5 })
+}

@@ -1,0 +1,178 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// simFleet is a hub, a repository with one bundle (web, in the repository's directory web) and
+// registered clusters whose agents the test plays: it reports a release applied and ready, or
+// not, when the rule under test needs it. The hub is the real one; only the agents are the
+// test's, so what a test asserts about releases is the hub's decision alone.
+type simFleet struct {
+	t      *testing.T
+	c      client.Client
+	ns     string
+	up     *gitserver.Upstream
+	bundle types.NamespacedName
+}
+
+// newSimFleet serves fleetYAML and a ConfigMap as bundle web, registers clusters (name →
+// labels), and points a GitRepo selecting every cluster at it.
+func newSimFleet(t *testing.T, opts Options, fleetYAML string, clusters map[string]map[string]string) *simFleet {
+	t.Helper()
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/cm.yaml": configMap("1")})
+	srv := up.ServeHTTP("", "")
+	if opts.StatusDelay == 0 {
+		opts.StatusDelay = 200 * time.Millisecond
+	}
+	c, _ := startHub(t, opts)
+	f := &simFleet{t: t, c: c, ns: namespace(t, c), up: up}
+	f.bundle = types.NamespacedName{Namespace: f.ns, Name: "shop-web"}
+	for _, name := range slices.Sorted(maps.Keys(clusters)) {
+		registerCluster(t, c, f.ns, name, clusters[name])
+	}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "retired", Operator: metav1.LabelSelectorOpDoesNotExist}}}}}},
+	}}
+	if err := c.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func configMap(color string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: \"" + color + "\"}\n"
+}
+
+// commit pushes a new revision of the bundle's content (and, when set, of its fleet.yaml).
+func (f *simFleet) commit(color, fleetYAML string) {
+	files := map[string]string{"web/cm.yaml": configMap(color)}
+	if fleetYAML != "" {
+		files["web/fleet.yaml"] = fleetYAML
+	}
+	f.up.Commit("main", files)
+}
+
+// deployments are the bundle's BundleDeployments by cluster.
+func (f *simFleet) deployments() map[string]v1alpha1.BundleDeployment {
+	return deploymentsOf(f.t, f.c, f.ns, f.bundle.Name)
+}
+
+// released lists, sorted, the clusters whose deployment releases revision rev.
+func (f *simFleet) released(rev int64) []string {
+	var out []string
+	for name, bd := range f.deployments() {
+		if bd.Spec.Released != nil && bd.Spec.Released.Index == rev {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// report writes what the cluster's agent writes once it applied the release: Ready, or
+// applied and not ready.
+func (f *simFleet) report(ready bool, clusters ...string) {
+	f.t.Helper()
+	bds := f.deployments()
+	for _, name := range clusters {
+		bd, ok := bds[name]
+		if !ok || bd.Spec.Released == nil {
+			f.t.Fatalf("cluster %s has no release to report", name)
+		}
+		orig := bd.DeepCopy()
+		now := metav1.Now()
+		bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
+		bd.Status.Ready, bd.Status.State = ready, v1alpha1.StateReady
+		if !ready {
+			bd.Status.State = v1alpha1.StateNotReady
+		}
+		meta.SetStatusCondition(&bd.Status.Conditions, metav1.Condition{Type: v1alpha1.AppliedCondition, Status: metav1.ConditionTrue, Reason: "Applied"})
+		if err := f.c.Status().Patch(context.Background(), &bd, client.MergeFrom(orig)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// ready reports the clusters Ready on their release.
+func (f *simFleet) ready(clusters ...string) { f.t.Helper(); f.report(true, clusters...) }
+
+// getBundle reads the bundle; a zero Bundle while it does not exist.
+func (f *simFleet) getBundle() *v1alpha1.Bundle {
+	var b v1alpha1.Bundle
+	if err := f.c.Get(context.Background(), f.bundle, &b); err != nil {
+		return &v1alpha1.Bundle{}
+	}
+	return &b
+}
+
+// pausedFor is the message of the Bundle's RolloutPaused condition, "" when it is absent.
+func (f *simFleet) pausedFor() string {
+	if c := meta.FindStatusCondition(f.getBundle().Status.Conditions, v1alpha1.RolloutPausedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
+}
+
+// until waits for cond; when it times out it fails the test with the objects it waited on:
+// the bundle's status and every deployment's release and report.
+func (f *simFleet) until(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting until %s\n%s", what, f.dump())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// releasedExactly waits until revision rev is released to exactly the clusters named, and the
+// hub has said why the others wait (its RolloutPaused condition contains waiting): the pass
+// that released them has ended, so no further release of that pass can come after the check.
+func (f *simFleet) releasedExactly(rev int64, waiting string, clusters ...string) {
+	f.t.Helper()
+	slices.Sort(clusters)
+	f.until(fmt.Sprintf("revision %d is released to %v and the rollout waits for %q", rev, clusters, waiting), func() bool {
+		return slices.Equal(f.released(rev), clusters) && strings.Contains(f.pausedFor(), waiting)
+	})
+}
+
+func (f *simFleet) dump() string {
+	var b strings.Builder
+	bun := f.getBundle()
+	fmt.Fprintf(&b, "bundle %s: latest revision %d, summary %+v\n", f.bundle, bun.Spec.LatestRevision, bun.Status.Summary)
+	for _, c := range bun.Status.Conditions {
+		fmt.Fprintf(&b, "  condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	for _, p := range bun.Status.Partitions {
+		fmt.Fprintf(&b, "  partition %s: %d clusters, maxUnavailable %d, unavailable %d, ready %t\n", p.Name, p.Count, p.MaxUnavailable, p.Unavailable, p.Ready)
+	}
+	bds := f.deployments()
+	for _, name := range slices.Sorted(maps.Keys(bds)) {
+		bd := bds[name]
+		released := int64(0)
+		if bd.Spec.Released != nil {
+			released = bd.Spec.Released.Index
+		}
+		fmt.Fprintf(&b, "  deployment on %s: staged %d released %d applied %d ready %t deleting %t\n", name, bd.Spec.Staged.Index, released, bd.Status.AppliedRevision, bd.Status.Ready, !bd.DeletionTimestamp.IsZero())
+	}
+	return b.String()
+}
