@@ -20,8 +20,8 @@ type Sequence struct {
 
 // SequenceGroup is one link: its clusters (by selector or cluster group) and its soak time.
 type SequenceGroup struct {
-	Name            string    `json:"name"`
-	Upstream        string    `json:"upstream,omitempty"`
+	Name     string `json:"name"`
+	Upstream string `json:"upstream,omitempty"`
 	// ClusterSelector, Selector (its string form, R3.6) or ClusterGroup selects the clusters.
 	ClusterSelector *Selector `json:"clusterSelector,omitempty"`
 	Selector        string    `json:"selector,omitempty"`
