@@ -65,6 +65,11 @@ type Options struct {
 	// the ConfigMap flotilla-hub there, where `flotilla status` compares the agents' versions
 	// with it. Empty Namespace: not recorded.
 	Version, Namespace string
+	// Clock is the time the rollout controllers decide at (soaks, timed waits, scheduled
+	// starts, maintenance windows, the forced soak of R4.5); default time.Now. Tests set it to
+	// simulate days (ROLLOUT.md §0), with clusters whose agents the test plays: a Clock far
+	// from the wall clock would judge real agents' Leases stale.
+	Clock func() time.Time
 	// HeartbeatInterval is how often agents renew their Lease, HeartbeatDeadline how long after
 	// the last renewal a cluster counts as offline (R1.11), for Clusters whose spec sets
 	// neither; defaults 2m and 5m. An idle fleet costs N / HeartbeatInterval writes a second.

@@ -156,6 +156,10 @@ func Run(ctx context.Context, opts Options) error {
 	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
 	contentGrace := positiveOr(opts.ContentGrace, DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
 	// The controllers of every shard work on its own GitRepos and what derives from them; those
 	// of the fleet-wide view run in the default shard only (see shard).
 	controllers := []struct {
@@ -163,10 +167,10 @@ func Run(ctx context.Context, opts Options) error {
 		fleetWide bool
 		setup     func(ctrl.Manager) error
 	}{
-		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: time.Now,
+		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: clock,
 			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup},
-		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: time.Now}).setup},
-		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: time.Now}).setup},
+		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: clock}).setup},
+		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: clock}).setup},
 		{"deployment removal", false, (&deploymentRemovalReconciler{client: mgr.GetClient(), shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
 		{"bundle removal", false, (&bundleRemovalReconciler{client: mgr.GetClient(), shard: sh}).setup},
 		{"gitrepo status", false, (&repoStatusReconciler{client: mgr.GetClient()}).setup},

@@ -91,6 +91,12 @@ func (f *simFleet) released(rev int64) []string {
 // applied and not ready.
 func (f *simFleet) report(ready bool, clusters ...string) {
 	f.t.Helper()
+	f.reportApplied(ready, time.Now(), clusters...)
+}
+
+// reportApplied is report for an apply at the given time.
+func (f *simFleet) reportApplied(ready bool, at time.Time, clusters ...string) {
+	f.t.Helper()
 	bds := f.deployments()
 	for _, name := range clusters {
 		bd, ok := bds[name]
@@ -98,8 +104,8 @@ func (f *simFleet) report(ready bool, clusters ...string) {
 			f.t.Fatalf("cluster %s has no release to report", name)
 		}
 		orig := bd.DeepCopy()
-		now := metav1.Now()
-		bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
+		applied := metav1.NewTime(at)
+		bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &applied
 		bd.Status.Ready, bd.Status.State = ready, v1alpha1.StateReady
 		if !ready {
 			bd.Status.State = v1alpha1.StateNotReady

@@ -1,0 +1,82 @@
+package hub
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// A rolling update with placement (§2) through the real hub: PickN takes N clusters in name
+// order (R2.1, R2.2); the default budgets of 25% of N = 3 round up to one unavailable and one
+// surplus cluster (R2.3); an update takes one cluster down at a time, and a cluster counts as
+// available only unavailablePeriodSeconds after it applied (R2.4, R2.5); a cluster leaving the
+// selection keeps the workload until a new one carries it and availability allows (R2.4, R2.6).
+func TestR2_1_R2_2_R2_3_R2_4_R2_5_R2_6_RollingUpdateThroughTheHub(t *testing.T) {
+	placement := func(period string) string {
+		return "defaultNamespace: web\nplacement: {type: PickN, numberOfClusters: 3, rollingUpdate: {unavailablePeriodSeconds: " + period + "}}\n"
+	}
+	f := newSimFleet(t, Options{}, placement("3600"), clustersNamed(nil, "a", "b", "c", "d"))
+	ctx := context.Background()
+
+	// First deployment: new clusters spend only the surge budget, so all three picked go at once.
+	f.until("revision 1 is released to the three clusters PickN picks", func() bool { return slices.Equal(f.released(1), []string{"a", "b", "c"}) })
+	f.reportApplied(true, time.Now().Add(-2*time.Hour), "a", "b", "c") // applied long enough ago to count as available
+	f.until("the bundle is ready", func() bool { return meta.IsStatusConditionTrue(f.getBundle().Status.Conditions, v1alpha1.ReadyCondition) })
+	if _, ok := f.deployments()["d"]; ok {
+		t.Fatalf("d, not picked by PickN 3, has a deployment:\n%s", f.dump())
+	}
+
+	// An in-place update: one cluster at a time, and a cluster that applied counts as available
+	// only an hour later.
+	f.commit("2", "")
+	f.releasedExactly(2, "2 of 3 clusters available, at least N−maxUnavailable = 2 must stay available (R2.4)", "a")
+	f.ready("a")
+	f.until("the hub counts a Ready on revision 2", func() bool {
+		b := f.getBundle()
+		return b.Status.ReleasingRevision == 2 && b.Status.Summary.Ready >= 1
+	})
+	if got := f.released(2); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("revision 2 went on to %v while a's unavailable period runs (R2.5)\n%s", got, f.dump())
+	}
+	f.commit("2", placement("1")) // the period ends: the update goes on
+	f.until("b is released once a counts as available", func() bool { return slices.Contains(f.released(2), "b") })
+	f.ready("b")
+	f.until("c is released", func() bool { return len(f.released(2)) == 3 })
+	f.ready("c")
+	f.until("the bundle is ready on revision 2", func() bool {
+		b := f.getBundle()
+		return b.Status.ReleasingRevision == 2 && meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.ReadyCondition)
+	})
+
+	// c turns unready, then b leaves the selection: d takes its place within the surge, and b
+	// keeps the workload while a and b are all that is available.
+	f.report(false, "c")
+	var b v1alpha1.Cluster
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "b"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	orig := b.DeepCopy()
+	b.Labels = map[string]string{"retired": "true"}
+	if err := f.c.Patch(ctx, &b, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	f.until("d carries the workload and b waits to leave", func() bool {
+		bd, kept := f.deployments()["b"]
+		return slices.Contains(f.released(2), "d") && kept && bd.DeletionTimestamp.IsZero() && strings.Contains(f.pausedFor(), "leaving:")
+	})
+	f.ready("d")
+	f.until("b's deployment is removed once d counts as available", func() bool {
+		bd, kept := f.deployments()["b"]
+		return !kept || !bd.DeletionTimestamp.IsZero()
+	})
+	if bds := f.deployments(); bds["a"].DeletionTimestamp != nil || bds["c"].DeletionTimestamp != nil {
+		t.Errorf("only b left the selection:\n%s", f.dump())
+	}
+}

@@ -1,0 +1,176 @@
+package hub
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// simClock is the hub's Clock in a test: days pass when the test says so.
+type simClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *simClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *simClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
+// groupState is a group's progress on a revision as the Bundle reports it.
+func (f *simFleet) groupState(group string, rev int64) v1alpha1.SequenceRevisionStatus {
+	for _, g := range f.getBundle().Status.Sequence {
+		for _, r := range g.Revisions {
+			if g.Name == group && r.Index == rev {
+				return r
+			}
+		}
+	}
+	return v1alpha1.SequenceRevisionStatus{}
+}
+
+// onRevision lists, sorted, the clusters released rev.
+func (f *simFleet) onRevision(rev int64, clusters ...string) bool {
+	got := f.released(rev)
+	for _, c := range clusters {
+		if !slices.Contains(got, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// A sequence of five groups through the real hub, on a simulated clock (R4.1): an empty group
+// with an upstream passes a revision straight through (R4.8); a paused revision starts nowhere,
+// then resumes, while the group downstream still works on the one before (R4.4, R4.10); a group
+// stuck for 30 days soaks anyway (R4.5); a cancelled revision goes no further (R4.10); a cluster
+// already on a newer revision than its group's target neither blocks the group nor is taken back
+// (R4.7).
+func TestR4_1_R4_4_R4_5_R4_7_R4_8_R4_10_SequenceThroughTheHub(t *testing.T) {
+	clock := &simClock{at: time.Now()}
+	clusters := map[string]map[string]string{
+		"d1": {"tier": "dev"}, "s1": {"tier": "stage"}, "p1": {"tier": "prod"}, "p2": {"tier": "prod"}, "e1": {"tier": "edge"},
+	}
+	f := newSimFleet(t, Options{Clock: clock.now}, "defaultNamespace: web\nsequence: {name: chain}\n", clusters)
+	ctx := context.Background()
+	hour := &metav1.Duration{Duration: time.Hour}
+	seq := &v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: "chain", Namespace: f.ns}, Spec: v1alpha1.RolloutSequenceSpec{
+		Groups: []v1alpha1.SequenceGroup{
+			{Name: "dev", Selector: "tier=dev", Soak: hour},
+			{Name: "qa", Upstream: "dev", Selector: "tier=qa", Soak: hour}, // no cluster
+			{Name: "stage", Upstream: "qa", Selector: "tier=stage", Soak: &metav1.Duration{}},
+			{Name: "prod", Upstream: "stage", Selector: "tier=prod", Soak: hour},
+			{Name: "edge", Upstream: "prod", Selector: "tier=edge", Soak: &metav1.Duration{}},
+		},
+		// Revision 2 is paused before it exists.
+		Revisions: []v1alpha1.SequenceRevisionControl{{Index: 2, Paused: true}},
+	}}
+	if err := f.c.Create(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	// control changes the sequence's per-revision controls; any change of its spec also makes
+	// the hub look at its bundles again after the clock moved.
+	control := func(change func(*v1alpha1.RolloutSequenceSpec)) {
+		t.Helper()
+		var s v1alpha1.RolloutSequence
+		if err := f.c.Get(ctx, client.ObjectKeyFromObject(seq), &s); err != nil {
+			t.Fatal(err)
+		}
+		orig := s.DeepCopy()
+		change(&s.Spec)
+		if err := f.c.Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poke := func(rev int64) { // the soak of revision rev in the empty group, which has no effect of its own
+		control(func(s *v1alpha1.RolloutSequenceSpec) {
+			for i := range s.Revisions {
+				if s.Revisions[i].Index == rev {
+					if len(s.Revisions[i].SoakOverrides) == 0 {
+						s.Revisions[i].SoakOverrides = []v1alpha1.SoakOverride{{Group: "qa"}}
+					}
+					s.Revisions[i].SoakOverrides[0].Soak.Duration += time.Minute
+					return
+				}
+			}
+			s.Revisions = append(s.Revisions, v1alpha1.SequenceRevisionControl{Index: rev, SoakOverrides: []v1alpha1.SoakOverride{{Group: "qa", Soak: metav1.Duration{Duration: time.Minute}}}})
+		})
+	}
+
+	f.until("dev receives revision 1", func() bool { return f.onRevision(1, "d1") })
+	f.ready("d1")
+	f.until("dev soaks revision 1", func() bool { return f.groupState("dev", 1).State == v1alpha1.SequenceSoaking })
+	clock.advance(time.Hour)
+	poke(1)
+	f.until("qa, empty, passes revision 1 through and stage receives it", func() bool {
+		return f.groupState("qa", 1).State == v1alpha1.SequenceComplete && f.onRevision(1, "s1")
+	})
+	f.ready("s1")
+	f.until("prod receives revision 1", func() bool { return f.onRevision(1, "p1", "p2") })
+	f.ready("p1")
+	f.report(false, "p2") // stuck: prod cannot finish revision 1
+
+	// Revision 2, paused, starts nowhere; resumed, it reaches dev while prod still works on 1.
+	f.commit("2", "")
+	f.until("revision 2 waits, paused", func() bool {
+		return strings.Contains(f.groupState("dev", 2).Message, "revision paused")
+	})
+	if f.onRevision(2, "d1") {
+		t.Fatalf("a paused revision was released:\n%s", f.dump())
+	}
+	control(func(s *v1alpha1.RolloutSequenceSpec) { s.Revisions[0].Paused = false })
+	f.until("dev receives revision 2 while prod is on revision 1", func() bool {
+		return f.onRevision(2, "d1") && f.groupState("prod", 1).State == v1alpha1.SequenceInProgress
+	})
+	f.ready("d1")
+	control(func(s *v1alpha1.RolloutSequenceSpec) { s.Revisions[0].Cancelled = true })
+
+	// 30 days on, prod soaks revision 1 although p2 never finished it; an hour later edge
+	// receives it.
+	clock.advance(30*24*time.Hour + time.Minute)
+	poke(1)
+	f.until("prod is forced to soak revision 1", func() bool {
+		st := f.groupState("prod", 1)
+		return st.State == v1alpha1.SequenceForcedSoaking && strings.Contains(st.Message, "R4.5")
+	})
+	clock.advance(time.Hour)
+	poke(1)
+	f.until("edge receives revision 1", func() bool { return f.onRevision(1, "e1") })
+	if f.onRevision(2, "s1") || f.groupState("stage", 2).State == v1alpha1.SequenceComplete {
+		t.Fatalf("the cancelled revision 2 went on downstream:\n%s", f.dump())
+	}
+
+	// d1 moves to edge, running revision 2: ahead of edge's target, it is ignored.
+	var d1 v1alpha1.Cluster
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "d1"}, &d1); err != nil {
+		t.Fatal(err)
+	}
+	orig := d1.DeepCopy()
+	d1.Labels["tier"] = "edge"
+	if err := f.c.Patch(ctx, &d1, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	f.ready("e1")
+	f.until("edge completes revision 1 without d1", func() bool {
+		st := f.groupState("edge", 1)
+		return st.State == v1alpha1.SequenceComplete
+	})
+	if !f.onRevision(2, "d1") {
+		t.Errorf("d1, ahead of its group, was taken back to revision 1:\n%s", f.dump())
+	}
+}
