@@ -28,7 +28,9 @@ func TestR2_1_R2_2_R2_3_R2_4_R2_5_R2_6_RollingUpdateThroughTheHub(t *testing.T) 
 	// First deployment: new clusters spend only the surge budget, so all three picked go at once.
 	f.until("revision 1 is released to the three clusters PickN picks", func() bool { return slices.Equal(f.released(1), []string{"a", "b", "c"}) })
 	f.reportApplied(true, time.Now().Add(-2*time.Hour), "a", "b", "c") // applied long enough ago to count as available
-	f.until("the bundle is ready", func() bool { return meta.IsStatusConditionTrue(f.getBundle().Status.Conditions, v1alpha1.ReadyCondition) })
+	f.until("the bundle is ready", func() bool {
+		return meta.IsStatusConditionTrue(f.getBundle().Status.Conditions, v1alpha1.ReadyCondition)
+	})
 	if _, ok := f.deployments()["d"]; ok {
 		t.Fatalf("d, not picked by PickN 3, has a deployment:\n%s", f.dump())
 	}
