@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -67,6 +68,9 @@ type bundler struct {
 	crossNamespaceRefs bool
 	historyLimit       int
 	now                func() time.Time
+	// checkout returns a directory holding a commit of a GitRepo's repository: older
+	// revisions are rendered from their own commits for clusters that join (recordJoiners).
+	checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)
 }
 
 // stageWorkers is how many clusters have their deployments staged at once.
@@ -106,12 +110,44 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 type rendered struct {
 	src     *bundle.Source
 	targets map[string]*bundle.Rendered // cluster → render
+	// clusters are what each target was rendered for.
+	clusters map[string]bundle.Target
 	// restrictions are the namespace's FleetRestrictions, which every deployment carries.
 	restrictions []v1alpha1.DeploymentRestriction
 }
 
 // render renders every bundle for every cluster it targets; any error is the commit's.
 func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, error) {
+	rr, err := b.newRepoRenderer(ctx, repo, checkout)
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Close()
+	all := make([]rendered, 0, len(sources))
+	for i := range sources {
+		src := &sources[i]
+		r := rendered{src: src, targets: map[string]*bundle.Rendered{}, clusters: map[string]bundle.Target{}, restrictions: rr.policy.forDeployment()}
+		for _, c := range clusters {
+			res, err := rr.render(ctx, repo, src, c.target)
+			if err != nil {
+				return nil, err
+			}
+			if res != nil {
+				r.targets[c.cluster.Name], r.clusters[c.cluster.Name] = res, c.target
+			}
+		}
+		all = append(all, r)
+	}
+	return all, nil
+}
+
+// repoRenderer renders one checkout of a repository under its namespace's restrictions.
+type repoRenderer struct {
+	*bundle.Renderer
+	policy restrictions
+}
+
+func (b *bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, checkout string) (*repoRenderer, error) {
 	access, err := chartAccess(ctx, b.client, repo)
 	if err != nil {
 		return nil, &RenderError{Err: err}
@@ -125,30 +161,26 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 	if err != nil {
 		return nil, err
 	}
-	defer renderer.Close()
-	all := make([]rendered, 0, len(sources))
-	for i := range sources {
-		src := &sources[i]
-		r := rendered{src: src, targets: map[string]*bundle.Rendered{}, restrictions: policy.forDeployment()}
-		for _, c := range clusters {
-			if !selected(repo.Spec.Targets, src.Fleet.OverrideTargets, c.target) {
-				continue
-			}
-			res, err := renderer.Render(ctx, src, c.target)
-			if err != nil {
-				return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
-			}
-			if res.DoNotDeploy {
-				continue
-			}
-			if err := policy.restrict(res); err != nil {
-				return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, c.cluster.Name, err)}
-			}
-			r.targets[c.cluster.Name] = res
-		}
-		all = append(all, r)
+	return &repoRenderer{Renderer: renderer, policy: policy}, nil
+}
+
+// render renders a bundle for one cluster; nil when the bundle does not target it or is not
+// to be deployed there.
+func (rr *repoRenderer) render(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, t bundle.Target) (*bundle.Rendered, error) {
+	if !selected(repo.Spec.Targets, src.Fleet.OverrideTargets, t) {
+		return nil, nil
 	}
-	return all, nil
+	res, err := rr.Render(ctx, src, t)
+	if err != nil {
+		return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err)}
+	}
+	if res.DoNotDeploy {
+		return nil, nil
+	}
+	if err := rr.policy.restrict(res); err != nil {
+		return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err)}
+	}
+	return res, nil
 }
 
 // record stores each bundle's content, its Bundle with the new revision, and decides what to
@@ -360,7 +392,11 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	// revision: a joining cluster takes the latest one, rendered for it, and gets what its
 	// partition, stage or group has reached instead of sending the whole fleet a revision that
 	// changes nothing for it.
-	regroup := changed && latest != nil && b.onlyTargetsChanged(ctx, &bun, latest, targets)
+	var joined []string
+	regroup := false
+	if changed && latest != nil {
+		joined, regroup = b.onlyTargetsChanged(ctx, &bun, latest, targets)
+	}
 	newRevision := changed && !regroup
 	if newRevision {
 		spec.LatestRevision++
@@ -379,6 +415,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		ref := v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate}
 		if regroup {
 			latest.RevisionRef, latest.TargetsID = ref, targetsID
+			b.recordJoiners(ctx, repo, &bun, spec.Revisions, joined, r)
 		} else {
 			spec.Revisions = append(spec.Revisions, v1alpha1.BundleRevision{RevisionRef: ref, Commit: commit, Created: metav1.Time{Time: b.now().Truncate(time.Second)}, TargetsID: targetsID})
 		}
@@ -406,18 +443,103 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 }
 
 // onlyTargetsChanged reports whether targets differ from what the latest revision recorded only
-// by clusters that joined or left: every cluster in both is rendered as the revision recorded it.
-func (b *bundler) onlyTargetsChanged(ctx context.Context, bun *v1alpha1.Bundle, latest *v1alpha1.BundleRevision, targets map[string]*bundle.Rendered) bool {
+// by clusters that joined or left: every cluster in both is rendered as the revision recorded
+// it. It returns the clusters that joined.
+func (b *bundler) onlyTargetsChanged(ctx context.Context, bun *v1alpha1.Bundle, latest *v1alpha1.BundleRevision, targets map[string]*bundle.Rendered) ([]string, bool) {
 	before, err := b.revisions.targets(ctx, bun, latest.Index)
 	if err != nil {
-		return false // no record to compare with: a new revision, as before records
+		return nil, false // no record to compare with: a new revision, as before records
 	}
+	var joined []string
 	for cluster, r := range targets {
-		if was, ok := before[cluster]; ok && was.Ref.DeploymentID != r.DeploymentID {
-			return false
+		was, ok := before[cluster]
+		switch {
+		case !ok:
+			joined = append(joined, cluster)
+		case was.Ref.DeploymentID != r.DeploymentID:
+			return nil, false
 		}
 	}
-	return true
+	sort.Strings(joined)
+	return joined, true
+}
+
+// recordJoiners renders the older revisions of the bundle's history for clusters that joined
+// its targets, each from its own commit, and adds them to those revisions' records: a joining
+// cluster can then receive the revision its stage or group has reached, which need not be the
+// latest. What the revisions deploy to the other clusters does not change. A revision that
+// cannot be rendered for them (its commit is gone, or no longer renders) stays without them,
+// and they wait for a newer one; that is logged, not an error of the new commit.
+func (b *bundler) recordJoiners(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, revs []v1alpha1.BundleRevision, joined []string, now rendered) {
+	if b.checkout == nil || len(joined) == 0 {
+		return
+	}
+	logger := log.FromContext(ctx).WithValues("gitrepo", repo.Namespace+"/"+repo.Name, "bundle", bun.Name)
+	for i := range revs {
+		rev := &revs[i]
+		if rev.Index == bun.Spec.LatestRevision || rev.TargetsID == "" || rev.Commit == "" {
+			continue
+		}
+		if err := b.recordJoinersIn(ctx, repo, bun, rev, joined, now); err != nil {
+			logger.Info("an older revision is not rendered for clusters that joined; they wait for a newer one", "revision", rev.Index, "clusters", joined, "reason", err.Error())
+		}
+	}
+}
+
+func (b *bundler) recordJoinersIn(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, rev *v1alpha1.BundleRevision, joined []string, now rendered) error {
+	record, err := b.revisions.targets(ctx, bun, rev.Index)
+	if err != nil {
+		return err
+	}
+	checkout, err := b.checkout(ctx, repo, rev.Commit)
+	if err != nil {
+		return err
+	}
+	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(sources, func(s bundle.Source) bool { return s.Name == bun.Name })
+	if i < 0 {
+		return fmt.Errorf("commit %s has no bundle %s", shortCommit(rev.Commit), bun.Name)
+	}
+	rr, err := b.newRepoRenderer(ctx, repo, checkout)
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	added := map[string]*bundle.Rendered{}
+	for _, name := range joined {
+		if _, ok := record[name]; ok {
+			continue
+		}
+		res, err := rr.render(ctx, repo, &sources[i], now.clusters[name])
+		if err != nil {
+			return err
+		}
+		if res == nil {
+			continue
+		}
+		if _, err := b.content.Put(ctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
+			return err
+		}
+		added[name] = res
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	more, err := recordedTargets(rev.Index, added, now.restrictions)
+	if err != nil {
+		return err
+	}
+	merged := maps.Clone(record)
+	maps.Copy(merged, more)
+	id, err := b.revisions.put(ctx, repo.Namespace, merged)
+	if err != nil {
+		return err
+	}
+	rev.TargetsID = id
+	return nil
 }
 
 func (b *bundler) limit(repo *v1alpha1.GitRepo) int {

@@ -92,6 +92,28 @@ func (s *revisionStore) read(ctx context.Context, bun *v1alpha1.Bundle, index in
 	return t, nil
 }
 
+// since maps each cluster to the oldest revision of the bundle's history rendered for it. A
+// cluster that joined the targets has no rendering of the revisions before (unless
+// recordJoiners could add one): the planners skip it for those (rollout: Since).
+func (s *revisionStore) since(ctx context.Context, bun *v1alpha1.Bundle) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, rev := range bun.Spec.Revisions {
+		if rev.TargetsID == "" {
+			continue
+		}
+		t, err := s.targets(ctx, bun, rev.Index)
+		if err != nil {
+			return nil, err
+		}
+		for name := range t {
+			if first, ok := out[name]; !ok || rev.Index < first {
+				out[name] = rev.Index
+			}
+		}
+	}
+	return out, nil
+}
+
 // missingRevisionError is a revision that cannot be deployed: retrying does not help.
 type missingRevisionError struct{ msg string }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -357,23 +358,16 @@ func conditionMessage(conds []metav1.Condition, typ string) string {
 	return ""
 }
 
-// reportStaged reports a staged bundle from its current run: the newest one created. Its
-// stages become the bundle's, and its message is why the rollout waits.
+// reportStaged reports a staged bundle from its current run (rollout.CurrentRun): the one that
+// holds the rollout. Its stages become the bundle's, and its message is why the rollout waits.
 func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bundle) error {
-	var runs v1alpha1.StagedUpdateRunList
-	if err := r.client.List(ctx, &runs, client.InNamespace(bun.Namespace)); err != nil {
-		return fmt.Errorf("failed to list runs: %w", err)
+	runs, err := runsOfBundle(ctx, r.client, bun.Namespace, bun.Name)
+	if err != nil {
+		return err
 	}
 	var current *v1alpha1.StagedUpdateRun
-	for i := range runs.Items {
-		run := &runs.Items[i]
-		if run.Spec.Bundle != bun.Name {
-			continue
-		}
-		if current == nil || current.CreationTimestamp.Before(&run.CreationTimestamp) ||
-			current.CreationTimestamp.Equal(&run.CreationTimestamp) && current.Name < run.Name {
-			current = run
-		}
+	if name := rollout.CurrentRun(runRefs(runs), r.now()); name != "" {
+		current = &runs[slices.IndexFunc(runs, func(run v1alpha1.StagedUpdateRun) bool { return run.Name == name })]
 	}
 	ps, err := placements(ctx, r.client, bun)
 	if err != nil {

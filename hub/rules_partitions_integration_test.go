@@ -37,10 +37,12 @@ func TestR1_1_R1_14_DefaultsReleaseEveryClusterAndSaySo(t *testing.T) {
 	})
 }
 
-// R1.2, R1.5, R1.7, R1.9: a manual partition uses its own maxUnavailable (49% of 4 clusters
-// rounds down to 1), one without uses the global one (0); the global budget, counted over every
-// cluster, holds the next partition even when its predecessor is within its own threshold.
-func TestR1_2_R1_5_R1_9_PartitionThresholdsAndTheGlobalBudget(t *testing.T) {
+// R1.2, R1.3, R1.5, R1.7, R1.9: manual partitions go in the order written; a cluster in none is
+// never released and is named on the Bundle; a manual partition uses its own maxUnavailable
+// (49% of 4 clusters rounds down to 1), one without uses the global one (0); the global budget,
+// counted over every cluster, holds the next partition even when its predecessor is within its
+// own threshold.
+func TestR1_2_R1_3_R1_5_R1_7_R1_9_PartitionThresholdsAndTheGlobalBudget(t *testing.T) {
 	fleet := `defaultNamespace: web
 rolloutStrategy:
   maxUnavailable: 0
@@ -52,6 +54,7 @@ rolloutStrategy:
 	for name, l := range clustersNamed(map[string]string{"ring": "main"}, "m1", "m2") {
 		clusters[name] = l
 	}
+	clusters["x1"] = map[string]string{"ring": "lab"}
 	f := newSimFleet(t, Options{}, fleet, clusters)
 	f.releasedExactly(1, "partitions NotReady (canary)", "c1", "c2", "c3", "c4")
 	f.until("the partitions report their thresholds", func() bool {
@@ -66,6 +69,21 @@ rolloutStrategy:
 	f.releasedExactly(1, "1 clusters unavailable, more than maxUnavailable 0 (0) (R1.9)", "c1", "c2", "c3", "c4")
 	f.ready("c4")
 	f.until("the rest partition is released", func() bool { return len(f.released(1)) == 6 })
+	f.ready("m1", "m2")
+	f.until("the Bundle names the cluster in no partition", func() bool {
+		c := meta.FindStatusCondition(f.getBundle().Status.Conditions, v1alpha1.UnpartitionedClustersCondition)
+		return c != nil && strings.Contains(c.Message, "x1")
+	})
+	if _, ok := f.deployments()["x1"]; ok {
+		t.Errorf("x1, in no partition, has a deployment (R1.3):\n%s", f.dump())
+	}
+	// A cluster joining the rest partition, which the rollout has reached, gets the revision
+	// without a new one.
+	registerCluster(t, f.c, f.ns, "m3", map[string]string{"ring": "main"})
+	f.until("the joining cluster receives revision 1", func() bool { return len(f.released(1)) == 7 })
+	if b := f.getBundle(); b.Spec.LatestRevision != 1 {
+		t.Errorf("a joining cluster made revision %d: it must take the latest revision as it is", b.Spec.LatestRevision)
+	}
 }
 
 // R1.4: above autoPartitionThreshold, automatic partitions of autoPartitionSize (40% of 5 → 2)

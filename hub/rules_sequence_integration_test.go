@@ -60,8 +60,8 @@ func (f *simFleet) onRevision(rev int64, clusters ...string) bool {
 // then resumes, while the group downstream still works on the one before (R4.4, R4.10); a group
 // stuck for 30 days soaks anyway (R4.5); a cancelled revision goes no further (R4.10); a cluster
 // already on a newer revision than its group's target neither blocks the group nor is taken back
-// (R4.7).
-func TestR4_1_R4_4_R4_5_R4_7_R4_8_R4_10_SequenceThroughTheHub(t *testing.T) {
+// (R4.7). A cluster that joins a group gets the revision the group completed (R4.3).
+func TestR4_1_R4_3_R4_4_R4_5_R4_7_R4_8_R4_10_SequenceThroughTheHub(t *testing.T) {
 	clock := &simClock{at: time.Now()}
 	clusters := map[string]map[string]string{
 		"d1": {"tier": "dev"}, "s1": {"tier": "stage"}, "p1": {"tier": "prod"}, "p2": {"tier": "prod"}, "e1": {"tier": "edge"},
@@ -172,5 +172,12 @@ func TestR4_1_R4_4_R4_5_R4_7_R4_8_R4_10_SequenceThroughTheHub(t *testing.T) {
 	})
 	if !f.onRevision(2, "d1") {
 		t.Errorf("d1, ahead of its group, was taken back to revision 1:\n%s", f.dump())
+	}
+
+	// A cluster joining stage gets the revision its group completed, at once (R4.3).
+	registerCluster(t, f.c, f.ns, "s2", map[string]string{"tier": "stage"})
+	f.until("the joining cluster receives revision 1", func() bool { return f.onRevision(1, "s2") })
+	if b := f.getBundle(); b.Spec.LatestRevision != 2 {
+		t.Errorf("a joining cluster made revision %d: it must take the latest revision as it is", b.Spec.LatestRevision)
 	}
 }

@@ -45,8 +45,9 @@ func (f *simFleet) failApply(clusters ...string) {
 // held by a ScheduledStart gate that a person completes early (R3.12), while the run says it
 // is Pending (R3.11); its two groups in parallel (R3.5), each one cluster at a time; a failed
 // cluster within its group's budget of 50% of 2 (rounded up: 1) does not stop the group, and
-// the run completes counting it (R3.10); stages strictly one after the other (R3.8).
-func TestR3_1_R3_2_R3_3_R3_4_R3_5_R3_6_R3_8_R3_10_R3_12_StagedRunThroughTheHub(t *testing.T) {
+// the run completes counting it (R3.10); stages strictly one after the other (R3.8). A cluster
+// that joins afterwards is not pulled into the run but gets what its stage reached (R3.7).
+func TestR3_1_R3_2_R3_3_R3_4_R3_5_R3_6_R3_7_R3_8_R3_10_R3_12_StagedRunThroughTheHub(t *testing.T) {
 	fleet := "defaultNamespace: web\nstagedUpdate: {strategy: stages, autoRun: true}\n"
 	clusters := map[string]map[string]string{
 		"c-1": {"ring": "canary", "order": "2"}, "c-2": {"ring": "canary", "order": "1"},
@@ -109,6 +110,70 @@ func TestR3_1_R3_2_R3_3_R3_4_R3_5_R3_6_R3_8_R3_10_R3_12_StagedRunThroughTheHub(t
 		st := f.run(run).Status
 		return st.State == v1alpha1.RunCompleted && st.FailureCount == 1
 	})
+
+	// A canary cluster joining now gets what its stage reached, without a new revision or run.
+	registerCluster(t, f.c, f.ns, "c-3", map[string]string{"ring": "canary", "order": "3"})
+	f.until("the joining canary receives revision 1", func() bool { return slices.Contains(f.released(1), "c-3") })
+	if b := f.getBundle(); b.Spec.LatestRevision != 1 || f.run("shop-web-r2").Name != "" {
+		t.Errorf("a joining cluster made revision %d and run %q: it must take the latest revision as it is", b.Spec.LatestRevision, f.run("shop-web-r2").Name)
+	}
+	if st := f.run(run).Status; !slices.Equal(st.UnstagedClusters, []string{"c-3"}) {
+		t.Errorf("the run must report the cluster that joined after it started: %v", st.UnstagedClusters)
+	}
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// R3.14 for every run: one rollout per bundle, the newest intent holding. A person's run
+// supersedes the automatic run in flight, which stops and releases nothing more; the next
+// commit's automatic run then supersedes the person's run in flight, which lets go of the
+// cluster the new run took over.
+func TestR3_14_OnePersonsRunGivesWayToTheNextCommit(t *testing.T) {
+	f := newSimFleet(t, Options{}, "defaultNamespace: web\nstagedUpdate: {strategy: one-by-one, autoRun: true}\n", clustersNamed(nil, "a", "b"))
+	ctx := context.Background()
+	strategy := &v1alpha1.StagedUpdateStrategy{ObjectMeta: metav1.ObjectMeta{Name: "one-by-one", Namespace: f.ns}, Spec: v1alpha1.StagedUpdateStrategySpec{
+		Stages: []v1alpha1.StageConfig{{Name: "all", LabelSelector: &metav1.LabelSelector{}}}}}
+	if err := f.c.Create(ctx, strategy); err != nil {
+		t.Fatal(err)
+	}
+	f.until("a receives revision 1", func() bool { return f.onRevision(1, "a") })
+	f.ready("a")
+	f.until("b receives revision 1", func() bool { return f.onRevision(1, "b") })
+	f.ready("b")
+	f.until("run shop-web-r1 completes", func() bool { return f.run("shop-web-r1").Status.State == v1alpha1.RunCompleted })
+
+	// Revision 2 is on its way to a when a person starts a run of their own.
+	f.commit("2", "")
+	f.until("a receives revision 2", func() bool { return f.onRevision(2, "a") })
+	two := int64(2)
+	mine := &v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: f.ns},
+		Spec: v1alpha1.StagedUpdateRunSpec{Bundle: "shop-web", Strategy: "one-by-one", RevisionIndex: &two, State: v1alpha1.RunRun}}
+	if err := f.c.Create(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	f.until("the automatic run says the person's run superseded it", func() bool {
+		st := f.run("shop-web-r2").Status
+		return st.SupersededBy == "mine" && meta.IsStatusConditionTrue(st.Conditions, v1alpha1.SupersededCondition) && st.State == v1alpha1.RunStopping
+	})
+	f.until("the person's run works on a", func() bool {
+		st := f.run("mine").Status
+		return st.State == v1alpha1.RunRunning && len(st.Stages) == 1 && st.Stages[0].Groups[0].Clusters[0].State == v1alpha1.RunRunning
+	})
+
+	// The next commit's run supersedes the person's run, still waiting for a.
+	f.commit("3", "")
+	f.until("the person's run says the next commit's run superseded it", func() bool {
+		return f.run("mine").Status.SupersededBy == "shop-web-r3"
+	})
+	f.until("a receives revision 3", func() bool { return f.onRevision(3, "a") })
+	f.until("both superseded runs let go of a and stop", func() bool {
+		return f.run("mine").Status.State == v1alpha1.RunStopped && f.run("shop-web-r2").Status.State == v1alpha1.RunStopped
+	})
+	if f.onRevision(2, "a") || f.onRevision(2, "b") {
+		t.Fatalf("a superseded run released revision 2 again:\n%s", f.dump())
+	}
+	f.ready("a")
+	f.until("b receives revision 3", func() bool { return f.onRevision(3, "b") })
+	f.ready("b")
+	f.until("run shop-web-r3 completes", func() bool { return f.run("shop-web-r3").Status.State == v1alpha1.RunCompleted })
+}

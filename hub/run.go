@@ -122,7 +122,7 @@ func Run(ctx context.Context, opts Options) error {
 		now:              time.Now,
 		schedules:        map[string]gitsource.Schedule{},
 		webhooks:         map[string]time.Time{},
-		rerender:         map[string]bool{},
+		rerender:         map[string]int{},
 		forwarded:        map[string]string{},
 		uninstallTimeout: positiveOr(opts.UninstallTimeout, DefaultUninstallTimeout),
 	}
@@ -142,6 +142,13 @@ func Run(ctx context.Context, opts Options) error {
 		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
 		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now}
 	src.onCommit = b.onCommit
+	b.checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
+		from, err := src.repoFor(ctx, repo)
+		if err != nil {
+			return "", err
+		}
+		return src.git.Checkout(ctx, from, commit)
+	}
 	kube, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
 		return err

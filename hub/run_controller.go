@@ -245,11 +245,15 @@ func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]roll
 	if err != nil {
 		return nil, nil, err
 	}
+	since, err := r.revisions.since(ctx, bun)
+	if err != nil {
+		return nil, nil, err
+	}
 	fleet := make([]rollout.RunCluster, 0, len(ps))
 	now := r.now()
 	for _, p := range ps {
 		fleet = append(fleet, rollout.RunCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster),
-			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now)})
+			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now), Since: since[p.cluster.Name]})
 	}
 	return fleet, byCluster(ps), nil
 }

@@ -140,11 +140,15 @@ func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([
 	if err != nil {
 		return nil, nil, err
 	}
+	since, err := r.revisions.since(ctx, bun)
+	if err != nil {
+		return nil, nil, err
+	}
 	fleet := make([]rollout.SequenceCluster, 0, len(ps))
 	now := r.now()
 	for _, p := range ps {
 		sc := rollout.SequenceCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster),
-			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now)}
+			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now), Since: since[p.cluster.Name]}
 		sc.Groups = slices.Sorted(maps.Keys(groupsOf(p.cluster)))
 		fleet = append(fleet, sc)
 	}

@@ -57,9 +57,10 @@ type sourceReconciler struct {
 	mu        sync.Mutex
 	schedules map[string]gitsource.Schedule
 	webhooks  map[string]time.Time // key → last delivery not yet written
-	// rerender marks GitRepos whose current commit must be rendered again: their spec or
-	// their clusters changed.
-	rerender map[string]bool
+	// rerender counts, per GitRepo, the changes (of its spec or its clusters) that ask for its
+	// current commit to be rendered again. A sync clears the count it rendered for only: a
+	// change that comes during the render is rendered by the next sync, not lost.
+	rerender map[string]int
 	// forwarded is each GitRepo's last forwarded-webhook annotation seen.
 	forwarded map[string]string
 	// uninstallTimeout bounds how long a deleted GitRepo says it waits for its clusters.
@@ -78,7 +79,7 @@ func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 		out := make([]reconcile.Request, 0, len(repos.Items))
 		r.mu.Lock()
 		for _, repo := range repos.Items {
-			r.rerender[repo.Namespace+"/"+repo.Name] = true
+			r.rerender[repo.Namespace+"/"+repo.Name]++
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&repo)})
 		}
 		r.mu.Unlock()
@@ -164,9 +165,9 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if repo.Generation != repo.Status.ObservedGeneration || !known && !r.holdsBundlesOf(ctx, &repo) {
 		// Targets or paths may have changed, or the GitRepo came from another shard: its
 		// current commit is rendered again, which adopts what it derived.
-		r.rerender[key] = true
+		r.rerender[key]++
 	}
-	again := r.rerender[key]
+	again := r.rerender[key] > 0
 	r.mu.Unlock()
 	forwarded := repo.Annotations[AnnotationWebhookForwarded]
 	r.mu.Lock()
@@ -213,9 +214,9 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 	}
 	held := ""
 	r.mu.Lock()
-	again := r.rerender[key]
+	asked := r.rerender[key]
 	r.mu.Unlock()
-	if err == nil && (ref.Commit != repo.Status.Commit || again) {
+	if err == nil && (ref.Commit != repo.Status.Commit || asked > 0) {
 		if allowed, reason := r.releaseAllowed(&repo); !allowed {
 			// A sync window holds the new commit: the deployed one stays, the next poll looks again.
 			held, ref = fmt.Sprintf("commit %s waits: %s", shortCommit(ref.Commit), reason), gitsource.Ref{Name: ref.Name, Commit: repo.Status.Commit}
@@ -228,9 +229,11 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 	}
 	if err != nil {
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
-	} else if again && held == "" {
+	} else if asked > 0 && held == "" {
 		r.mu.Lock()
-		delete(r.rerender, key)
+		if r.rerender[key] == asked {
+			delete(r.rerender, key)
+		}
 		r.mu.Unlock()
 	}
 	return errors.Join(err, r.record(ctx, &repo, ref, err, held))

@@ -61,21 +61,7 @@ func Superseding(runs []RunRef, now time.Time) (current string, superseded []str
 	if len(flying) == 0 {
 		return "", nil
 	}
-	intent := func(r *RunRef) time.Time {
-		if r.Started.IsZero() || r.State == RunNotStarted || r.State == "" {
-			return now
-		}
-		return r.Started
-	}
-	newest := slices.MaxFunc(flying, func(a, b *RunRef) int {
-		if c := intent(a).Compare(intent(b)); c != 0 {
-			return c
-		}
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	newest := slices.MaxFunc(flying, func(a, b *RunRef) int { return compareIntent(a, b, now) })
 	for _, r := range flying {
 		if r != newest {
 			superseded = append(superseded, r.Name)
@@ -83,4 +69,35 @@ func Superseding(runs []RunRef, now time.Time) (current string, superseded []str
 	}
 	slices.Sort(superseded)
 	return newest.Name, superseded
+}
+
+// CurrentRun is the run a staged bundle's status follows: the one in flight that holds the
+// rollout, else the newest intent among all runs (a finished one, usually).
+func CurrentRun(runs []RunRef, now time.Time) string {
+	if current, _ := Superseding(runs, now); current != "" || len(runs) == 0 {
+		return current
+	}
+	refs := make([]*RunRef, len(runs))
+	for i := range runs {
+		refs[i] = &runs[i]
+	}
+	return slices.MaxFunc(refs, func(a, b *RunRef) int { return compareIntent(a, b, now) }).Name
+}
+
+// compareIntent orders runs by when they were set running (a run not started yet counts as
+// now), then by creation, then by name.
+func compareIntent(a, b *RunRef, now time.Time) int {
+	intent := func(r *RunRef) time.Time {
+		if r.Started.IsZero() || r.State == RunNotStarted || r.State == "" {
+			return now
+		}
+		return r.Started
+	}
+	if c := intent(a).Compare(intent(b)); c != 0 {
+		return c
+	}
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }

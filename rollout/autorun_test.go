@@ -57,3 +57,21 @@ func TestR3_14_NewestIntentSupersedesEveryOtherRun(t *testing.T) {
 		}
 	}
 }
+
+// The run a staged bundle's status follows: the one holding the rollout, else the newest.
+func TestR3_14_CurrentRun(t *testing.T) {
+	now := t0.Add(time.Hour)
+	done := func(name string, started time.Duration) RunRef {
+		return RunRef{Name: name, Action: ActionRun, State: RunCompleted, Started: t0.Add(started), Created: t0}
+	}
+	if got := CurrentRun([]RunRef{done("old", 0), done("new", time.Minute)}, now); got != "new" {
+		t.Errorf("no run in flight: %q, want the one started last", got)
+	}
+	flying := RunRef{Name: "flying", Action: ActionRun, State: RunRunning, Started: t0, Created: t0}
+	if got := CurrentRun([]RunRef{done("new", time.Minute), flying}, now); got != "flying" {
+		t.Errorf("a run in flight: %q, want it", got)
+	}
+	if got := CurrentRun(nil, now); got != "" {
+		t.Errorf("no runs: %q", got)
+	}
+}

@@ -8,7 +8,7 @@
 //	// d.Remove:  clusters that must lose the workload (placements, §2)
 //	// d.Clusters[i].Wait: why a cluster waits; d.Paused: why the rollout waits
 //
-// # What it implements (shared/spec/ROLLOUT.md)
+// # What it implements (ROLLOUT.md, next to this file)
 //
 // §0, the per-cluster state: ClusterState is the one function every status view uses.
 //
@@ -27,8 +27,8 @@
 // §2, a RollingUpdate placement: PickAll, PickN or PickFixed, keeping at least
 // N − maxUnavailable clusters available and at most N + maxSurge carrying the workload. A
 // cluster counts as available unavailablePeriodSeconds after its apply (R2.5); the decision's
-// RequeueAfter says when to look again. Decision: N is capped at the clusters actually available
-// to pick, so a shortfall warns instead of blocking every update.
+// RequeueAfter says when to look again. N is what the placement asks for even when fewer
+// clusters match (R2.2); the shortfall is a warning, and updates may wait for more clusters.
 //
 // Validate checks a strategy and a placement and names the fleet.yaml field of each problem.
 //
@@ -38,13 +38,17 @@
 // and stage maxConcurrency; gates (Approval, TimedWait, ScheduledStart) sit before and after
 // stages and groups; maxAllowedFailures budgets stop the run; clusters start only inside their
 // maintenance window and outside exclusions (Availability, cron evaluated with robfig/cron's
-// Schedule.Next). PlanAutoRuns applies R3.14. Decisions beyond the spec: a cluster counts as
+// Schedule.Next). PlanAutoRuns and Superseding apply R3.14: one rollout per bundle, the newest
+// intent holding. A cluster that joins after a run started receives the run's revision once its
+// stage is done (Run.Current). Decisions beyond the spec: a cluster counts as
 // failed when it is not Ready clusterTimeout (default 10m) after its release; with groups, an
 // unset stage maxAllowedFailures does not cap the groups' budgets (as R3.5 does for concurrency).
 //
 // §4, rollout sequences. StepSequence moves every known revision through the chain: the first
 // group always targets the newest revision, every later group the newest one its upstream
-// COMPLETED (finished and soaked); a group that cannot finish within 30 days soaks anyway.
+// COMPLETED (finished and soaked); a group that cannot finish within 30 days soaks anyway. A
+// cluster that joins a group gets the revision the group completed; one that only newer
+// revisions were rendered for (SequenceCluster.Since) waits for the group's next.
 //
 // Selector, ParseSelector: label selectors in structured or string form (R3.6).
 //

@@ -284,7 +284,7 @@ func (s *stepper) releaseToJoiners() {
 	}
 	for _, name := range st.Unstaged {
 		c := s.fleet[name]
-		if c.Deployment != nil && c.Deployment.Released == st.RevisionIndex || c.Paused || c.Offline || !c.Availability.OpenAt(s.now) {
+		if c.Deployment != nil && c.Deployment.Released == st.RevisionIndex || c.Since > st.RevisionIndex || c.Paused || c.Offline || !c.Availability.OpenAt(s.now) {
 			continue
 		}
 		for si, stage := range st.Strategy.Stages {
@@ -422,9 +422,13 @@ func (s *stepper) progressInFlight() {
 					if fc.Offline {
 						c.Message += ": agent offline (R1.11)"
 					}
+				case (d == nil || d.Released != rev) && s.st.SupersededBy != "":
+					// The run that replaced this one took the cluster over: releasing this
+					// run's revision again would undo it (one rollout per bundle, R3.14).
+					c.State, c.Message, c.FinishedAt = RunSkipped, "taken over by run "+s.st.SupersededBy, s.now
 				default:
 					if d == nil || d.Released != rev {
-						s.release = append(s.release, c.Name)
+						s.release = append(s.release, c.Name) // a write the cache does not show yet
 					}
 					s.wakeAt(c.StartedAt.Add(timeout))
 					if fc.Offline {

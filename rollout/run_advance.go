@@ -175,6 +175,10 @@ func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
 			c.State, c.Message = RunSkipped, fmt.Sprintf("already on revision %d", s.st.RevisionIndex)
 			continue
 		}
+		if fc.Since > s.st.RevisionIndex {
+			c.State, c.Message = RunSkipped, fmt.Sprintf("joined the targets after revision %d was rendered: nothing to deploy", s.st.RevisionIndex)
+			continue
+		}
 		if held := s.holds(fc); held != "" {
 			c.State, c.Message = RunPending, held
 			continue

@@ -424,6 +424,11 @@ func TestR3_7_JoiningClusterGetsWhatItsStageReached(t *testing.T) {
 	if res := Step(&other, joined, nil, t0); len(res.Release) != 0 {
 		t.Errorf("a run that is not the bundle's current one released %v to joiners", res.Release)
 	}
+	unrendered := append([]RunCluster(nil), joined...)
+	unrendered[2].Since = 3
+	if res := Step(run, unrendered, nil, t0); len(res.Release) != 0 {
+		t.Errorf("a joiner that revision 2 was not rendered for was released %v", res.Release)
+	}
 	paused := joined[:3:3]
 	paused[2].Paused = true
 	if res := Step(run, paused, nil, t0); len(res.Release) != 0 {
@@ -511,6 +516,17 @@ func TestR3_14_SupersededRunStops(t *testing.T) {
 	if res.Status.State != RunStopped || res.Status.SupersededBy != "r8" || res.Status.Message != "superseded by run r8" {
 		t.Errorf("state %s, supersededBy %q, message %q", res.Status.State, res.Status.SupersededBy, res.Status.Message)
 	}
+	t.Run("a cluster the newer run took over is not released again", func(t *testing.T) {
+		run := &Run{Name: "r7", Revision: 2, Action: ActionRun, Strategy: strategy}
+		res := Step(run, runFleet("a", "b"), nil, t0)
+		run.Status, run.SupersededBy = res.Status, "r8"
+		fleet := runFleet("a", "b")
+		fleet[0].Deployment = &Deployment{Staged: 3, Released: 3} // r8 released revision 3 to a
+		res = Step(run, fleet, nil, t0)
+		if len(res.Release) != 0 || res.Status.State != RunStopped || clusterStates(res.Status)["a"] != RunSkipped {
+			t.Errorf("release %v, run %s, a %s: want nothing released, a skipped and the run stopped", res.Release, res.Status.State, clusterStates(res.Status)["a"])
+		}
+	})
 }
 
 func TestRollbackToAnOlderRevision(t *testing.T) {

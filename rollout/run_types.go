@@ -70,6 +70,9 @@ type RunCluster struct {
 	// (R1.13). Neither starts until it is back; Offline counts against one in flight.
 	Offline, Paused bool
 	Availability    *Availability
+	// Since is the oldest revision rendered for the cluster (0: every one): a run of an older
+	// revision skips it, as it has nothing to deploy there.
+	Since int64
 }
 
 // RunStatus is a run's progress. Its JSON form is the StagedUpdateRun status's.

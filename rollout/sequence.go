@@ -95,7 +95,14 @@ type SequenceCluster struct {
 	Availability *Availability
 	// Paused (R1.13) and Offline (R1.11) clusters are not released until they are back.
 	Paused, Offline bool
+	// Since is the oldest revision rendered for the cluster (0: every one). A cluster that
+	// joined the targets later has no rendering of older revisions: for them it counts like a
+	// cluster ahead (R4.7) and receives the first revision from Since on that its group gets.
+	Since int64
 }
+
+// lacks reports whether revision r was rendered before the cluster joined.
+func (c *SequenceCluster) lacks(r int64) bool { return c.Since > r }
 
 // SequenceResult is the outcome of one StepSequence.
 type SequenceResult struct {
@@ -307,8 +314,8 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	var held []string    // clusters paused or offline
 	for _, c := range members {
 		d := c.Deployment
-		if d != nil && d.Released > r {
-			continue // R4.7: already ahead
+		if d != nil && d.Released > r || c.lacks(r) {
+			continue // R4.7: already ahead, or only newer revisions are rendered for it
 		}
 		needing++
 		state := ClusterState(d, r)
@@ -403,8 +410,14 @@ func catchUp(seq *Sequence, members []*SequenceCluster, r int64, ctl RevisionCon
 	if seq.Paused || ctl.Paused {
 		return ""
 	}
-	n := 0
+	// Only revisions from a cluster's Since on are rendered for it; one that joined later waits
+	// for the group's next revision.
+	n, later := 0, 0
 	for _, c := range members {
+		if c.lacks(r) {
+			later++
+			continue
+		}
 		if d := c.Deployment; d != nil && d.Released >= r || c.Paused || c.Offline {
 			continue
 		}
@@ -417,10 +430,13 @@ func catchUp(seq *Sequence, members []*SequenceCluster, r int64, ctl RevisionCon
 		release[c.Name] = r
 		n++
 	}
-	if n == 0 {
-		return ""
+	switch {
+	case n > 0:
+		return fmt.Sprintf("%d clusters that joined the group receive the revision it completed", n)
+	case later > 0:
+		return fmt.Sprintf("%d clusters joined after revision %d was rendered: they receive the group's next revision", later, r)
 	}
-	return fmt.Sprintf("%d clusters that joined the group receive the revision it completed", n)
+	return ""
 }
 
 // unsequenced lists the clusters of fleet in no group of seq, sorted.

@@ -222,6 +222,14 @@ func TestR4_3_JoiningClusterGetsWhatItsGroupCompleted(t *testing.T) {
 	}
 	// prod had not finished revision 2 when p2 joined: p2 is one more member the group waits
 	// for before its soak (R4.2), released by the group's own progress.
+	// A joiner that only newer revisions were rendered for neither gets revision 2 nor holds
+	// the group: it waits for the group's next revision.
+	later := dev("d4", nil)
+	later.Since = 3
+	res2, _ := StepSequence(&seq, res.Status, []int64{2}, []SequenceCluster{dev("d1", on(2)), later}, t0.Add(2*time.Minute))
+	if _, ok := res2.Release["d4"]; ok || !strings.Contains(res2.Status.Groups[0].Revisions[0].Message, "1 clusters joined after revision 2 was rendered") {
+		t.Errorf("a cluster without a rendering of revision 2: release %v, dev %q", res2.Release, res2.Status.Groups[0].Revisions[0].Message)
+	}
 	paused := seq
 	paused.Paused = true
 	if res, _ := StepSequence(&paused, res.Status, []int64{2}, []SequenceCluster{dev("d1", on(2)), dev("d3", nil)}, t0.Add(time.Minute)); len(res.Release) != 0 {
