@@ -464,26 +464,59 @@ func (b *bundler) onlyTargetsChanged(ctx context.Context, bun *v1alpha1.Bundle, 
 	return joined, true
 }
 
-// recordJoiners renders the older revisions of the bundle's history for clusters that joined
-// its targets, each from its own commit, and adds them to those revisions' records: a joining
-// cluster can then receive the revision its stage or group has reached, which need not be the
-// latest. What the revisions deploy to the other clusters does not change. A revision that
+// recordJoiners renders the older revisions of the bundle's history that a sequence group or a
+// staged run still uses for clusters that joined its targets, each from its own commit, and adds
+// them to those revisions' records: a joining cluster can then receive the revision its stage or
+// group has reached, which need not be the latest. What the revisions deploy to the other clusters does not change. A revision that
 // cannot be rendered for them (its commit is gone, or no longer renders) stays without them,
 // and they wait for a newer one; that is logged, not an error of the new commit.
 func (b *bundler) recordJoiners(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, revs []v1alpha1.BundleRevision, joined []string, now rendered) {
 	if b.checkout == nil || len(joined) == 0 {
 		return
 	}
+	inUse, err := b.olderRevisionsInUse(ctx, bun)
 	logger := log.FromContext(ctx).WithValues("gitrepo", repo.Namespace+"/"+repo.Name, "bundle", bun.Name)
+	if err != nil {
+		logger.Info("clusters that joined get the latest revision only", "clusters", joined, "reason", err.Error())
+		return
+	}
 	for i := range revs {
 		rev := &revs[i]
-		if rev.Index == bun.Spec.LatestRevision || rev.TargetsID == "" || rev.Commit == "" {
+		if !inUse[rev.Index] || rev.Index == bun.Spec.LatestRevision || rev.TargetsID == "" || rev.Commit == "" {
 			continue
 		}
 		if err := b.recordJoinersIn(ctx, repo, bun, rev, joined, now); err != nil {
 			logger.Info("an older revision is not rendered for clusters that joined; they wait for a newer one", "revision", rev.Index, "clusters", joined, "reason", err.Error())
 		}
 	}
+}
+
+// olderRevisionsInUse are the revisions a joining cluster may be given besides the latest: those
+// a sequence group works on or has completed, and those of the bundle's staged runs (a rollback
+// run's, say). A continuous rollout or a placement only ever gives the latest (or the pinned
+// rollback revision, which keeps the clusters it was rendered for).
+func (b *bundler) olderRevisionsInUse(ctx context.Context, bun *v1alpha1.Bundle) (map[int64]bool, error) {
+	inUse := map[int64]bool{}
+	for _, g := range bun.Status.Sequence {
+		for _, r := range g.Revisions {
+			if r.State != v1alpha1.SequenceIneligible && r.State != v1alpha1.SequencePending {
+				inUse[r.Index] = true
+			}
+		}
+	}
+	if bun.Spec.StagedUpdate != nil {
+		runs, err := runsOfBundle(ctx, b.client, bun.Namespace, bun.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, run := range runs {
+			inUse[run.Status.RevisionIndex] = true
+			if run.Spec.RevisionIndex != nil {
+				inUse[*run.Spec.RevisionIndex] = true
+			}
+		}
+	}
+	return inUse, nil
 }
 
 func (b *bundler) recordJoinersIn(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, rev *v1alpha1.BundleRevision, joined []string, now rendered) error {

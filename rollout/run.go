@@ -310,7 +310,7 @@ func (s *stepper) applyAction() {
 	case stop && (st.State == RunRunning || st.State == RunPending || st.State == RunNotStarted):
 		st.State, st.Message = RunStopping, "stopping: clusters in flight finish, nothing new starts"
 	case !stop && s.run.Action == ActionRun && (st.State == RunNotStarted || st.State == RunStopped || st.State == RunStopping):
-		st.State, st.Message, st.StartedAt = RunRunning, "running", s.now
+		st.State, st.Message, st.StartedAt = RunRunning, "running", MicroTime{s.now}
 	}
 }
 

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -81,7 +82,7 @@ type RunStatus struct {
 	Message       string          `json:"message,omitempty"`
 	RevisionIndex int64           `json:"revisionIndex,omitempty"`
 	FailureCount  int             `json:"failureCount,omitempty"`
-	StartedAt     time.Time       `json:"startedAt,omitzero"`
+	StartedAt     MicroTime       `json:"startedAt,omitzero"`
 	Strategy      *StagedStrategy `json:"strategy,omitempty"`
 	Stages        []StageStatus   `json:"stages,omitempty"`
 	Unstaged      []string        `json:"unstagedClusters,omitempty"`
@@ -185,4 +186,36 @@ func ValidateTransition(from, to RunAction, state RunState) error {
 		return nil
 	}
 	return fmt.Errorf("state may only change Initialize→Run, Run→Stop or Stop→Run, not %s→%s", from, to)
+}
+
+// MicroTime is a time whose JSON form keeps microseconds, as the API's MicroTime does: runs set
+// running within the same second still order by when that happened (R3.14).
+type MicroTime struct{ time.Time }
+
+const microLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// MarshalJSON writes the time with six fractional digits; the zero time is null.
+func (t MicroTime) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(t.UTC().Format(microLayout))
+}
+
+// UnmarshalJSON reads an RFC 3339 time with any number of fractional digits, or null.
+func (t *MicroTime) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*t = MicroTime{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = parsed
+	return nil
 }

@@ -116,6 +116,23 @@ func TestPlanTableShowsStuckRollout(t *testing.T) {
 	}
 }
 
+// R1.2 reads percentages; one that is no number is refused naming its line and field, in
+// the same words as the hub's (bundle.DecodeFleetYAML), for a manual partition's too.
+func TestR1_2_PlanNamesTheFieldOfAnUnreadablePercentage(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)
+	for fleet, want := range map[string]string{
+		"rolloutStrategy:\n  maxUnavailable: abc%\n": `fleet.yaml:2: rolloutStrategy.maxUnavailable: invalid value "abc%": want an integer or a percentage like "25%"`,
+		"rolloutStrategy:\n  partitions:\n  - {name: a, clusterName: c}\n  - name: b\n    clusterName: d\n    maxUnavailable: 1O%\n": `fleet.yaml:6: rolloutStrategy.partitions[1].maxUnavailable: invalid value "1O%"`,
+	} {
+		_, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", writeFile(t, dir, "fleet.yaml", fleet))
+		var in *inputError
+		if !errors.As(err, &in) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want an input error with %q", fleet, err, want)
+		}
+	}
+}
+
 func TestPlanBadInputNamesFileAndField(t *testing.T) {
 	dir := t.TempDir()
 	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)
@@ -126,7 +143,6 @@ func TestPlanBadInputNamesFileAndField(t *testing.T) {
 		want  []string
 	}{
 		{"mistyped field", "rolloutStrategy:\n  maxUnavalable: 1\n", nil, []string{"fleet.yaml:2: rolloutStrategy.maxUnavalable: unknown field", `did you mean "maxUnavailable"?`}},
-		{"percentage that is no number", "rolloutStrategy:\n  maxUnavailable: abc%\n", nil, []string{`fleet.yaml:2: rolloutStrategy.maxUnavailable: invalid value "abc%": want an integer or a percentage`}},
 		{"percent above 100", "rolloutStrategy:\n  maxUnavailable: 150%\n", nil, []string{"fleet.yaml: rolloutStrategy.maxUnavailable: 150% is above 100%"}},
 		{"partition without selector", "rolloutStrategy:\n  partitions:\n  - name: a\n", nil, []string{"fleet.yaml: rolloutStrategy.partitions[0]: needs clusterName"}},
 		{"maxSurge zero", "placement:\n  rollingUpdate:\n    maxSurge: 0\n", nil, []string{"fleet.yaml: placement.rollingUpdate.maxSurge: must not be 0"}},

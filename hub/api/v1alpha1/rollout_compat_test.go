@@ -3,6 +3,9 @@ package v1alpha1_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/yaml"
 
@@ -36,6 +39,22 @@ func TestAPIAndPlannerSpeakTheSameJSON(t *testing.T) {
 	roundTrip("stagedupdatestrategy.yaml", &strategy, func() any { return strategy.Spec }, &staged)
 	if err := rollout.ValidateStaged(&staged); err != nil || len(staged.Stages) != 3 || len(staged.Stages[2].Groups) != 2 {
 		t.Errorf("staged strategy: %v, %+v", err, staged)
+	}
+	// A run's status goes from the planner to the API and back: the start keeps its
+	// microseconds, which order runs set running within one second (R3.14).
+	started := rollout.MicroTime{Time: time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)}
+	out, err := json.Marshal(rollout.RunStatus{State: rollout.RunRunning, StartedAt: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runStatus v1alpha1.StagedUpdateRunStatus
+	if err := json.Unmarshal(out, &runStatus); err != nil || runStatus.StartedAt == nil || !runStatus.StartedAt.Equal(&metav1.MicroTime{Time: started.Time}) {
+		t.Fatalf("the API reads the planner's run status start as %v: %v", runStatus.StartedAt, err)
+	}
+	back, _ := json.Marshal(runStatus)
+	var again rollout.RunStatus
+	if err := json.Unmarshal(back, &again); err != nil || !again.StartedAt.Equal(started.Time) {
+		t.Errorf("the planner reads the API's start as %v: %v", again.StartedAt, err)
 	}
 	var sequence v1alpha1.RolloutSequence
 	var seq rollout.Sequence

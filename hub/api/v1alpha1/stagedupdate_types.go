@@ -260,7 +260,7 @@ type StagedUpdateRunStatus struct {
 	// StartedAt is when the run was last set running: of a bundle's runs, the one started last
 	// releases and the others stop (one rollout per bundle).
 	// +optional
-	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	StartedAt *metav1.MicroTime `json:"startedAt,omitempty"`
 	// Strategy is the strategy as frozen when the run started.
 	// +optional
 	Strategy *StagedUpdateStrategySpec `json:"strategy,omitempty"`
