@@ -216,9 +216,10 @@ func (s staleGrants) Get(ctx context.Context, key client.ObjectKey, o client.Obj
 	return s.Client.Get(ctx, key, o, opts...)
 }
 
-// The access reconciler runs a moment after the bundler staged a commit; when its cache does
-// not hold the commit's shared grant yet, it reads the grant past the cache instead of writing
-// the content into the cluster's own Role, where it would stay until the next revision.
+// The access reconciler runs a moment after the bundler staged a commit, and the rollout
+// controller may release a cluster as soon: when their cache does not hold the commit's shared
+// grant yet, they read the grant past the cache instead of writing the content into the
+// cluster's own Role, where it would stay until the next revision.
 func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	c := apiClient(t)
 	ctx := context.Background()
@@ -258,6 +259,15 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	}
 	if got := ownContent(); len(got) != 0 {
 		t.Errorf("with the grant read past the stale cache, the cluster's Role names content %v", got)
+	}
+	// The rollout controller's release of a cluster the cache shows no deployment of yet
+	// confirms the same way.
+	bun := &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}}
+	if _, err := grantAndWrite(ctx, staleGrants{c}, c, bun, cl, nil, revisionTarget{Ref: ref(2, "shared")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownContent(); len(got) != 0 {
+		t.Errorf("a release past the stale cache wrote content %v into the cluster's Role", got)
 	}
 	if !agentMayRead(t, c, cl.Status.Namespace, ns, shared.ContentID) {
 		t.Errorf("the agent may not read the content its shared grant gives it")

@@ -145,11 +145,15 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 
 // grantAndWrite writes a deployment as writeDeployment does, its agent first granted the
 // content of t if bd does not stage it already: the agent can read what it is released at once.
-func grantAndWrite(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+// Content the cache shows no grant of is looked up in live (uncached) before it is written into
+// the cluster's own Role: the bundler's shared grant of a commit may be a moment ahead of the
+// cache, and content written into a Role stays there until the cluster's next revision.
+func grantAndWrite(ctx context.Context, c client.Client, live client.Reader, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
 	// Only the default shard grants (see shard); another shard's deployments wait for it.
 	ownGrants := shard("").owns(bun)
-	if ownGrants && (bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID) && !hasContent(ctx, c, cl, bun.Namespace, t.Ref.ContentID) {
-		if err := grantAccess(ctx, c, cl, map[string][]string{bun.Namespace: {t.Ref.ContentID}}); err != nil {
+	if ownGrants && (bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID) && !hasContent(ctx, c, cl, bun.Namespace, t.Ref.ContentID) &&
+		(live == nil || !hasContent(ctx, live, cl, bun.Namespace, t.Ref.ContentID)) {
+		if err := grantAccessWith(ctx, c, cl, map[string][]string{bun.Namespace: {t.Ref.ContentID}}, accessRewrite{live: live}); err != nil {
 			return nil, fmt.Errorf("failed to grant cluster %s its content: %w", cl.Name, err)
 		}
 	}

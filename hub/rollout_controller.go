@@ -39,7 +39,10 @@ const bundleWorkers = 4
 // (gather → rollout.Plan → act), and reports the rollout on the Bundle. It never decides
 // anything itself: every release and every wait reason comes from the rollout package.
 type rolloutReconciler struct {
-	client    client.Client
+	client client.Client
+	// uncached confirms, before content is written into a cluster's own Role, that no shared
+	// grant the cache does not show yet gives it (grantAndWrite).
+	uncached  client.Reader
 	shard     shard
 	revisions *revisionStore
 	// released remembers releases until the cache shows them, shared with the bundler.
@@ -240,7 +243,7 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 		if !ok {
 			continue
 		}
-		bd, err := grantAndWrite(ctx, r.client, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
+		bd, err := grantAndWrite(ctx, r.client, r.uncached, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
 		if err != nil {
 			return err
 		}
@@ -287,7 +290,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		g.Go(func() error {
 			cl := st.clusters[w.cluster]
 			err := r.writes.do(gctx, func() error {
-				_, err := grantAndWrite(gctx, r.client, bun, cl, w.bd, w.target, true)
+				_, err := grantAndWrite(gctx, r.client, r.uncached, bun, cl, w.bd, w.target, true)
 				return err
 			})
 			switch {

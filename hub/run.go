@@ -174,7 +174,7 @@ func Run(ctx context.Context, opts Options) error {
 		fleetWide bool
 		setup     func(ctrl.Manager) error
 	}{
-		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: clock,
+		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), uncached: uncached, shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: clock,
 			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup},
 		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: clock}).setup},
 		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: clock}).setup},
