@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/flotilla-dev/flotilla/bundle"
@@ -34,6 +35,9 @@ type revisionStore struct {
 
 	mu    sync.Mutex
 	cache map[string]revisionTargets // id → targets; bounded by maxCachedRevisions
+	// firsts memoizes since per bundle history (the ids of its records, in order): the run and
+	// sequence controllers ask on every report, the history changes with commits and joins.
+	firsts map[string]map[string]int64
 }
 
 const maxCachedRevisions = 256
@@ -96,7 +100,18 @@ func (s *revisionStore) read(ctx context.Context, bun *v1alpha1.Bundle, index in
 // cluster that joined the targets has no rendering of the revisions before (unless
 // recordJoiners could add one): the planners skip it for those (rollout: Since).
 func (s *revisionStore) since(ctx context.Context, bun *v1alpha1.Bundle) (map[string]int64, error) {
-	out := map[string]int64{}
+	var key strings.Builder
+	key.WriteString(bun.Namespace + "/" + bun.Name)
+	for _, rev := range bun.Spec.Revisions {
+		key.WriteString("|" + rev.TargetsID)
+	}
+	s.mu.Lock()
+	out, ok := s.firsts[key.String()]
+	s.mu.Unlock()
+	if ok {
+		return out, nil
+	}
+	out = map[string]int64{}
 	for _, rev := range bun.Spec.Revisions {
 		if rev.TargetsID == "" {
 			continue
@@ -111,6 +126,12 @@ func (s *revisionStore) since(ctx context.Context, bun *v1alpha1.Bundle) (map[st
 			}
 		}
 	}
+	s.mu.Lock()
+	if s.firsts == nil || len(s.firsts) >= maxCachedRevisions {
+		s.firsts = map[string]map[string]int64{}
+	}
+	s.firsts[key.String()] = out
+	s.mu.Unlock()
 	return out, nil
 }
 

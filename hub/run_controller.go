@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -425,5 +426,6 @@ func (r *runReconciler) supersede(ctx context.Context, run *v1alpha1.StagedUpdat
 	if err := r.client.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return "", false, fmt.Errorf("failed to record that run %s supersedes %s: %w", newest, run.Name, err)
 	}
+	log.FromContext(ctx).Info("run superseded: it stops, its clusters in flight finish", "run", run.Name, "bundle", run.Spec.Bundle, "by", newest)
 	return newest, false, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
 var hubCluster *controlplane.Cluster
@@ -262,5 +263,51 @@ func TestSyncWindowHoldsNewCommits(t *testing.T) {
 	got = waitFor(t, c, key, "released after the window", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
 	if meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RolloutPausedCondition) != nil {
 		t.Errorf("RolloutPaused still present: %+v", got.Status.Conditions)
+	}
+}
+
+// A cluster change that arrives while the GitRepo's commit renders asks for one more render:
+// the sync that was under way clears only the requests it rendered for, so the next one renders
+// again (before, the request was lost until the next commit, and a joining cluster waited).
+func TestRerenderRequestedDuringARenderIsNotLost(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
+	srv := up.ServeHTTP("", "")
+	c := apiClient(t)
+	ns := namespace(t, c)
+	ctx := context.Background()
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git"}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := ns + "/shop"
+	renders := 0
+	var r *sourceReconciler
+	r = &sourceReconciler{client: c, uncached: c, git: &gitsource.Client{CacheDir: t.TempDir()}, now: time.Now, recordEvery: time.Minute,
+		schedules: map[string]gitsource.Schedule{}, webhooks: map[string]time.Time{}, rerender: map[string]int{}, forwarded: map[string]string{},
+		onCommit: func(context.Context, *v1alpha1.GitRepo, string, string) error {
+			renders++
+			if renders == 1 {
+				r.mu.Lock()
+				r.rerender[key]++ // a cluster joins while the first render runs
+				r.mu.Unlock()
+			}
+			return nil
+		}}
+	r.rerender[key] = 1 // the GitRepo's targets changed: its commit is rendered again
+	if err := r.sync(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sync(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if renders != 2 {
+		t.Errorf("%d renders: the request that came during the first render was lost", renders)
+	}
+	if err := r.sync(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if renders > 2 {
+		t.Errorf("%d renders: a request once rendered is rendered again", renders)
 	}
 }
