@@ -487,7 +487,9 @@ func (b *bundler) recordJoiners(ctx context.Context, repo *v1alpha1.GitRepo, bun
 		}
 		if err := b.recordJoinersIn(ctx, repo, bun, rev, joined, now); err != nil {
 			logger.Info("an older revision is not rendered for clusters that joined; they wait for a newer one", "revision", rev.Index, "clusters", joined, "reason", err.Error())
+			continue
 		}
+		logger.Info("an older revision still in use rendered for clusters that joined", "revision", rev.Index, "commit", shortCommit(rev.Commit), "clusters", joined)
 	}
 }
 

@@ -283,10 +283,21 @@ func waitForClusterSummary(t *testing.T, c client.Client, key types.NamespacedNa
 // reportReady writes what an agent writes once the deployment's release is applied and ready.
 func reportReady(t *testing.T, c client.Client, bd v1alpha1.BundleDeployment) {
 	t.Helper()
+	reportApplied(t, c, bd, true, time.Now())
+}
+
+// reportApplied writes what an agent writes once it applied the deployment's release at the
+// given time: Ready, or applied and not ready.
+func reportApplied(t *testing.T, c client.Client, bd v1alpha1.BundleDeployment, ready bool, at time.Time) {
+	t.Helper()
 	orig := bd.DeepCopy()
-	now := metav1.Now()
-	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
-	bd.Status.Ready, bd.Status.State = true, v1alpha1.StateReady
+	applied := metav1.NewTime(at)
+	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &applied
+	bd.Status.Ready, bd.Status.State = ready, v1alpha1.StateReady
+	if !ready {
+		bd.Status.State = v1alpha1.StateNotReady
+	}
+	meta.SetStatusCondition(&bd.Status.Conditions, metav1.Condition{Type: v1alpha1.AppliedCondition, Status: metav1.ConditionTrue, Reason: "Applied"})
 	if err := c.Status().Patch(context.Background(), &bd, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}

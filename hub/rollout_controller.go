@@ -369,7 +369,7 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 		return err
 	}
 	var current *v1alpha1.StagedUpdateRun
-	if name := rollout.CurrentRun(runRefs(runs), r.now()); name != "" {
+	if name := rollout.CurrentRun(bdstate.RunRefs(runs), r.now()); name != "" {
 		current = &runs[slices.IndexFunc(runs, func(run v1alpha1.StagedUpdateRun) bool { return run.Name == name })]
 	}
 	ps, err := placements(ctx, r.client, bun)

@@ -33,7 +33,7 @@ const (
 	// AnnotationSupersededBy names the newer run that replaces a run in flight (R3.14).
 	AnnotationSupersededBy = v1alpha1.AnnotationSupersededBy
 	// LabelAutoRun marks runs the hub created for a new revision.
-	LabelAutoRun = "flotilla.dev/auto-run"
+	LabelAutoRun = v1alpha1.LabelAutoRun
 )
 
 // runReconciler drives StagedUpdateRuns with rollout.Step: it gathers the run, its frozen
@@ -356,7 +356,7 @@ func autoRuns(ctx context.Context, c client.Client, bun *v1alpha1.Bundle) error 
 	if err != nil {
 		return err
 	}
-	name := rollout.PlanAutoRuns(bun.Name, bun.Spec.LatestRevision, runRefs(runs))
+	name := rollout.PlanAutoRuns(bun.Name, bun.Spec.LatestRevision, bdstate.RunRefs(runs))
 	if name == "" {
 		return nil
 	}
@@ -384,24 +384,6 @@ func runsOfBundle(ctx context.Context, c client.Reader, namespace, bundle string
 	return runs, nil
 }
 
-// runRefs is what the planner's run rules (R3.14) read of runs.
-func runRefs(runs []v1alpha1.StagedUpdateRun) []rollout.RunRef {
-	refs := make([]rollout.RunRef, len(runs))
-	for i := range runs {
-		run := &runs[i]
-		rev := run.Status.RevisionIndex
-		if run.Spec.RevisionIndex != nil {
-			rev = *run.Spec.RevisionIndex
-		}
-		refs[i] = rollout.RunRef{Name: run.Name, Revision: rev, Auto: run.Labels[LabelAutoRun] == "true", State: rollout.RunState(run.Status.State),
-			Action: rollout.RunAction(run.Spec.State), Created: run.CreationTimestamp.Time, SupersededBy: run.Annotations[AnnotationSupersededBy]}
-		if run.Status.StartedAt != nil {
-			refs[i].Started = run.Status.StartedAt.Time
-		}
-	}
-	return refs
-}
-
 // supersede keeps one rollout per bundle: when a newer run of the bundle is in flight, run
 // stops (clusters in flight finish) and records which run replaced it. It returns that run's
 // name, or "" when none did, and whether run is the bundle's current one: no other run of the
@@ -414,7 +396,7 @@ func (r *runReconciler) supersede(ctx context.Context, run *v1alpha1.StagedUpdat
 	if err != nil {
 		return "", false, err
 	}
-	newest, superseded := rollout.Superseding(runRefs(runs), r.now())
+	newest, superseded := rollout.Superseding(bdstate.RunRefs(runs), r.now())
 	if !slices.Contains(superseded, run.Name) {
 		return "", newest == "" || newest == run.Name, nil
 	}

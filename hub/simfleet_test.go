@@ -103,17 +103,7 @@ func (f *simFleet) reportApplied(ready bool, at time.Time, clusters ...string) {
 		if !ok || bd.Spec.Released == nil {
 			f.t.Fatalf("cluster %s has no release to report", name)
 		}
-		orig := bd.DeepCopy()
-		applied := metav1.NewTime(at)
-		bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &applied
-		bd.Status.Ready, bd.Status.State = ready, v1alpha1.StateReady
-		if !ready {
-			bd.Status.State = v1alpha1.StateNotReady
-		}
-		meta.SetStatusCondition(&bd.Status.Conditions, metav1.Condition{Type: v1alpha1.AppliedCondition, Status: metav1.ConditionTrue, Reason: "Applied"})
-		if err := f.c.Status().Patch(context.Background(), &bd, client.MergeFrom(orig)); err != nil {
-			f.t.Fatal(err)
-		}
+		reportApplied(f.t, f.c, bd, ready, at)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package bdstate reads a BundleDeployment in the rollout planner's terms. The hub (to plan and
 // to report) and the agent (to report) both use it, so a cluster's state (ROLLOUT.md §0) is
-// computed the same way everywhere, by rollout.ClusterState.
+// computed the same way everywhere, by rollout.ClusterState. It reads StagedUpdateRuns too
+// (RunRefs), for the hub and the CLI to apply one rule of which run holds a bundle's rollout.
 package bdstate
 
 import (
@@ -41,4 +42,23 @@ func State(bd *v1alpha1.BundleDeployment, revision int64) v1alpha1.ClusterState 
 // that depends on it waits for.
 func Available(bd *v1alpha1.BundleDeployment, revision int64) bool {
 	return rollout.ClusterState(Deployment(bd), revision).Available()
+}
+
+// RunRefs is what the planner's run rules (R3.14: rollout.PlanAutoRuns, rollout.Superseding,
+// rollout.CurrentRun) read of a bundle's runs.
+func RunRefs(runs []v1alpha1.StagedUpdateRun) []rollout.RunRef {
+	refs := make([]rollout.RunRef, len(runs))
+	for i := range runs {
+		run := &runs[i]
+		rev := run.Status.RevisionIndex
+		if run.Spec.RevisionIndex != nil {
+			rev = *run.Spec.RevisionIndex
+		}
+		refs[i] = rollout.RunRef{Name: run.Name, Revision: rev, Auto: run.Labels[v1alpha1.LabelAutoRun] == "true", State: rollout.RunState(run.Status.State),
+			Action: rollout.RunAction(run.Spec.State), Created: run.CreationTimestamp.Time, SupersededBy: run.Annotations[v1alpha1.AnnotationSupersededBy]}
+		if run.Status.StartedAt != nil {
+			refs[i].Started = run.Status.StartedAt.Time
+		}
+	}
+	return refs
 }

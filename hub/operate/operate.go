@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/manifests"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
@@ -245,9 +246,20 @@ func Rollback(ctx context.Context, c client.Client, ns, bundleName string, to in
 		return res, fmt.Errorf("failed to list runs: %w", err)
 	}
 	res.Run = fmt.Sprintf("%s-rollback-%d-%s", bundleName, to, strconv.FormatInt(time.Now().Unix(), 36))
-	for i := range runs.Items {
-		r := &runs.Items[i]
-		if r.Spec.Bundle != bundleName || r.Spec.State != v1alpha1.RunRun || rollout.RunState(r.Status.State).Terminal() {
+	// The hub's rule of one rollout per bundle (R3.14), with the rollback's run about to start:
+	// it supersedes the bundle's runs in flight. Marked now, so that none releases again.
+	var ofBundle []v1alpha1.StagedUpdateRun
+	for _, r := range runs.Items {
+		if r.Spec.Bundle == bundleName {
+			ofBundle = append(ofBundle, r)
+		}
+	}
+	now := time.Now()
+	refs := append(bdstate.RunRefs(ofBundle), rollout.RunRef{Name: res.Run, Action: rollout.ActionRun, Created: now})
+	_, superseded := rollout.Superseding(refs, now)
+	for i := range ofBundle {
+		r := &ofBundle[i]
+		if !slices.Contains(superseded, r.Name) {
 			continue
 		}
 		orig := r.DeepCopy()

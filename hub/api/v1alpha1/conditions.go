@@ -149,4 +149,6 @@ const (
 	AnnotationSupersededBy = "flotilla.dev/superseded-by"
 	// AnnotationRolledBack on a Bundle records the last rollback: to which revision, by whom, when.
 	AnnotationRolledBack = "flotilla.dev/rolled-back"
+	// LabelAutoRun marks the StagedUpdateRuns the hub created for a new revision (R3.14).
+	LabelAutoRun = "flotilla.dev/auto-run"
 )
