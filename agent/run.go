@@ -36,6 +36,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/events"
 )
 
 // RunOptions configure the agent.
@@ -68,6 +69,8 @@ type RunOptions struct {
 	// OnCredentials keeps credentials the agent renewed or moved to (Bootstrap's Secret, see
 	// BootstrapOptions.Keep), before the agent uses them.
 	OnCredentials func(context.Context, Credentials) error
+	// MetricsAddr serves the agent's Prometheus metrics; empty or "0" disables them.
+	MetricsAddr string
 }
 
 // protected is every namespace no bundle may delete on this cluster, beyond the cluster's own.
@@ -113,7 +116,7 @@ func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *to
 	}
 	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{
 		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Metrics:    metricsserver.Options{BindAddress: metricsAddr(opts.MetricsAddr)},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -131,8 +134,14 @@ func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *to
 	if err != nil {
 		return err
 	}
+	// Drift corrections are Events on the deployment, in the cluster's namespace on the hub,
+	// where the hub's operator reads the story of a rollout.
+	recorder := events.New(mgr.GetClient(), EventsController)
+	if err := mgr.Add(recorder); err != nil {
+		return err
+	}
 	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{},
-		notMember: make(chan struct{}, 1)}
+		notMember: make(chan struct{}, 1), recorder: recorder}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r); err != nil {
 		return err
 	}
@@ -161,8 +170,33 @@ type deployer struct {
 	// or moved (stillMember): the heartbeat then stops or follows the agent.
 	notMember chan struct{}
 
+	recorder *events.Recorder
+
 	mu       sync.Mutex
 	appliers map[string]*Applier // by the service account they apply as; "" is the agent's own
+}
+
+// metricsAddr is where the metrics are served: "0" (nowhere) unless set.
+func metricsAddr(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}
+
+// EventsController is the reportingController of the agents' Events.
+const EventsController = "flotilla.dev/agent"
+
+// driftSummary names the drifted resources an agent reported, for an Event.
+func driftSummary(modified []v1alpha1.ResourceSummary) string {
+	if len(modified) == 0 {
+		return "drifted resources"
+	}
+	names := make([]string, 0, len(modified))
+	for _, m := range modified {
+		names = append(names, m.Kind+" "+m.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // applier returns the engine that applies as serviceAccount (in the agent's namespace), or as
@@ -216,8 +250,14 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			// The hub grants access to new content right after releasing it: wait, this is
 			// not a failed apply.
 			waiting, applyErr = true, nil
-		case applyErr == nil && (rel.DeploymentID != bd.Status.AppliedDeploymentID || bd.Spec.Options.CorrectDrift && bd.Status.Modified):
+		case applyErr == nil && rel.DeploymentID != bd.Status.AppliedDeploymentID:
 			applyErr = d.apply(ctx, &bd, objs, opts)
+		case applyErr == nil && bd.Spec.Options.CorrectDrift && bd.Status.Modified:
+			if applyErr = d.apply(ctx, &bd, objs, opts); applyErr == nil {
+				driftCorrections.Inc()
+				log.FromContext(ctx).Info("drift corrected", "bundle", bd.Spec.Bundle, "revision", rel.Index, "resources", len(bd.Status.ModifiedResources))
+				d.recorder.Normal(&bd, v1alpha1.EventDriftCorrected, "revision %d applied again over %s", rel.Index, driftSummary(bd.Status.ModifiedResources))
+			}
 		}
 		if applyErr != nil {
 			reason := v1alpha1.ApplyFailedReason
@@ -264,16 +304,29 @@ func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, obj
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	res, err := a.Apply(ctx, objs, previous, opts.Options)
+	applyDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
+		applies.WithLabelValues("failed").Inc()
 		return err
 	}
+	pruned.Add(float64(len(res.Pruned)))
+	logger := log.FromContext(ctx).WithValues("bundle", bd.Spec.Bundle, "revision", bd.Spec.Released.Index)
+	if len(res.Pruned) > 0 {
+		logger.Info("pruned objects that left the bundle", "objects", len(res.Pruned))
+	}
 	if err := d.saveInventory(ctx, bd.Name, res.Inventory, opts); err != nil {
+		applies.WithLabelValues("failed").Inc()
 		return err
 	}
 	if err := res.Err(); err != nil {
+		applies.WithLabelValues("failed").Inc()
+		logger.Info("apply failed", "error", err.Error())
 		return err
 	}
+	applies.WithLabelValues("succeeded").Inc()
+	logger.Info("revision applied", "objects", len(objs))
 	now := metav1.Now()
 	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
 	setCondition(bd, v1alpha1.AppliedCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("revision %d applied", bd.Spec.Released.Index))

@@ -14,6 +14,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -280,14 +281,16 @@ func grantAccessWith(ctx context.Context, c client.Client, cl *v1alpha1.Cluster,
 }
 
 // grantAgent writes the agent's Role in a cluster namespace: its deployments, their status,
-// a token for its own identity there (renewal, and the move into a new namespace), and the
-// renewal of its Lease (the heartbeat; the hub creates it, see ensureLease).
+// a token for its own identity there (renewal, and the move into a new namespace), the
+// renewal of its Lease (the heartbeat; the hub creates it, see ensureLease) and its Events.
 func grantAgent(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, ns string, subjects []rbacv1.Subject, resync bool) error {
 	return ensureRole(ctx, c, roleSpec{ns: ns, name: AgentServiceAccount, labels: map[string]string{LabelAgentOf: agentOf(cl)}, subjects: subjects, resync: resync, rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}},
 		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, ResourceNames: []string{v1alpha1.AgentLeaseName}, Verbs: []string{"get", "update"}},
+		// Its Events (drift corrected), in its own namespace only; it reads none.
+		{APIGroups: []string{eventsv1.GroupName}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}})
 }
 

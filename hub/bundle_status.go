@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -56,13 +58,20 @@ func setProgress(bun *v1alpha1.Bundle, p bundleProgress) {
 	meta.SetStatusCondition(&st.Conditions, ready)
 }
 
-// patchBundleStatus writes the bundle's status if it differs from orig's.
-func patchBundleStatus(ctx context.Context, c client.Client, bun, orig *v1alpha1.Bundle) error {
+// patchBundleStatus writes the bundle's status if it differs from orig's. A rollout that
+// completes with the write, whatever its strategy, is told (an Event) and measured
+// (flotilla_commit_to_ready_seconds).
+func patchBundleStatus(ctx context.Context, c client.Client, rec *events.Recorder, bun, orig *v1alpha1.Bundle) error {
 	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
 		return nil
 	}
 	if err := c.Status().Patch(ctx, bun, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("failed to update bundle status: %w", client.IgnoreNotFound(err))
+	}
+	if ready := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionTrue &&
+		!meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) {
+		rec.Normal(bun, v1alpha1.EventRolloutCompleted, "%s", ready.Message)
+		observeCompletion(bun, time.Now())
 	}
 	return nil
 }
@@ -75,5 +84,5 @@ func stallBundle(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, msg
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.InvalidSpecReason, Message: msg, ObservedGeneration: bun.Generation})
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.InvalidSpecReason, Message: msg, ObservedGeneration: bun.Generation})
 	st.Display.State, st.Display.Message = "Stalled", msg
-	return patchBundleStatus(ctx, c, bun, orig)
+	return patchBundleStatus(ctx, c, nil, bun, orig) // never completes a rollout
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -71,6 +72,7 @@ type bundler struct {
 	// checkout returns a directory holding a commit of a GitRepo's repository: older
 	// revisions are rendered from their own commits for clusters that join (recordJoiners).
 	checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)
+	recorder *events.Recorder
 }
 
 // stageWorkers is how many clusters have their deployments staged at once.
@@ -99,6 +101,13 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	plans, err := b.record(ctx, repo, commit, all)
 	if err != nil {
 		return err
+	}
+	// Told as decided, before the writes: the rollout controller, which may report a pause on
+	// what is written meanwhile, tells its story after this one.
+	for _, p := range plans {
+		if p.decision != nil {
+			recordReleases(b.recorder, p.bundle, p.bundle.Spec.LatestRevision, p.decision, func(c string) bool { _, staged := p.want[c]; return p.release[c] && staged })
+		}
 	}
 	if err := b.writeStaging(ctx, clusters, plans); err != nil {
 		return err
@@ -439,6 +448,9 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
 		return nil, nil, err
 	}
+	if newRevision {
+		b.recorder.Normal(&bun, v1alpha1.EventRevisionStaged, "revision %d of commit %s staged for %d clusters", spec.LatestRevision, shortCommit(commit), len(targets))
+	}
 	return &bun, recorded, nil
 }
 
@@ -685,6 +697,8 @@ type staging struct {
 	recorded, want revisionTargets
 	state          *planState
 	release        map[string]bool
+	// decision is the planner's, for a continuous rollout: what release tells the operator.
+	decision *rollout.Decision
 }
 
 // planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks
@@ -702,7 +716,7 @@ func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorde
 		return p, err
 	}
 	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
-		p.release = releasedWithStaging(p.state, p.want)
+		p.release, p.decision = releasedWithStaging(p.state, p.want)
 		// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged
 		// and released in one write: the rollout controller does it from the revision's record.
 		// Until then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision

@@ -118,6 +118,17 @@ func TestBundlerStagesRevisions(t *testing.T) {
 	if bds2 := deploymentsOf(t, c, ns, "shop-web"); bds2["dev-1"].Spec.Staged.Index != 2 || bds2["dev-1"].ResourceVersion != bds["dev-1"].ResourceVersion {
 		t.Errorf("a broken commit changed a deployment: %+v", bds2["dev-1"])
 	}
+	// kubectl's STATUS column says what the Ready condition says, and sums the bundles again
+	// once a commit renders.
+	waitFor(t, c, key, "the printer columns show the render failure", func(r *v1alpha1.GitRepo) bool {
+		ready := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ReadyCondition)
+		return ready != nil && ready.Status == metav1.ConditionFalse && r.Status.Display.State == v1alpha1.RenderFailedReason && r.Status.Display.Message == ready.Message
+	})
+	fourth := up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\n"})
+	waitFor(t, c, key, "the printer columns sum the bundles again", func(r *v1alpha1.GitRepo) bool {
+		return r.Status.Commit == fourth && meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ReadyCondition) &&
+			r.Status.Display.State != v1alpha1.RenderFailedReason && !strings.Contains(r.Status.Display.Message, "unknown field")
+	})
 }
 
 func waitForBundle(t *testing.T, c client.Client, key types.NamespacedName, into *v1alpha1.Bundle, cond func(*v1alpha1.Bundle) bool) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -41,6 +42,7 @@ type clusterStatusReconciler struct {
 	// progress spaces out writes that only move the bundle counts along: a rollout changes
 	// every cluster's counts several times, and nothing acts on them but a reader.
 	progress progressThrottle
+	recorder *events.Recorder
 }
 
 func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
@@ -149,6 +151,12 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// A merge patch of these fields only: the agent's heartbeat fields are left to it.
 		if err := r.client.Status().Patch(ctx, &c, client.MergeFrom(orig)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to update cluster status: %w", client.IgnoreNotFound(err))
+		}
+		switch {
+		case ready.Reason == v1alpha1.OfflineReason && (old == nil || old.Reason != v1alpha1.OfflineReason):
+			r.recorder.Warning(&c, v1alpha1.EventClusterOffline, "%s", ready.Message)
+		case old != nil && old.Reason == v1alpha1.OfflineReason && ready.Reason != v1alpha1.OfflineReason:
+			r.recorder.Normal(&c, v1alpha1.EventClusterOnline, "agent back, last seen %s", lastSeen.UTC().Format(time.RFC3339))
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil

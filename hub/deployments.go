@@ -68,6 +68,9 @@ func updateDeployment(ctx context.Context, c client.Client, bd, orig *v1alpha1.B
 	if err != nil {
 		return fmt.Errorf("failed to update %s in %s: %w", bd.Spec.Bundle, bd.Namespace, err)
 	}
+	if bd.Spec.Released != nil && (orig.Spec.Released == nil || *orig.Spec.Released != *bd.Spec.Released) {
+		releasesWritten.Inc()
+	}
 	return nil
 }
 
@@ -125,6 +128,9 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 		if !apierrors.IsAlreadyExists(err) {
 			if err != nil {
 				return nil, fmt.Errorf("failed to create %s in %s: %w", bun.Name, cl.Status.Namespace, err)
+			}
+			if release {
+				releasesWritten.Inc()
 			}
 			return bd, nil
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -56,7 +58,9 @@ func (r *repoStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFrom(orig)))
+	// Conditional on the GitRepo as read: a display derived from conditions the cache does not
+	// show yet fails with a conflict and is derived again, never written over them.
+	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }
 
 // sumBundles sets a GitRepo's bundle count, summed per-cluster states and printer columns from
@@ -77,6 +81,23 @@ func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
 	repo.Status.Display.State = worstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
 		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
 	repo.Status.Display.Message = strings.Join(waiting, "; ")
+	displayCondition(repo)
+}
+
+// displayCondition makes a GitRepo's printer columns say what its Ready condition says when
+// the GitRepo itself fails (its source, its render, its spec, its deletion): kubectl's STATUS
+// column and the condition never disagree. While Ready is True the columns sum the bundles.
+func displayCondition(repo *v1alpha1.GitRepo) {
+	if ready := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status != metav1.ConditionTrue {
+		repo.Status.Display.State, repo.Status.Display.Message = ready.Reason, ready.Message
+	}
+}
+
+// displaysCondition reports whether the GitRepo's columns show its Ready condition rather
+// than its bundles.
+func displaysCondition(repo *v1alpha1.GitRepo) bool {
+	ready := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition)
+	return ready != nil && ready.Status != metav1.ConditionTrue
 }
 
 // bundleSummary is what a bundle adds to its GitRepo's sum, and why it waits. A bundle whose

@@ -118,8 +118,9 @@ func (st *planState) countUnseen(r *releases, bun *v1alpha1.Bundle, now time.Tim
 }
 
 // releasedWithStaging plans as if want were staged already and returns the clusters the planner
-// releases at once: their deployment is staged and released in one write instead of two.
-func releasedWithStaging(st *planState, want revisionTargets) map[string]bool {
+// releases at once, with its decision: their deployment is staged and released in one write
+// instead of two.
+func releasedWithStaging(st *planState, want revisionTargets) (map[string]bool, *rollout.Decision) {
 	in := *st.in
 	in.Targets = append([]rollout.Target(nil), st.in.Targets...)
 	for i := range in.Targets {
@@ -137,9 +138,10 @@ func releasedWithStaging(st *planState, want revisionTargets) map[string]bool {
 		}
 		t.Deployment = &d
 	}
+	d := rollout.Plan(&in)
 	out := map[string]bool{}
-	for _, name := range rollout.Plan(&in).Release {
+	for _, name := range d.Release {
 		out[name] = true
 	}
-	return out
+	return out, d
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -54,6 +54,7 @@ type rolloutReconciler struct {
 
 	// progress spaces out writes of a bundle's progress counts (see report).
 	progress progressThrottle
+	recorder *events.Recorder
 }
 
 // Progress counts alone are written at most every progressEvery per bundle, and at most
@@ -191,6 +192,9 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if wrote > 0 {
+		recordReleases(r.recorder, &bun, in.Revision, decision, func(c string) bool { return slices.Contains(decision.Release, c) })
+	}
 	wait, err := r.report(ctx, &bun, in, decision)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -236,7 +240,7 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 		kept = append(kept, t)
 	}
 	st.in.Targets = kept
-	release := releasedWithStaging(st, want)
+	release, _ := releasedWithStaging(st, want)
 	for i := range st.in.Targets {
 		t := &st.in.Targets[i]
 		w, ok := want[t.Cluster]
@@ -338,8 +342,9 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 			Unavailable: int32(p.Unavailable), Ready: p.Ready, Summary: stateCounts(p.Counts, len(p.Clusters))})
 	}
 	st.UnpartitionedClusters = int32(len(d.Unpartitioned))
-	setWarning(st, v1alpha1.UnpartitionedClustersCondition, len(d.Unpartitioned) > 0, "UnpartitionedClusters", firstWarning(d.Warnings, "match no partition"), bun.Generation)
-	setWarning(st, v1alpha1.UnsafeDefaultsCondition, firstWarning(d.Warnings, "R1.14") != "", "MaxUnavailable100Percent", firstWarning(d.Warnings, "R1.14"), bun.Generation)
+	unpartitioned, unsafe := d.Warning(rollout.WarnUnpartitioned), d.Warning(rollout.WarnUnsafeDefaults)
+	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", string(rollout.WarnUnpartitioned), unpartitioned, bun.Generation)
+	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", string(rollout.WarnUnsafeDefaults), unsafe, bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
 	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
 		return 0, nil
@@ -350,7 +355,46 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	if wait := r.progress.hold(bun.UID, significant, r.now()); wait > 0 {
 		return wait, nil
 	}
-	return 0, patchBundleStatus(ctx, r.client, bun, orig)
+	if err := patchBundleStatus(ctx, r.client, r.recorder, bun, orig); err != nil {
+		return 0, err
+	}
+	if significant {
+		r.recordTransitions(orig, bun)
+	}
+	return 0, nil
+}
+
+// recordReleases records, for each partition a decision released clusters in, that the
+// revision reached it. Passes releasing further batches of a partition repeat the Event, which
+// the recorder counts instead of writing it again. The bundler, which releases the first
+// clusters of a commit with their staging, records its releases the same way.
+func recordReleases(rec *events.Recorder, bun *v1alpha1.Bundle, revision int64, d *rollout.Decision, released func(cluster string) bool) {
+	inPartition := map[string]int{}
+	for _, c := range d.Clusters {
+		if released(c.Name) {
+			inPartition[c.Partition]++
+		}
+	}
+	for _, p := range d.Partitions {
+		if inPartition[p.Name] > 0 {
+			rec.Normal(bun, v1alpha1.EventPartitionReleased, "revision %d released to partition %s (%d clusters, maxUnavailable %d)", revision, p.Name, len(p.Clusters), p.MaxUnavailable)
+		}
+	}
+}
+
+// recordTransitions records what a status write of a continuous rollout changed for people: a
+// rollback starting, a pause (or a new reason for it). Its completion is told with the write
+// (patchBundleStatus).
+func (r *rolloutReconciler) recordTransitions(orig, bun *v1alpha1.Bundle) {
+	st := &bun.Status
+	if st.ReleasingRevision != orig.Status.ReleasingRevision && bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision < bun.Spec.LatestRevision {
+		r.recorder.Warning(bun, v1alpha1.EventRollbackStarted, "rolling back from revision %d to revision %d", bun.Spec.LatestRevision, st.ReleasingRevision)
+	}
+	// A pause ends with the release that follows it, or the rollout completing: both are told.
+	was, is := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.RolloutPausedCondition), meta.FindStatusCondition(st.Conditions, v1alpha1.RolloutPausedCondition)
+	if is != nil && (was == nil || was.Message != is.Message) {
+		r.recorder.Warning(bun, v1alpha1.EventRolloutPaused, "revision %d: %s", st.ReleasingRevision, is.Message)
+	}
 }
 
 // conditionMessage is a condition's status and message, "" when it is absent.
@@ -407,7 +451,7 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	}
 	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
-	return patchBundleStatus(ctx, r.client, bun, orig)
+	return patchBundleStatus(ctx, r.client, r.recorder, bun, orig)
 }
 
 func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {
@@ -447,15 +491,6 @@ func waitReason(d *rollout.Decision) string {
 		return first
 	}
 	return fmt.Sprintf("%s (and %d more clusters waiting)", first, held-1)
-}
-
-func firstWarning(ws []string, contains string) string {
-	for _, w := range ws {
-		if strings.Contains(w, contains) {
-			return w
-		}
-	}
-	return ""
 }
 
 // setWarning keeps a condition present only while it is true.

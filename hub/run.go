@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
@@ -112,6 +113,15 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("failed to set up the %T cache: %w", o, err)
 		}
 	}
+	// The Events an operator reads later; written by every replica for its own controllers.
+	recorder := events.New(mgr.GetClient(), EventsController)
+	recorder.OnDrop(eventsDropped.Inc)
+	if err := mgr.Add(recorder); err != nil {
+		return err
+	}
+	if err := collectFleetState(mgr.GetCache()); err != nil {
+		return fmt.Errorf("failed to register the fleet's metrics: %w", err)
+	}
 	recordEvery := time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second
 	src := &sourceReconciler{
 		client:           mgr.GetClient(),
@@ -125,6 +135,7 @@ func Run(ctx context.Context, opts Options) error {
 		rerender:         map[string]int{},
 		forwarded:        map[string]string{},
 		uninstallTimeout: positiveOr(opts.UninstallTimeout, DefaultUninstallTimeout),
+		recorder:         recorder,
 	}
 	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
 	content := &contentstore.Store{Client: mgr.GetClient()}
@@ -140,7 +151,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	b := &bundler{client: mgr.GetClient(), shard: sh, uncached: mgr.GetAPIReader(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
 		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
-		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now}
+		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now, recorder: recorder}
 	src.onCommit = b.onCommit
 	b.checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
 		from, err := src.repoFor(ctx, repo)
@@ -175,9 +186,9 @@ func Run(ctx context.Context, opts Options) error {
 		setup     func(ctrl.Manager) error
 	}{
 		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), uncached: uncached, shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: clock,
-			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}}).setup},
-		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: clock}).setup},
-		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: clock}).setup},
+			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}, recorder: recorder}).setup},
+		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: clock, recorder: recorder}).setup},
+		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: clock, recorder: recorder}).setup},
 		{"deployment removal", false, (&deploymentRemovalReconciler{client: mgr.GetClient(), shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
 		{"bundle removal", false, (&bundleRemovalReconciler{client: mgr.GetClient(), shard: sh}).setup},
 		{"gitrepo status", false, (&repoStatusReconciler{client: mgr.GetClient()}).setup},
@@ -186,7 +197,7 @@ func Run(ctx context.Context, opts Options) error {
 		// A cluster's counts alone are written at most every three status delays (15 s by
 		// default), and all clusters' together at most clusterProgressPerSecond.
 		{"cluster status", true, (&clusterStatusReconciler{client: mgr.GetClient(), live: live, now: time.Now, delay: statusDelay,
-			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}}).setup},
+			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}, recorder: recorder}).setup},
 		{"cluster group status", true, (&clusterGroupStatusReconciler{client: mgr.GetClient(), delay: statusDelay}).setup},
 		{"registration token", true, (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca}).setup},
 		{"registration", true, (&registrationReconciler{client: mgr.GetClient(), kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
@@ -253,6 +264,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	return mgr.Start(ctx)
 }
+
+// EventsController is the reportingController of the hub's Events.
+const EventsController = "flotilla.dev/hub"
 
 // LeaderElectionID names the Lease the hub's replicas elect their leader with.
 const LeaderElectionID = "flotilla-hub"

@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -47,6 +49,7 @@ type runReconciler struct {
 	uncached  client.Reader
 	revisions *revisionStore
 	now       func() time.Time
+	recorder  *events.Recorder
 }
 
 func (r *runReconciler) setup(mgr ctrl.Manager) error {
@@ -134,6 +137,11 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	fleet, bds, err := r.fleet(ctx, &bun)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if run.Status.State == "" {
+		if staged, err := r.stagedEverywhere(ctx, &bun, in.Revision, bds); err != nil || !staged {
+			return ctrl.Result{}, err // the deployments' creation wakes the run
+		}
 	}
 	approvals, err := r.approvals(ctx, &run)
 	if err != nil {
@@ -259,6 +267,30 @@ func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]roll
 	return fleet, byCluster(ps), nil
 }
 
+// stagedEverywhere reports whether every admitted cluster the revision's record names has its
+// deployment in the cache. A run that started before would freeze a partial membership (R3.7):
+// the clusters the cache did not show yet would be joiners, outside every stage.
+func (r *runReconciler) stagedEverywhere(ctx context.Context, bun *v1alpha1.Bundle, revision int64, bds map[string]*v1alpha1.BundleDeployment) (bool, error) {
+	recorded, err := r.revisions.targets(ctx, bun, revision)
+	var missing *missingRevisionError
+	switch {
+	case errors.As(err, &missing):
+		return true, nil // no record to compare with: the run fails or starts as it would
+	case err != nil:
+		return false, err
+	}
+	clusters, err := listClusters(ctx, r.client, bun.Namespace)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range clusters {
+		if _, ok := recorded[c.Name]; ok && c.Status.Namespace != "" && bds[c.Name] == nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // availability is when work may start on a cluster: its maintenance window and exclusions
 // (R3.13, R4.9). One that does not compile (a cron or time zone the API server could not check)
 // holds every run and sequence on the cluster rather than dropping the freeze.
@@ -338,7 +370,57 @@ func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRu
 	}
 	// Conditional on the run as read, as every write that moves a rollout: progress decided on
 	// a stale copy fails with a conflict and is decided again.
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+	if err := r.client.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.recordTransitions(&orig.Status, run)
+	return nil
+}
+
+// recordTransitions records what a status write of a run changed for people: stages starting
+// and finishing, gates approved or rejected, the run giving way to a newer one.
+func (r *runReconciler) recordTransitions(was *v1alpha1.StagedUpdateRunStatus, run *v1alpha1.StagedUpdateRun) {
+	before := map[string]*v1alpha1.StageRunStatus{}
+	for i := range was.Stages {
+		before[was.Stages[i].Name] = &was.Stages[i]
+	}
+	for i := range run.Status.Stages {
+		s, old := &run.Status.Stages[i], before[run.Status.Stages[i].Name]
+		if old == nil {
+			old = &v1alpha1.StageRunStatus{}
+		}
+		r.recordGates(run, "stage "+s.Name, old.BeforeTasks, s.BeforeTasks)
+		if s.StartedAt != nil && old.StartedAt == nil {
+			r.recorder.Normal(run, v1alpha1.EventStageStarted, "stage %s started: revision %d released to its first clusters", s.Name, run.Status.RevisionIndex)
+		}
+		if finished(s.State) && s.State != old.State {
+			r.recorder.Normal(run, v1alpha1.EventStageCompleted, "stage %s %s (%d failed clusters)", s.Name, strings.ToLower(string(s.State)), s.FailureCount)
+		}
+		r.recordGates(run, "stage "+s.Name, old.AfterTasks, s.AfterTasks)
+	}
+	if !meta.IsStatusConditionTrue(was.Conditions, v1alpha1.SupersededCondition) && meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.SupersededCondition) {
+		r.recorder.Normal(run, v1alpha1.EventRunSuperseded, "%s: clusters in flight finish, nothing new starts", meta.FindStatusCondition(run.Status.Conditions, v1alpha1.SupersededCondition).Message)
+	}
+}
+
+// recordGates records the approval gates of a stage that opened or were rejected.
+func (r *runReconciler) recordGates(run *v1alpha1.StagedUpdateRun, where string, was, now []v1alpha1.TaskStatus) {
+	for i, t := range now {
+		if t.Type != v1alpha1.TaskApproval || i < len(was) && was[i].State == t.State {
+			continue
+		}
+		switch t.State {
+		case v1alpha1.RunCompleted:
+			r.recorder.Normal(run, v1alpha1.EventApprovalRecorded, "%s: approval request %s approved", where, t.ApprovalRequest)
+		case v1alpha1.RunFailed:
+			r.recorder.Warning(run, v1alpha1.EventApprovalRejected, "%s: approval request %s rejected", where, t.ApprovalRequest)
+		}
+	}
+}
+
+// finished reports whether a run, stage or group state is final.
+func finished(s v1alpha1.RunState) bool {
+	return s == v1alpha1.RunCompleted || s == v1alpha1.RunSkipped || s == v1alpha1.RunFailed || s == v1alpha1.RunStopped
 }
 
 func (r *runReconciler) fail(ctx context.Context, run *v1alpha1.StagedUpdateRun, msg string) error {

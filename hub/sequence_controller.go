@@ -24,6 +24,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -37,6 +38,7 @@ type sequenceReconciler struct {
 	live      *liveness
 	revisions *revisionStore
 	now       func() time.Time
+	recorder  *events.Recorder
 }
 
 func (r *sequenceReconciler) setup(mgr ctrl.Manager) error {
@@ -125,6 +127,7 @@ func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.report(ctx, &bun, bds, res); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.recordTransitions(&bun, prev, res.Status)
 	if !res.WakeAt.IsZero() {
 		return ctrl.Result{RequeueAfter: res.WakeAt.Sub(now)}, nil
 	}
@@ -218,7 +221,29 @@ func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, b
 		}
 	}
 	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(bds), complete: complete, waiting: strings.Join(where, "; ")})
-	return patchBundleStatus(ctx, r.client, bun, orig)
+	return patchBundleStatus(ctx, r.client, r.recorder, bun, orig)
+}
+
+// recordTransitions records the groups that started or completed a revision in this pass.
+func (r *sequenceReconciler) recordTransitions(bun *v1alpha1.Bundle, was, now rollout.SequenceStatus) {
+	before := map[string]rollout.SequenceState{}
+	for _, g := range was.Groups {
+		for _, rv := range g.Revisions {
+			before[fmt.Sprint(g.Name, "/", rv.Index)] = rv.State
+		}
+	}
+	for _, g := range now.Groups {
+		for _, rv := range g.Revisions {
+			old := before[fmt.Sprint(g.Name, "/", rv.Index)]
+			switch {
+			case old == rv.State:
+			case rv.State == rollout.SeqInProgress:
+				r.recorder.Normal(bun, v1alpha1.EventGroupReleased, "group %s: revision %d released to %d clusters", g.Name, rv.Index, g.Clusters)
+			case rv.State == rollout.SeqComplete:
+				r.recorder.Normal(bun, v1alpha1.EventGroupCompleted, "group %s: revision %d complete", g.Name, rv.Index)
+			}
+		}
+	}
 }
 
 func (r *sequenceReconciler) stall(ctx context.Context, bun *v1alpha1.Bundle, msg string) error {

@@ -161,6 +161,19 @@ func (f *simFleet) dump() string {
 	for _, p := range bun.Status.Partitions {
 		fmt.Fprintf(&b, "  partition %s: %d clusters, maxUnavailable %d, unavailable %d, ready %t\n", p.Name, p.Count, p.MaxUnavailable, p.Unavailable, p.Ready)
 	}
+	var runs v1alpha1.StagedUpdateRunList
+	if err := f.c.List(context.Background(), &runs, client.InNamespace(f.ns)); err == nil {
+		for _, run := range runs.Items {
+			fmt.Fprintf(&b, "  run %s: revision %d %s: %s\n", run.Name, run.Status.RevisionIndex, run.Status.State, run.Status.Message)
+			for _, st := range run.Status.Stages {
+				for _, g := range st.Groups {
+					for _, c := range g.Clusters {
+						fmt.Fprintf(&b, "    stage %s %s, group %s %s, cluster %s %s %s (started %v)\n", st.Name, st.State, g.Name, g.State, c.Name, c.State, c.Message, c.StartedAt)
+					}
+				}
+			}
+		}
+	}
 	bds := f.deployments()
 	for _, name := range slices.Sorted(maps.Keys(bds)) {
 		bd := bds[name]

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
@@ -63,8 +64,11 @@ type sourceReconciler struct {
 	rerender map[string]int
 	// forwarded is each GitRepo's last forwarded-webhook annotation seen.
 	forwarded map[string]string
+	// announced is each GitRepo's last commit recorded as picked up (announce).
+	announced map[string]string
 	// uninstallTimeout bounds how long a deleted GitRepo says it waits for its clusters.
 	uninstallTimeout time.Duration
+	recorder         *events.Recorder
 }
 
 func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
@@ -130,6 +134,7 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.poller.Remove(key)
 		r.mu.Lock()
 		delete(r.schedules, key)
+		delete(r.announced, key)
 		r.mu.Unlock()
 		if err != nil || !controllerutil.ContainsFinalizer(&repo, gitRepoFinalizer) {
 			return ctrl.Result{}, nil
@@ -221,9 +226,12 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 			// A sync window holds the new commit: the deployed one stays, the next poll looks again.
 			held, ref = fmt.Sprintf("commit %s waits: %s", shortCommit(ref.Commit), reason), gitsource.Ref{Name: ref.Name, Commit: repo.Status.Commit}
 		} else {
+			r.announce(&repo, ref)
 			var dir string
 			if dir, err = r.git.Checkout(ctx, src, ref.Commit); err == nil && r.onCommit != nil {
+				start := time.Now()
 				err = r.renderCommit(ctx, &repo, dir, ref.Commit)
+				renderDuration.Observe(time.Since(start).Seconds())
 			}
 		}
 	}
@@ -308,24 +316,19 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	switch {
 	case errors.As(syncErr, &renderErr):
 		// The source is fine; the commit is not: keep deploying the last good one.
+		renderErrors.Inc()
 		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, gitsource.Sanitize(syncErr.Error())
 		if errors.As(syncErr, new(*RestrictedError)) {
 			rendered.Reason = RestrictedReason
 		}
 	case errors.As(syncErr, new(*RestrictedError)):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, RestrictedReason, syncErr.Error()
+		syncErrors.WithLabelValues(cond.Reason).Inc()
 	case syncErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(gitsource.Classify(syncErr)), gitsource.Sanitize(syncErr.Error())
+		syncErrors.WithLabelValues(cond.Reason).Inc()
 	default:
 		st.Commit = ref.Commit
-		if orig.Status.Commit != ref.Commit {
-			// The new commit and its bundles' counts in one write: a GitRepo on the new
-			// commit never shows the counts of the one before.
-			var bundles v1alpha1.BundleList
-			if err := r.uncached.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err == nil {
-				sumBundles(repo, bundles.Items)
-			}
-		}
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	if syncErr == nil || renderErr != nil {
@@ -348,6 +351,16 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	st.ObservedGeneration = repo.Generation
+	if syncErr == nil && (orig.Status.Commit != ref.Commit || displaysCondition(orig)) {
+		// The new commit and its bundles' counts in one write: a GitRepo on the new commit
+		// never shows the counts of the one before. A GitRepo that failed before shows its
+		// bundles again.
+		var bundles v1alpha1.BundleList
+		if err := r.uncached.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err == nil {
+			sumBundles(repo, bundles.Items)
+		}
+	}
+	displayCondition(repo)
 	r.mu.Lock()
 	if at, ok := r.webhooks[repo.Namespace+"/"+repo.Name]; ok {
 		st.LastWebhookTime = &metav1.Time{Time: at}
@@ -362,7 +375,47 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	if err := r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("failed to update gitrepo status: %w", client.IgnoreNotFound(err))
 	}
+	r.recordSyncEvents(orig, repo)
 	return nil
+}
+
+// announce records a new commit once, before it is rendered: the first Event of its rollout.
+func (r *sourceReconciler) announce(repo *v1alpha1.GitRepo, ref gitsource.Ref) {
+	key := repo.Namespace + "/" + repo.Name
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ref.Commit == repo.Status.Commit || r.announced[key] == ref.Commit {
+		return
+	}
+	if r.announced == nil {
+		r.announced = map[string]string{}
+	}
+	r.announced[key] = ref.Commit
+	r.recorder.Normal(repo, v1alpha1.EventCommitPickedUp, "commit %s of %s picked up", shortCommit(ref.Commit), ref.ShortName())
+}
+
+// recordSyncEvents records what a poll changed: a render failing, the source becoming
+// unavailable. Unchanged polls record nothing.
+func (r *sourceReconciler) recordSyncEvents(orig, repo *v1alpha1.GitRepo) {
+	if c := failedAnew(orig.Status.Conditions, repo.Status.Conditions, v1alpha1.RenderedCondition); c != nil {
+		r.recorder.Warning(repo, v1alpha1.EventRenderFailed, "%s", c.Message)
+	}
+	if c := failedAnew(orig.Status.Conditions, repo.Status.Conditions, v1alpha1.SourceReadyCondition); c != nil {
+		r.recorder.Warning(repo, v1alpha1.EventSourceUnavailable, "%s: %s", c.Reason, c.Message)
+	}
+}
+
+// failedAnew returns the condition typ of now when it is False and was not False with the same
+// message before: a failure to tell an operator about once, not at every poll.
+func failedAnew(before, now []metav1.Condition, typ string) *metav1.Condition {
+	c := meta.FindStatusCondition(now, typ)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	if old := meta.FindStatusCondition(before, typ); old != nil && old.Status == metav1.ConditionFalse && old.Message == c.Message {
+		return nil
+	}
+	return c
 }
 
 func (r *sourceReconciler) stall(ctx context.Context, repo *v1alpha1.GitRepo, reason, msg string) error {
@@ -375,6 +428,7 @@ func (r *sourceReconciler) stall(ctx context.Context, repo *v1alpha1.GitRepo, re
 		meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: repo.Generation})
 	}
 	repo.Status.ObservedGeneration = repo.Generation
+	displayCondition(repo)
 	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
 		return nil
 	}
@@ -386,6 +440,7 @@ func (r *sourceReconciler) deleting(ctx context.Context, repo *v1alpha1.GitRepo,
 	orig := repo.DeepCopy()
 	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.DeletingReason, Message: waits, ObservedGeneration: repo.Generation})
+	displayCondition(repo)
 	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
 		return nil
 	}

@@ -86,7 +86,7 @@ func TestR1_3_ManualPartitions(t *testing.T) {
 	if diff := cmp.Diff([]string{"lab-1"}, d.Unpartitioned); diff != "" {
 		t.Errorf("unpartitioned (-want +got):\n%s", diff)
 	}
-	if len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0], "lab-1") {
+	if len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0].Message, "lab-1") {
 		t.Errorf("no warning names the unpartitioned cluster: %v", d.Warnings)
 	}
 	for _, r := range d.Release {

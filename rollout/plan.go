@@ -124,10 +124,10 @@ func planPartitions(in *Input, sorted []*Target) *Decision {
 		plan.Clusters[ti].Wait = "matches no partition: not rolled out (R1.3)"
 	}
 	if len(unpartitioned) > 0 {
-		plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d targeted clusters match no partition and will not be rolled out: %s", len(unpartitioned), abbreviate(plan.Unpartitioned, 5)))
+		plan.Warnings = append(plan.Warnings, Warning{WarnUnpartitioned, fmt.Sprintf("%d targeted clusters match no partition and will not be rolled out: %s", len(unpartitioned), abbreviate(plan.Unpartitioned, 5))})
 	}
 	if allImmediatelyReady && len(parts) > 0 {
-		plan.Warnings = append(plan.Warnings, "maxUnavailable is 100%: every partition counts as Ready at once and the rollout passes through all of them without waiting (R1.14)")
+		plan.Warnings = append(plan.Warnings, Warning{WarnUnsafeDefaults, "maxUnavailable is 100%: every partition counts as Ready at once and the rollout passes through all of them without waiting (R1.14)"})
 	}
 	plan.finish(sorted, rev, release, unavail, parts)
 	return plan

@@ -233,7 +233,7 @@ func TestBlockedClustersWaitWithTheirReason(t *testing.T) {
 
 func TestR1_14_UnsafeDefaultsAreVisible(t *testing.T) {
 	d := Plan(&Input{Revision: 2, Targets: fleet(20, false)})
-	if len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0], "R1.14") {
+	if len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0].Message, "R1.14") {
 		t.Errorf("no R1.14 warning: %v", d.Warnings)
 	}
 	d = Plan(&Input{Revision: 2, Strategy: Strategy{MaxUnavailable: Percent(10)}, Targets: fleet(20, false)})

@@ -160,7 +160,7 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 // bundle asked for. With a shortfall, N − maxUnavailable may be out of reach and hold updates
 // until enough clusters match; the warning says so, and unavailable clusters are still updated
 // (they cost no budget, R2.6).
-func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []string) {
+func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []Warning) {
 	selected = make([]bool, len(sorted))
 	switch placementType(p) {
 	case PickAll:
@@ -185,7 +185,7 @@ func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []st
 			selected[i] = true
 		}
 		if len(order) < n {
-			warnings = append(warnings, fmt.Sprintf("placement PickN wants %d clusters but only %d match; N stays %d (R2.2)", n, len(order), n))
+			warnings = append(warnings, Warning{WarnPlacementShort, fmt.Sprintf("placement PickN wants %d clusters but only %d match; N stays %d (R2.2)", n, len(order), n)})
 		}
 	case PickFixed:
 		n = len(p.ClusterNames)
@@ -204,7 +204,7 @@ func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []st
 			}
 		}
 		if len(missing) > 0 {
-			warnings = append(warnings, fmt.Sprintf("placement PickFixed names clusters that are not targeted: %s; N stays %d (R2.2)", abbreviate(missing, 5), n))
+			warnings = append(warnings, Warning{WarnPlacementShort, fmt.Sprintf("placement PickFixed names clusters that are not targeted: %s; N stays %d (R2.2)", abbreviate(missing, 5), n)})
 		}
 	}
 	return selected, n, warnings

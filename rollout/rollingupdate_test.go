@@ -36,7 +36,7 @@ func TestR2_1_Placement(t *testing.T) {
 		if diff := cmp.Diff([]string{"c-002"}, d.Release); diff != "" {
 			t.Errorf("releases (-want +got):\n%s", diff)
 		}
-		if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "c-009") {
+		if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0].Message, "c-009") {
 			t.Errorf("warnings = %v", d.Warnings)
 		}
 	})
@@ -65,7 +65,7 @@ func TestR2_2_NStaysWhatThePlacementAsksFor(t *testing.T) {
 		settled(ts, 1, names(ts, 0, 4)...)
 		p.RollingUpdate = &RollingUpdate{MaxUnavailable: Int(4)}
 		d := Plan(&Input{Revision: 2, Placement: p, Targets: ts, Now: t0})
-		if d.N != 8 || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "N stays 8 (R2.2)") {
+		if d.N != 8 || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0].Message, "N stays 8 (R2.2)") {
 			t.Errorf("%s: N = %d, warnings %v; want 8 and the shortfall named", p.Type, d.N, d.Warnings)
 		}
 		// 4 available of N = 8 with maxUnavailable 4: none may go down for an update.

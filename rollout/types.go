@@ -152,7 +152,7 @@ type Decision struct {
 	// Paused says why the rollout waits, or is empty while it can move on.
 	Paused string
 	// Warnings are conditions a person should see (unpartitioned clusters, unsafe defaults).
-	Warnings []string
+	Warnings []Warning
 	// RequeueAfter is when to plan again even without an event (R2.5); 0 means on events only.
 	RequeueAfter time.Duration
 	// More: this pass stopped at maxNew (R1.8); plan again as soon as its releases are written.
@@ -166,6 +166,34 @@ type Decision struct {
 	MaxUnavailable           int
 	MaxUnavailablePartitions int
 	MaxSurge                 int
+}
+
+// WarningKind says what a Warning is about: the hub shows each kind as a condition of its own.
+type WarningKind string
+
+const (
+	// WarnUnpartitioned: targeted clusters match no manual partition and are never released (R1.3).
+	WarnUnpartitioned WarningKind = "UnpartitionedClusters"
+	// WarnUnsafeDefaults: maxUnavailable 100% lets the rollout pass every partition at once (R1.14).
+	WarnUnsafeDefaults WarningKind = "MaxUnavailable100Percent"
+	// WarnPlacementShort: a placement wants more clusters than it finds; N stays (R2.2).
+	WarnPlacementShort WarningKind = "PlacementShort"
+)
+
+// Warning is a condition a person should see, with what it is about.
+type Warning struct {
+	Kind    WarningKind `json:"kind"`
+	Message string      `json:"message"`
+}
+
+// Warning returns the message of the decision's first warning of kind k, "" when there is none.
+func (d *Decision) Warning(k WarningKind) string {
+	for _, w := range d.Warnings {
+		if w.Kind == k {
+			return w.Message
+		}
+	}
+	return ""
 }
 
 // PartitionStatus is one partition's state (R1.6, R1.12).

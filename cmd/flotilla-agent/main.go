@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&opts.StateNamespace, "state-namespace", "flotilla-system", "local namespace for inventories")
 	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "time between heartbeats; default the interval the hub asks for")
 	flag.DurationVar(&opts.ResyncInterval, "resync-interval", 30*time.Second, "time between readiness and drift checks")
+	flag.StringVar(&opts.MetricsAddr, "metrics-addr", "0", "address of the Prometheus metrics endpoint (e.g. :8081); 0 disables it")
 	flag.Func("protected-namespaces", "comma-separated namespaces no bundle may delete, beside default, kube-* and --state-namespace", func(v string) error {
 		opts.ProtectedNamespaces = append(opts.ProtectedNamespaces, strings.Split(v, ",")...)
 		return nil

@@ -243,7 +243,10 @@ func newPlanReport(tl rollout.Timeline, clusters int) planReport {
 		if d.Unpartitioned != nil {
 			r.Unpartitioned = d.Unpartitioned
 		}
-		r.Warnings, r.N, r.MaxUnavailable, r.MaxSurge = d.Warnings, d.N, d.MaxUnavailable, d.MaxSurge
+		r.N, r.MaxUnavailable, r.MaxSurge = d.N, d.MaxUnavailable, d.MaxSurge
+		for _, w := range d.Warnings {
+			r.Warnings = append(r.Warnings, w.Message)
+		}
 	}
 	for _, s := range tl.Steps {
 		released := s.Released

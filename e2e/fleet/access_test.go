@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,6 +38,14 @@ func TestAgentCredentialsAreScoped(t *testing.T) {
 	_, forbidden["listing content"] = dyn.Resource(contents).Namespace(f.ns).List(ctx, metav1.ListOptions{})
 	_, forbidden["another cluster's Cluster"] = dyn.Resource(schema.GroupVersionResource{Group: "flotilla.dev", Version: "v1alpha1", Resource: "clusters"}).Namespace(f.ns).Get(ctx, other, metav1.GetOptions{})
 	_, forbidden["GitRepos"] = dyn.Resource(schema.GroupVersionResource{Group: "flotilla.dev", Version: "v1alpha1", Resource: "gitrepos"}).Namespace(f.ns).List(ctx, metav1.ListOptions{})
+	// Its Events (drift corrected) go to its own namespace; it writes none elsewhere, reads none.
+	event := func(ns string) *eventsv1.Event {
+		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "forged-", Namespace: ns}, EventTime: metav1.NowMicro(), Type: "Normal",
+			Reason: "Forged", Action: "Forge", ReportingController: "flotilla.dev/agent", ReportingInstance: "x", Note: "forged"}
+	}
+	_, forbidden["an Event in another cluster's namespace"] = cs.EventsV1().Events(f.clusterNamespaces[other]).Create(ctx, event(f.clusterNamespaces[other]), metav1.CreateOptions{})
+	_, forbidden["an Event in the fleet namespace"] = cs.EventsV1().Events(f.ns).Create(ctx, event(f.ns), metav1.CreateOptions{})
+	_, forbidden["reading the Events of its own namespace"] = cs.EventsV1().Events(f.clusterNamespaces[me]).List(ctx, metav1.ListOptions{})
 	for what, err := range forbidden {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("%s: want 403, got %v", what, err)

@@ -13,11 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
@@ -91,6 +94,36 @@ rolloutStrategy:
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
 	eventually(t, "the fix reaches every cluster", 90*time.Second, func() bool { return availableEverywhere(t, "parts", "web", "example.invalid/web:3") })
 	waitRepo(t, f, "all ready after the fix", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
+	// `kubectl get events -n <namespace>` tells the story, in order.
+	story := []string{
+		"GitRepo/shop CommitPickedUp:", "Bundle/shop-web RevisionStaged: revision 2 of commit",
+		"Bundle/shop-web PartitionReleased: revision 2 released to partition canary (1 clusters, maxUnavailable 0)",
+		"Bundle/shop-web RolloutPaused: revision 2: 1 partitions NotReady (canary)",
+		"GitRepo/shop CommitPickedUp:", "Bundle/shop-web RevisionStaged: revision 3 of commit",
+		"Bundle/shop-web PartitionReleased: revision 3 released to partition canary",
+		"Bundle/shop-web PartitionReleased: revision 3 released to partition rest (2 clusters, maxUnavailable 0)",
+		"Bundle/shop-web RolloutCompleted: revision 3 ready on 3 clusters",
+	}
+	var told events.Story
+	defer func() {
+		if t.Failed() {
+			t.Logf("the Events:\n%s", told)
+		}
+	}()
+	eventually(t, "the Events tell the rollout in order", 30*time.Second, func() bool {
+		told = eventsOf(t, f, f.ns, hub.EventsController)
+		return told.Tells(story...)
+	})
+}
+
+// eventsOf is what `kubectl get events -n ns` shows of a controller's Events.
+func eventsOf(t *testing.T, f *fleetEnv, ns, controller string) events.Story {
+	t.Helper()
+	story, err := events.Read(context.Background(), f.hub, ns, controller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return story
 }
 
 // e2e scenario 5: a commit with a broken fleet.yaml: the GitRepo condition names the file;
@@ -122,6 +155,23 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 		d, err := cs.AppsV1().Deployments("drift").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && *d.Spec.Replicas == 2
 	})
+	// The agent tells it in its cluster's namespace on the hub, and counts it. (The test's
+	// agents run in its process and share one registry: the counts are all agents'.)
+	eventually(t, "the agent's Event names what it corrected", 30*time.Second, func() bool {
+		return eventsOf(t, f, f.clusterNamespaces[workloads[1].Name], agent.EventsController).Tells("DriftCorrected: revision 1 applied again over Deployment web")
+	})
+	fams, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentMetrics := scrape{}
+	for _, fam := range fams {
+		agentMetrics[fam.GetName()] = fam
+	}
+	if agentMetrics.value("flotilla_agent_drift_corrections_total") < 1 || agentMetrics.value("flotilla_agent_applies_total", "result=succeeded") < float64(len(workloads)) ||
+		agentMetrics.value("flotilla_agent_apply_duration_seconds") < float64(len(workloads)) {
+		t.Errorf("the agents' metrics do not count the applies and the correction:\n%s", agentMetrics.flotilla())
+	}
 	// Without correctDrift, drift is reported and left alone.
 	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: drift\n"})
 	eventually(t, "options without correctDrift deployed", 60*time.Second, func() bool {

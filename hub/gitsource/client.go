@@ -40,6 +40,9 @@ type Ref struct {
 	Commit string
 }
 
+// ShortName is the reference's name for people: main, v1.2.0.
+func (r Ref) ShortName() string { return plumbing.ReferenceName(r.Name).Short() }
+
 // Client resolves and checks out repositories. Safe for concurrent use; work on one repository
 // is serialised.
 type Client struct {

@@ -1,14 +1,8 @@
 package gitsource
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -55,8 +49,8 @@ type Subscriber struct {
 
 // accepts reports whether a delivery may trigger the subscriber: signed with its own secret,
 // or the subscriber opted out of verification.
-func (s Subscriber) accepts(h http.Header, body []byte, verify verifier) bool {
-	if s.Secret != "" && verify(h, body, s.Secret) {
+func (s Subscriber) accepts(h http.Header, body []byte, from provider) bool {
+	if s.Secret != "" && from.verify(h, body, s.Secret) {
 		return true
 	}
 	return s.AllowUnsigned
@@ -110,12 +104,13 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("delivery larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
 		return
 	}
-	provider, verify := detect(r.Header)
-	if provider == "" {
+	from := detect(r.Header)
+	if from == nil {
 		http.Error(w, "unknown webhook provider: expected a GitHub, GitLab, Bitbucket, Gitea or Gogs event header", http.StatusBadRequest)
 		return
 	}
-	push, ignore, err := parsePush(provider, r.Header, body)
+	provider := from.name()
+	push, ignore, err := readPush(from, r.Header, body)
 	if err != nil {
 		http.Error(w, provider+" payload: "+err.Error(), http.StatusBadRequest)
 		return
@@ -136,7 +131,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var accepted []Subscriber
 	for _, s := range subs {
-		if s.accepts(r.Header, body, verify) {
+		if s.accepts(r.Header, body, from) {
 			accepted = append(accepted, s)
 		}
 	}
@@ -160,170 +155,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-type verifier func(h http.Header, body []byte, secret string) bool
-
-// detect names the provider from its event header and returns how it signs deliveries.
-func detect(h http.Header) (string, verifier) {
-	switch {
-	case h.Get("X-GitHub-Event") != "":
-		// Only the SHA-256 signature is accepted, not the legacy SHA-1 X-Hub-Signature.
-		return "github", hmacHeader("X-Hub-Signature-256", "sha256=", sha256.New)
-	case h.Get("X-Gitlab-Event") != "":
-		return "gitlab", func(h http.Header, _ []byte, secret string) bool {
-			return subtle.ConstantTimeCompare([]byte(h.Get("X-Gitlab-Token")), []byte(secret)) == 1
-		}
-	case h.Get("X-Gitea-Event") != "":
-		return "gitea", hmacHeader("X-Gitea-Signature", "", sha256.New)
-	case h.Get("X-Gogs-Event") != "":
-		return "gogs", hmacHeader("X-Gogs-Signature", "", sha256.New)
-	case h.Get("X-Event-Key") == "repo:refs_changed":
-		return "bitbucket-server", hmacHeader("X-Hub-Signature", "sha256=", sha256.New)
-	case h.Get("X-Event-Key") != "":
-		return "bitbucket", hmacHeader("X-Hub-Signature", "sha256=", sha256.New)
-	}
-	return "", nil
-}
-
-func hmacHeader(header, prefix string, alg func() hash.Hash) verifier {
-	return func(h http.Header, body []byte, secret string) bool {
-		got, ok := strings.CutPrefix(h.Get(header), prefix)
-		if !ok || got == "" {
-			return false
-		}
-		sig, err := hex.DecodeString(got)
-		if err != nil {
-			return false
-		}
-		mac := hmac.New(alg, []byte(secret))
-		mac.Write(body)
-		return hmac.Equal(sig, mac.Sum(nil))
-	}
-}
-
-// parsePush reads the repository URLs and the ref of a push or tag event; other events are
-// ignored (with the reason).
-func parsePush(provider string, h http.Header, body []byte) (Push, string, error) {
-	p := Push{Provider: provider}
-	switch provider {
-	case "github", "gitea", "gogs":
-		event := h.Get("X-GitHub-Event") + h.Get("X-Gitea-Event") + h.Get("X-Gogs-Event")
-		if event == "ping" {
-			return p, "ping", nil
-		}
-		if event != "push" && event != "create" {
-			return p, "event " + event, nil
-		}
-		var pl struct {
-			Ref     string `json:"ref"`
-			RefType string `json:"ref_type"`
-			Repo    struct {
-				CloneURL string `json:"clone_url"`
-				SSHURL   string `json:"ssh_url"`
-				HTMLURL  string `json:"html_url"`
-			} `json:"repository"`
-		}
-		if err := json.Unmarshal(body, &pl); err != nil {
-			return p, "", fmt.Errorf("invalid JSON: %w", err)
-		}
-		p.Ref = pl.Ref
-		if event == "create" && pl.RefType == "tag" {
-			p.Ref = "refs/tags/" + pl.Ref
-		}
-		p.URLs = []string{pl.Repo.CloneURL, pl.Repo.SSHURL, pl.Repo.HTMLURL}
-	case "gitlab":
-		var pl struct {
-			Ref     string `json:"ref"`
-			Project struct {
-				HTTP   string `json:"git_http_url"`
-				SSH    string `json:"git_ssh_url"`
-				WebURL string `json:"web_url"`
-			} `json:"project"`
-		}
-		if ev := h.Get("X-Gitlab-Event"); ev != "Push Hook" && ev != "Tag Push Hook" {
-			return p, "event " + ev, nil
-		}
-		if err := json.Unmarshal(body, &pl); err != nil {
-			return p, "", fmt.Errorf("invalid JSON: %w", err)
-		}
-		p.Ref, p.URLs = pl.Ref, []string{pl.Project.HTTP, pl.Project.SSH, pl.Project.WebURL}
-	case "bitbucket":
-		if h.Get("X-Event-Key") != "repo:push" {
-			return p, "event " + h.Get("X-Event-Key"), nil
-		}
-		var pl struct {
-			Repository struct {
-				FullName string `json:"full_name"`
-				Links    struct {
-					HTML struct {
-						Href string `json:"href"`
-					} `json:"html"`
-				} `json:"links"`
-			} `json:"repository"`
-			Push struct {
-				Changes []struct {
-					New *struct {
-						Type string `json:"type"`
-						Name string `json:"name"`
-					} `json:"new"`
-				} `json:"changes"`
-			} `json:"push"`
-		}
-		if err := json.Unmarshal(body, &pl); err != nil {
-			return p, "", fmt.Errorf("invalid JSON: %w", err)
-		}
-		for _, c := range pl.Push.Changes {
-			if c.New == nil {
-				continue // a deletion
-			}
-			kind := "refs/heads/"
-			if c.New.Type == "tag" {
-				kind = "refs/tags/"
-			}
-			p.Ref = kind + c.New.Name
-			break
-		}
-		p.URLs = []string{pl.Repository.Links.HTML.Href}
-		if pl.Repository.FullName != "" {
-			p.URLs = append(p.URLs, "https://bitbucket.org/"+pl.Repository.FullName)
-		}
-	case "bitbucket-server":
-		var pl struct {
-			Repository struct {
-				Links struct {
-					Clone []struct {
-						Href string `json:"href"`
-					} `json:"clone"`
-				} `json:"links"`
-			} `json:"repository"`
-			Changes []struct {
-				Ref struct {
-					ID string `json:"id"`
-				} `json:"ref"`
-				Type string `json:"type"`
-			} `json:"changes"`
-		}
-		if err := json.Unmarshal(body, &pl); err != nil {
-			return p, "", fmt.Errorf("invalid JSON: %w", err)
-		}
-		for _, c := range pl.Changes {
-			if c.Type != "DELETE" {
-				p.Ref = c.Ref.ID
-				break
-			}
-		}
-		for _, l := range pl.Repository.Links.Clone {
-			p.URLs = append(p.URLs, l.Href)
-		}
-	}
-	if p.Ref == "" {
-		return p, "", errors.New("no pushed ref")
-	}
-	if len(p.URLs) == 0 || strings.Join(p.URLs, "") == "" {
-		return p, "", errors.New("no repository URL")
-	}
-	return p, "", nil
 }
 
 // NormalizeURL reduces the https, ssh and scp-like forms of a repository URL to

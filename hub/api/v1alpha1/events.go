@@ -1,0 +1,58 @@
+package v1alpha1
+
+// EventReason is the reason of a Kubernetes Event the hub or an agent records: each names one
+// thing an operator reads later (`kubectl get events`), in the order it happened.
+type EventReason string
+
+// The Events of a rollout's story. Warnings are said where they are recorded.
+const (
+	// On GitRepos.
+	EventCommitPickedUp    EventReason = "CommitPickedUp"
+	EventRenderFailed      EventReason = "RenderFailed"
+	EventSourceUnavailable EventReason = "SourceUnavailable"
+	// On Bundles.
+	EventRevisionStaged    EventReason = "RevisionStaged"
+	EventPartitionReleased EventReason = "PartitionReleased"
+	EventRolloutPaused     EventReason = "RolloutPaused"
+	EventRolloutCompleted  EventReason = "RolloutCompleted"
+	EventRollbackStarted   EventReason = "RollbackStarted"
+	// On StagedUpdateRuns and ApprovalRequests.
+	EventStageStarted     EventReason = "StageStarted"
+	EventStageCompleted   EventReason = "StageCompleted"
+	EventApprovalRecorded EventReason = "ApprovalRecorded"
+	EventApprovalRejected EventReason = "ApprovalRejected"
+	EventRunSuperseded    EventReason = "RunSuperseded"
+	// On RolloutSequences.
+	EventGroupReleased  EventReason = "GroupReleased"
+	EventGroupCompleted EventReason = "GroupCompleted"
+	// On Clusters.
+	EventClusterOffline EventReason = "ClusterOffline"
+	EventClusterOnline  EventReason = "ClusterOnline"
+	// On BundleDeployments, by the cluster's agent.
+	EventDriftCorrected EventReason = "DriftCorrected"
+)
+
+// Action is what was done, for the Event's action field (events.k8s.io/v1 requires one).
+func (r EventReason) Action() string {
+	switch r {
+	case EventCommitPickedUp, EventSourceUnavailable:
+		return "Sync"
+	case EventRenderFailed, EventRevisionStaged:
+		return "Render"
+	case EventPartitionReleased, EventStageStarted, EventGroupReleased, EventRollbackStarted:
+		return "Release"
+	case EventRolloutPaused:
+		return "Pause"
+	case EventApprovalRecorded, EventApprovalRejected:
+		return "Approve"
+	case EventRunSuperseded:
+		return "Supersede"
+	case EventRolloutCompleted, EventStageCompleted, EventGroupCompleted:
+		return "Complete"
+	case EventClusterOffline, EventClusterOnline:
+		return "Heartbeat"
+	case EventDriftCorrected:
+		return "Apply"
+	}
+	return "Report"
+}

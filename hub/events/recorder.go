@@ -1,0 +1,238 @@
+// Package events records the Kubernetes Events an operator reads later (`kubectl get events`,
+// `kubectl describe`): what the hub and the agents did, and why. The hub and the agent share it.
+//
+// Events cost the API server writes like any other object, and a fleet's hub must not spend a
+// write per cluster on them. So the Recorder
+//   - writes asynchronously: a reconcile never waits for an Event, and a full queue drops the
+//     Event (counted in flotilla_events_dropped_total) rather than slow the rollout;
+//   - aggregates: an Event repeated on the same object (same reason and note) within
+//     SeriesWindow is counted in memory and written as one series update at most every
+//     FlushInterval, as the events.k8s.io API intends;
+//   - rate-limits per object: an object gets Burst Events, then one every Refill, like the API
+//     server's own spam filter, so no loop can flood the server.
+//
+// Unlike client-go's broadcaster, the aggregation key includes the note: two different things
+// happening to one object within minutes ("partition canary released", then "partition rest
+// released") are two Events, in order, not a series of the first.
+package events
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// Limits of a Recorder; see the package doc.
+const (
+	QueueSize     = 1024
+	SeriesWindow  = 10 * time.Minute
+	FlushInterval = time.Minute
+	Burst         = 25
+	Refill        = 10 * time.Second
+)
+
+// Recorder records Events through a client. The zero of *Recorder (nil) records nothing, so code
+// and tests that run without one need no checks.
+type Recorder struct {
+	client     client.Client
+	controller string
+	instance   string
+	now        func() time.Time
+	queue      chan write
+	// onDrop, if set, counts an Event the queue had no room for (a metric).
+	onDrop func()
+	// FlushEvery is how often repeated Events' counts are written; default FlushInterval.
+	FlushEvery time.Duration
+
+	mu     sync.Mutex
+	series map[seriesKey]*series
+	limits map[types.UID]*rate.Limiter
+}
+
+// New returns a Recorder writing as controller (the Event's reportingController, such as
+// "flotilla.dev/hub"). It writes once Start runs.
+func New(c client.Client, controller string) *Recorder {
+	host, _ := os.Hostname()
+	return &Recorder{client: c, controller: controller, instance: truncate(controller+"-"+host, 128), now: time.Now, FlushEvery: FlushInterval,
+		queue: make(chan write, QueueSize), series: map[seriesKey]*series{}, limits: map[types.UID]*rate.Limiter{}}
+}
+
+// OnDrop sets what is called for each Event dropped because the queue was full.
+func (r *Recorder) OnDrop(f func()) { r.onDrop = f }
+
+// Normal records an Event of type Normal about obj.
+func (r *Recorder) Normal(obj client.Object, reason v1alpha1.EventReason, format string, args ...any) {
+	r.record(obj, corev1.EventTypeNormal, reason, format, args...)
+}
+
+// Warning records an Event of type Warning about obj.
+func (r *Recorder) Warning(obj client.Object, reason v1alpha1.EventReason, format string, args ...any) {
+	r.record(obj, corev1.EventTypeWarning, reason, format, args...)
+}
+
+type seriesKey struct {
+	uid         types.UID
+	typ, reason string
+	note        string
+}
+
+// series is an Event written once and seen again since.
+type series struct {
+	event   *eventsv1.Event // as last written (or being created)
+	count   int32
+	last    time.Time // last observed
+	written int32     // the count the server has
+	created bool
+}
+
+type write struct {
+	key    seriesKey
+	create *eventsv1.Event // nil: flush the series' count
+}
+
+func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventReason, format string, args ...any) {
+	if r == nil || obj == nil {
+		return
+	}
+	note := truncate(fmt.Sprintf(format, args...), 1024)
+	key := seriesKey{uid: obj.GetUID(), typ: typ, reason: string(reason), note: note}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.series[key]; s != nil && now.Sub(s.last) < SeriesWindow {
+		s.count++
+		s.last = now
+		return // written by the next flush
+	}
+	lim := r.limits[key.uid]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Every(Refill), Burst)
+		r.limits[key.uid] = lim
+	}
+	if !lim.AllowN(now, 1) {
+		return
+	}
+	ev, err := r.event(obj, typ, reason, note, now)
+	if err != nil {
+		log.Log.V(1).Info("event not recorded", "reason", reason, "error", err.Error())
+		return
+	}
+	r.series[key] = &series{event: ev, count: 1, last: now, written: 1}
+	select {
+	case r.queue <- write{key: key, create: ev.DeepCopy()}:
+	default:
+		delete(r.series, key)
+		if r.onDrop != nil {
+			r.onDrop()
+		}
+	}
+}
+
+// event builds the events.k8s.io Event regarding obj.
+func (r *Recorder) event(obj client.Object, typ string, reason v1alpha1.EventReason, note string, now time.Time) (*eventsv1.Event, error) {
+	gvk, err := apiutil.GVKForObject(obj.(runtime.Object), r.client.Scheme())
+	if err != nil {
+		return nil, err
+	}
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault // where the API server keeps events of cluster-scoped objects
+	}
+	return &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s.%x%s", truncate(obj.GetName(), 200), now.UnixNano(), rand.String(4))},
+		EventTime:  metav1.MicroTime{Time: now},
+		Regarding: corev1.ObjectReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			UID: obj.GetUID()},
+		Type: typ, Reason: string(reason), Action: reason.Action(), Note: note,
+		ReportingController: r.controller, ReportingInstance: r.instance,
+	}, nil
+}
+
+// Start writes queued Events and flushes series until ctx ends (a manager.Runnable).
+func (r *Recorder) Start(ctx context.Context) error {
+	flush := time.NewTicker(r.FlushEvery)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case w := <-r.queue:
+			r.write(ctx, w)
+		case <-flush.C:
+			r.flush(ctx)
+		}
+	}
+}
+
+// NeedLeaderElection is false: a replica writes the Events its own controllers recorded, and
+// only the leader's controllers record any.
+func (r *Recorder) NeedLeaderElection() bool { return false }
+
+func (r *Recorder) write(ctx context.Context, w write) {
+	err := r.client.Create(ctx, w.create)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.series[w.key]
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("event not written", "reason", w.create.Reason, "error", err.Error())
+		delete(r.series, w.key) // the next occurrence tries again
+		return
+	}
+	if s != nil {
+		s.created = true
+	}
+}
+
+// flush writes the counts of series seen again since their last write, and forgets series and
+// limits that have been quiet for SeriesWindow.
+func (r *Recorder) flush(ctx context.Context) {
+	now := r.now()
+	var due []*eventsv1.Event
+	r.mu.Lock()
+	for k, s := range r.series {
+		switch {
+		case s.created && s.count > s.written:
+			ev := s.event.DeepCopy()
+			ev.Series = &eventsv1.EventSeries{Count: s.count, LastObservedTime: metav1.MicroTime{Time: s.last}}
+			s.written = s.count
+			due = append(due, ev)
+		case now.Sub(s.last) >= SeriesWindow:
+			delete(r.series, k)
+		}
+	}
+	for uid, lim := range r.limits {
+		if lim.TokensAt(now) >= Burst {
+			delete(r.limits, uid)
+		}
+	}
+	r.mu.Unlock()
+	for _, ev := range due {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"series":{"count":%d,"lastObservedTime":%q}}`,
+			ev.Series.Count, ev.Series.LastObservedTime.UTC().Format(metav1.RFC3339Micro)))
+		if err := r.client.Patch(ctx, ev, patch); err != nil {
+			log.FromContext(ctx).V(1).Info("event series not written", "reason", ev.Reason, "error", err.Error())
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

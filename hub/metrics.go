@@ -1,0 +1,192 @@
+package hub
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// The hub's metrics, served with controller-runtime's on Options.MetricsAddr. States are read
+// from the informer caches when Prometheus scrapes (fleetState), so they cost nothing between
+// scrapes and always agree with the objects' status. No metric has a per-cluster label: a
+// fleet of 10,000 clusters has as many series as one of ten.
+var (
+	renderDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flotilla_render_duration_seconds",
+		Help:    "Time to render a commit of a GitRepo: every bundle for every cluster it targets.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12), // 50 ms … 100 s
+	})
+	commitToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flotilla_commit_to_ready_seconds",
+		Help:    "Time from a bundle's revision being staged from a commit to every cluster it targets running it Ready.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 16), // 1 s … 9 h
+	})
+	syncErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_git_sync_errors_total",
+		Help: "Polls of a GitRepo that failed to reach or resolve its repository, by reason.",
+	}, []string{"reason"})
+	renderErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flotilla_render_errors_total",
+		Help: "Commits that failed to render (the GitRepo keeps its last good commit deployed).",
+	})
+	releasesWritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flotilla_releases_total",
+		Help: "Releases of a revision to a cluster the hub wrote, every strategy together.",
+	})
+	eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flotilla_events_dropped_total",
+		Help: "Events not recorded because the recorder's queue was full.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(renderDuration, commitToReady, syncErrors, renderErrors, releasesWritten, eventsDropped)
+}
+
+// Descriptions of the state gauges.
+var (
+	bundlesDesc = prometheus.NewDesc("flotilla_bundles",
+		"Bundles by state: the least advanced state of their clusters, Ready, or Stalled.", []string{"namespace", "state"}, nil)
+	bundleClustersDesc = prometheus.NewDesc("flotilla_bundle_clusters",
+		"A bundle's clusters by state (desired_ready is all it targets).", []string{"namespace", "bundle", "state"}, nil)
+	bundleRevisionDesc = prometheus.NewDesc("flotilla_bundle_revision",
+		"A bundle's latest revision, and the one its rollout releases.", []string{"namespace", "bundle", "revision"}, nil)
+	partitionClustersDesc = prometheus.NewDesc("flotilla_partition_clusters",
+		"Clusters in a partition of a continuous rollout, by state (desired_ready is all of them, unavailable those counted against its maxUnavailable).",
+		[]string{"namespace", "bundle", "partition", "state"}, nil)
+	stageClustersDesc = prometheus.NewDesc("flotilla_stage_clusters",
+		"Clusters in a stage of a bundle's current staged run: all of them (desired), and those done (completed).",
+		[]string{"namespace", "bundle", "stage", "state"}, nil)
+	clustersDesc = prometheus.NewDesc("flotilla_clusters",
+		"Clusters by state: Ready, a bundle state, Offline, WaitingForAgent or NotAdmitted.", []string{"namespace", "state"}, nil)
+	gitReposDesc = prometheus.NewDesc("flotilla_gitrepos",
+		"GitRepos by state.", []string{"namespace", "state"}, nil)
+)
+
+// fleetState is the collector of the state gauges, read from a cache at each scrape.
+type fleetState struct {
+	cache client.Reader
+}
+
+func (s fleetState) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{bundlesDesc, bundleClustersDesc, bundleRevisionDesc, partitionClustersDesc, stageClustersDesc, clustersDesc, gitReposDesc} {
+		ch <- d
+	}
+}
+
+func (s fleetState) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	var bundles v1alpha1.BundleList
+	if err := s.cache.List(ctx, &bundles); err != nil {
+		log.FromContext(ctx).Error(err, "metrics: bundles not listed")
+	}
+	byState := map[[2]string]int{}
+	for i := range bundles.Items {
+		b := &bundles.Items[i]
+		byState[[2]string{b.Namespace, bundleState(b)}]++
+		for state, n := range countsByState(b.Status.Summary) {
+			gauge(bundleClustersDesc, float64(n), b.Namespace, b.Name, state)
+		}
+		gauge(bundleRevisionDesc, float64(b.Spec.LatestRevision), b.Namespace, b.Name, "latest")
+		gauge(bundleRevisionDesc, float64(b.Status.ReleasingRevision), b.Namespace, b.Name, "releasing")
+		for _, p := range b.Status.Partitions {
+			for state, n := range countsByState(p.Summary) {
+				gauge(partitionClustersDesc, float64(n), b.Namespace, b.Name, p.Name, state)
+			}
+			gauge(partitionClustersDesc, float64(p.Unavailable), b.Namespace, b.Name, p.Name, "unavailable")
+		}
+		for _, st := range b.Status.Stages {
+			gauge(stageClustersDesc, float64(st.Clusters), b.Namespace, b.Name, st.Name, "desired")
+			gauge(stageClustersDesc, float64(st.Completed), b.Namespace, b.Name, st.Name, "completed")
+		}
+	}
+	countGauges(ch, bundlesDesc, byState)
+	var clusters v1alpha1.ClusterList
+	if err := s.cache.List(ctx, &clusters); err != nil {
+		log.FromContext(ctx).Error(err, "metrics: clusters not listed")
+	}
+	byState = map[[2]string]int{}
+	for _, c := range clusters.Items {
+		byState[[2]string{c.Namespace, orUnknown(c.Status.Display.State)}]++
+	}
+	countGauges(ch, clustersDesc, byState)
+	var repos v1alpha1.GitRepoList
+	if err := s.cache.List(ctx, &repos); err != nil {
+		log.FromContext(ctx).Error(err, "metrics: gitrepos not listed")
+	}
+	byState = map[[2]string]int{}
+	for _, r := range repos.Items {
+		byState[[2]string{r.Namespace, orUnknown(r.Status.Display.State)}]++
+	}
+	countGauges(ch, gitReposDesc, byState)
+}
+
+func countGauges(ch chan<- prometheus.Metric, d *prometheus.Desc, counts map[[2]string]int) {
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+}
+
+// bundleState is a bundle's state for flotilla_bundles: Stalled when its Stalled condition
+// holds, else the state its printer column shows.
+func bundleState(b *v1alpha1.Bundle) string {
+	if meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.StalledCondition) {
+		return "Stalled"
+	}
+	return orUnknown(b.Status.Display.State)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "Unknown"
+	}
+	return s
+}
+
+// countsByState names the counts of a summary in the metrics' snake case.
+func countsByState(c v1alpha1.StateCounts) map[string]int32 {
+	return map[string]int32{"desired_ready": c.DesiredReady, "ready": c.Ready, "pending": c.Pending, "out_of_sync": c.OutOfSync,
+		"wait_applied": c.WaitApplied, "err_applied": c.ErrApplied, "not_ready": c.NotReady, "modified": c.Modified}
+}
+
+// fleetStateCollector is the collector registered for this process: tests run several hubs in
+// one process, each replacing the one before (the metrics are then the newest hub's).
+var fleetStateCollector struct {
+	sync.Mutex
+	current prometheus.Collector
+}
+
+// collectFleetState makes the state gauges read cache.
+func collectFleetState(cache client.Reader) error {
+	fleetStateCollector.Lock()
+	defer fleetStateCollector.Unlock()
+	if fleetStateCollector.current != nil {
+		metrics.Registry.Unregister(fleetStateCollector.current)
+	}
+	c := &fleetState{cache: cache}
+	if err := metrics.Registry.Register(c); err != nil {
+		return err
+	}
+	fleetStateCollector.current = c
+	return nil
+}
+
+// observeCompletion records a bundle's revision becoming Ready everywhere: the time since it
+// was staged.
+func observeCompletion(bun *v1alpha1.Bundle, now time.Time) {
+	if rev := findRevision(bun, bun.Status.ReleasingRevision); rev != nil && !rev.Created.IsZero() {
+		commitToReady.Observe(now.Sub(rev.Created.Time).Seconds())
+	}
+}
