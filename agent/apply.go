@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -49,6 +51,14 @@ type Options struct {
 	// TakeOwnership adopts objects that exist and are not this deployment's: without it, such
 	// an object is an error and is left alone.
 	TakeOwnership bool
+	// Force replaces an object the API server refuses to change in place (an immutable field
+	// changed: a Job's template, a Service's clusterIP): it is deleted and applied anew.
+	Force bool
+	// Timeout bounds an apply; zero: none beyond the caller's.
+	Timeout time.Duration
+	// WaitForJobs counts a Job as ready only once it completed (kstatus counts a running Job
+	// as current).
+	WaitForJobs bool
 	// Protected are namespaces never deleted, whatever the bundle says, beside the cluster's
 	// own (default, kube-system, kube-public, kube-node-lease).
 	Protected []string
@@ -63,10 +73,11 @@ type Options struct {
 // OwnerAnnotation marks what a deployment applied: its value is Options.Owner.
 const OwnerAnnotation = "flotilla.dev/owned-by"
 
-// ComparePatch excludes JSON pointers of matching objects from drift detection.
+// ComparePatch excludes JSON pointers of matching objects from drift detection. Empty fields
+// match every object.
 type ComparePatch struct {
-	Kind, Namespace, Name string
-	JSONPointers          []string
+	APIVersion, Kind, Namespace, Name string
+	JSONPointers                      []string
 }
 
 // Applier applies manifests to the cluster it runs in.
@@ -127,7 +138,13 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err := a.admissible(objs, opts); err != nil {
 		return nil, err
 	}
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("apply did not finish within %s (timeoutSeconds)", opts.Timeout))
+		defer cancel()
+	}
 	res := &Result{Errors: map[ObjMeta]error{}}
+	fail := func(o ObjMeta, err error) { res.Errors[o] = withCause(ctx, err) }
 	ours := make(map[ObjMeta]bool, len(previous))
 	for _, o := range previous {
 		ours[o] = true
@@ -142,7 +159,7 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	for _, o := range ordered {
 		m, err := a.mapping(o.GroupVersionKind())
 		if err != nil {
-			res.Errors[MetaOf(o)] = err
+			fail(MetaOf(o), err)
 			continue
 		}
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
@@ -151,7 +168,7 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			}
 			if ns := o.GetNamespace(); !namespaces[ns] {
 				if err := a.ensureNamespace(ctx, ns, opts); err != nil {
-					res.Errors[MetaOf(o)] = err
+					fail(MetaOf(o), err)
 					continue
 				}
 				namespaces[ns] = true
@@ -159,18 +176,22 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 		if !ours[MetaOf(o)] && !opts.TakeOwnership {
 			if err := a.notSomeoneElses(ctx, o, m, opts.Owner); err != nil {
-				res.Errors[MetaOf(o)] = err
+				fail(MetaOf(o), err)
 				continue
 			}
 		}
 		markOwner(o, opts.Owner)
-		if err := a.applyOne(ctx, o, m); err != nil {
-			res.Errors[MetaOf(o)] = err
+		err = a.applyOne(ctx, o, m)
+		if apierrors.IsInvalid(err) && opts.Force {
+			err = a.replace(ctx, o, m)
+		}
+		if err != nil {
+			fail(MetaOf(o), err)
 			continue
 		}
 		if o.GetKind() == "CustomResourceDefinition" {
 			if err := a.waitEstablished(ctx, o.GetName()); err != nil {
-				res.Errors[MetaOf(o)] = err
+				fail(MetaOf(o), err)
 			}
 			a.mapper.Reset() // its kinds are served now
 		}
@@ -327,6 +348,31 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, m 
 		return fmt.Errorf("failed to apply: %w", err)
 	}
 	return nil
+}
+
+// replace deletes an object the API server refused to change in place and applies it anew,
+// once the old one is gone (Options.Force).
+func (a *Applier) replace(ctx context.Context, o *unstructured.Unstructured, m *meta.RESTMapping) error {
+	ri := a.resource(m, o.GetNamespace())
+	background := metav1.DeletePropagationBackground
+	if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &background}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete for replacement (force): %w", err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		return fmt.Errorf("replaced object not gone (force): %w", err)
+	}
+	return a.applyOne(ctx, o, m)
+}
+
+// withCause names why an apply's context ended (its timeout) in an error it caused.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 func (a *Applier) ensureNamespace(ctx context.Context, name string, opts Options) error {

@@ -162,6 +162,11 @@ func TestDriftDetectionAndCorrection(t *testing.T) {
 	if d, _ := a.Drift(ctx, desired, ignore); len(d) != 1 || d[0].Object.Kind != "ConfigMap" {
 		t.Errorf("with comparePatches: %+v", d)
 	}
+	// A patch for another apiVersion of the kind does not match.
+	other := Options{Owner: "drift", ComparePatches: []ComparePatch{{APIVersion: "apps/v1beta2", Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}}
+	if d, _ := a.Drift(ctx, desired, other); len(d) != 2 {
+		t.Errorf("a comparePatch of another apiVersion excluded a field: %+v", d)
+	}
 	// correctDrift: applying again restores the bundle's values.
 	if res, err := a.Apply(ctx, desired, nil, Options{Owner: "drift"}); err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
@@ -412,3 +417,109 @@ spec:
 }
 
 func getErr[T any](_ T, err error) error { return err }
+
+func jobYAML(name, image string) string {
+	return `apiVersion: batch/v1
+kind: Job
+metadata: {name: ` + name + `, namespace: jobs}
+spec:
+  template:
+    metadata: {labels: {app: ` + name + `}}
+    spec: {restartPolicy: Never, containers: [{name: main, image: ` + image + `}]}
+`
+}
+
+// force: a Job whose template changed (immutable) is refused in place, and replaced with
+// force: deleted and created anew.
+func TestForceReplacesAnObjectWithAnImmutableChange(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	if res, err := a.Apply(ctx, objects(t, jobYAML("migrate", "example.invalid/migrate:1")), nil, Options{Owner: "jobs"}); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	before, err := cs.BatchV1().Jobs("jobs").Get(ctx, "migrate", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := objects(t, jobYAML("migrate", "example.invalid/migrate:2"))
+	res, err := a.Apply(ctx, changed, nil, Options{Owner: "jobs"})
+	if err != nil || res.Err() == nil || !strings.Contains(res.Err().Error(), "field is immutable") {
+		t.Fatalf("without force: %v %v, want the API server's refusal", err, res.Err())
+	}
+	if j, _ := cs.BatchV1().Jobs("jobs").Get(ctx, "migrate", metav1.GetOptions{}); j.UID != before.UID {
+		t.Fatalf("without force the Job was replaced")
+	}
+	if res, err := a.Apply(ctx, changed, nil, Options{Owner: "jobs", Force: true}); err != nil || res.Err() != nil {
+		t.Fatalf("with force: %v %v", err, res.Err())
+	}
+	after, err := cs.BatchV1().Jobs("jobs").Get(ctx, "migrate", metav1.GetOptions{})
+	if err != nil || after.UID == before.UID || after.Spec.Template.Spec.Containers[0].Image != "example.invalid/migrate:2" {
+		t.Errorf("with force: the Job is %v (uid %s, was %s), want a new one with image 2", err, after.UID, before.UID)
+	}
+}
+
+// timeoutSeconds: an apply that cannot finish in time fails, and says it was the timeout.
+func TestTimeoutBoundsAnApply(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Apply(context.Background(), objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: slow, namespace: timeouts}\n"), nil, Options{Owner: "timeouts", Timeout: time.Nanosecond})
+	if err != nil || res.Err() == nil || !strings.Contains(res.Err().Error(), "apply did not finish within 1ns (timeoutSeconds)") {
+		t.Errorf("apply past its timeout: %v %v", err, res.Err())
+	}
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	if _, err := cs.CoreV1().ConfigMaps("timeouts").Get(context.Background(), "slow", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap was applied after the timeout: %v", err)
+	}
+}
+
+// waitForJobs: a running Job is ready by kstatus, and not ready until it completes with
+// waitForJobs.
+func TestWaitForJobsHoldsReadinessUntilTheJobCompletes(t *testing.T) {
+	a, err := NewApplier(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := a.Apply(ctx, objects(t, jobYAML("report", "example.invalid/report:1")), nil, Options{Owner: "jobs-wait"})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	var nr []ResourceStatus
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		nr, err = a.Health(ctx, res.Inventory, Options{})
+		return err == nil && len(nr) == 0, err
+	}); err != nil {
+		t.Fatalf("without waitForJobs the started Job is not ready: %+v %v", nr, err)
+	}
+	nr, err = a.Health(ctx, res.Inventory, Options{WaitForJobs: true})
+	if err != nil || len(nr) != 1 || !strings.Contains(nr[0].Message, "Job not complete yet (waitForJobs)") {
+		t.Errorf("with waitForJobs a running Job is ready: %+v %v", nr, err)
+	}
+}
+
+func TestJobCompletedReadsTheCompleteCondition(t *testing.T) {
+	job := func(conds string) *unstructured.Unstructured {
+		return objects(t, "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: n}\nstatus: {conditions: ["+conds+"]}\n")[0]
+	}
+	for _, c := range []struct {
+		name  string
+		obj   *unstructured.Unstructured
+		ready bool
+	}{
+		{"complete", job(`{type: Complete, status: "True"}`), true},
+		{"running", job(""), false},
+		{"failed", job(`{type: Failed, status: "True"}`), false},
+		{"complete condition not true", job(`{type: Complete, status: "False"}`), false},
+		{"not a Job", objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}\n")[0], true},
+	} {
+		if got := jobCompleted(c.obj); got.Ready != c.ready {
+			t.Errorf("%s: ready %t, want %t (%s)", c.name, got.Ready, c.ready, got.Message)
+		}
+	}
+}

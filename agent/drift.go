@@ -82,7 +82,8 @@ func comparable(u *unstructured.Unstructured, opts Options, desired *unstructure
 		unstructured.RemoveNestedField(c, "metadata", f)
 	}
 	for _, p := range opts.ComparePatches {
-		if (p.Kind != "" && p.Kind != desired.GetKind()) || (p.Name != "" && p.Name != desired.GetName()) || (p.Namespace != "" && p.Namespace != desired.GetNamespace()) {
+		if (p.APIVersion != "" && p.APIVersion != desired.GetAPIVersion()) || (p.Kind != "" && p.Kind != desired.GetKind()) ||
+			(p.Name != "" && p.Name != desired.GetName()) || (p.Namespace != "" && p.Namespace != desired.GetNamespace()) {
 			continue
 		}
 		for _, ptr := range p.JSONPointers {

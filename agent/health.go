@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
@@ -38,7 +39,11 @@ func (a *Applier) Health(ctx context.Context, inv Inventory, opts Options) ([]Re
 		if err != nil {
 			return nil, fmt.Errorf("failed to read %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 		}
-		if rs := Readiness(live, opts.IgnoreConditions); !rs.Ready {
+		rs := Readiness(live, opts.IgnoreConditions)
+		if rs.Ready && opts.WaitForJobs {
+			rs = jobCompleted(live)
+		}
+		if !rs.Ready {
 			notReady = append(notReady, rs)
 		}
 	}
@@ -73,6 +78,23 @@ func Readiness(live *unstructured.Unstructured, ignore []map[string]string) Reso
 	default:
 		rs.Message = fmt.Sprintf("%s: %s", res.Status, res.Message)
 	}
+	return rs
+}
+
+// jobCompleted is a Job's readiness under waitForJobs: ready once its Complete condition holds.
+// Other objects are ready.
+func jobCompleted(live *unstructured.Unstructured) ResourceStatus {
+	rs := ResourceStatus{Object: MetaOf(live), Ready: true}
+	if live.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "batch", Kind: "Job"}) {
+		return rs
+	}
+	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Complete" && m["status"] == "True" {
+			return rs
+		}
+	}
+	rs.Ready, rs.Message = false, "InProgress: Job not complete yet (waitForJobs)"
 	return rs
 }
 

@@ -759,9 +759,10 @@ func (d *deployer) engineOptions(bd *v1alpha1.BundleDeployment) deployOptions {
 	o := &bd.Spec.Options
 	opts := Options{DefaultNamespace: o.DefaultNamespace, NamespaceLabels: o.NamespaceLabels, NamespaceAnnotations: o.NamespaceAnnotations,
 		KeepResources: o.KeepResources, DeleteNamespace: o.DeleteNamespace, IgnoreConditions: o.IgnoreConditions,
-		Owner: bd.Name, TakeOwnership: o.TakeOwnership, Protected: d.opts.protected(), TargetNamespace: o.TargetNamespace, Restrictions: o.Restrictions}
+		Owner: bd.Name, TakeOwnership: o.TakeOwnership, Force: o.Force, Timeout: time.Duration(o.TimeoutSeconds) * time.Second, WaitForJobs: o.WaitForJobs,
+		Protected: d.opts.protected(), TargetNamespace: o.TargetNamespace, Restrictions: o.Restrictions}
 	for _, p := range o.ComparePatches {
-		opts.ComparePatches = append(opts.ComparePatches, ComparePatch{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
+		opts.ComparePatches = append(opts.ComparePatches, ComparePatch{APIVersion: p.APIVersion, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
 	}
 	return deployOptions{Options: opts, serviceAccount: o.ServiceAccount}
 }

@@ -27,6 +27,8 @@ func TestBadInputNamesFileAndField(t *testing.T) {
 			[]string{"app/fleet.yaml: rolloutStrategy.maxUnavailable: 120% is above 100%"}},
 		{"percentage that is no number", map[string]string{"app/fleet.yaml": "rolloutStrategy:\n  partitions:\n  - name: canary\n    clusterName: c\n    maxUnavailable: abc%\n"},
 			[]string{`app/fleet.yaml:5: rolloutStrategy.partitions[0].maxUnavailable: invalid value "abc%": want an integer or a percentage like "25%"`}},
+		{"comparePatches operation that does not remove", map[string]string{"app/fleet.yaml": "diff:\n  comparePatches:\n  - {kind: Deployment, operations: [{op: replace, path: /spec/replicas, value: \"3\"}]}\n"},
+			[]string{`app/fleet.yaml: diff.comparePatches[0].operations[0].op: "replace" is not supported: remove excludes a field from drift detection`}},
 		{"two strategies", map[string]string{"app/fleet.yaml": "rolloutStrategy: {}\nsequence: {name: s}\n"},
 			[]string{"app/fleet.yaml: choose at most one of rolloutStrategy"}},
 		{"target customization without selector", map[string]string{"app/fleet.yaml": "targetCustomizations:\n- name: x\n  namespace: apps\n"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -123,7 +124,16 @@ func deploymentOptions(o Options) DeploymentOptions {
 		d.IgnoreConditions = o.Ignore.Conditions
 	}
 	if o.Diff != nil {
-		d.ComparePatches = o.Diff.ComparePatches
+		// A remove operation excludes its path like a JSON pointer (validateOptions refuses
+		// every other operation).
+		for _, p := range o.Diff.ComparePatches {
+			p.JSONPointers = slices.Clone(p.JSONPointers)
+			for _, op := range p.Operations {
+				p.JSONPointers = append(p.JSONPointers, op.Path)
+			}
+			p.Operations = nil
+			d.ComparePatches = append(d.ComparePatches, p)
+		}
 	}
 	if h := o.Helm; h != nil {
 		d.TakeOwnership, d.Force, d.TimeoutSeconds, d.WaitForJobs = h.TakeOwnership, h.Force, h.TimeoutSeconds, h.WaitForJobs

@@ -71,6 +71,19 @@ func validateOptions(o *Options, prefix string, fail func(field, format string, 
 			}
 		}
 	}
+	if d := o.Diff; d != nil {
+		for i, p := range d.ComparePatches {
+			for j, op := range p.Operations {
+				field := fmt.Sprintf("%sdiff.comparePatches[%d].operations[%d]", prefix, i, j)
+				switch {
+				case op.Op != "remove":
+					return fail(field+".op", "%q is not supported: remove excludes a field from drift detection, the only operation that does", op.Op)
+				case !strings.HasPrefix(op.Path, "/"):
+					return fail(field+".path", "%q is not a JSON pointer (like /spec/replicas)", op.Path)
+				}
+			}
+		}
+	}
 	if o.Helm != nil && o.Kustomize != nil && o.Helm.Chart != "" && o.Kustomize.Dir != "" {
 		return fail(prefix+"kustomize.dir", "cannot be combined with helm.chart")
 	}

@@ -104,6 +104,7 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	}
 	// Told as decided, before the writes: the rollout controller, which may report a pause on
 	// what is written meanwhile, tells its story after this one.
+	recordStaged(b.recorder, repo, commit, plans)
 	for _, p := range plans {
 		if p.decision != nil {
 			recordReleases(b.recorder, p.bundle, p.bundle.Spec.LatestRevision, p.decision, func(c string) bool { _, staged := p.want[c]; return p.release[c] && staged })
@@ -113,6 +114,27 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 		return err
 	}
 	return b.removeStale(ctx, repo, sources)
+}
+
+// recordStaged tells, in one Event on the GitRepo, which bundles a commit gave a new revision:
+// a commit of fifty bundles is one Event, not fifty.
+func recordStaged(rec *events.Recorder, repo *v1alpha1.GitRepo, commit string, plans []staging) {
+	var staged []string
+	clusters := 0
+	for _, p := range plans {
+		if p.newRevision {
+			staged = append(staged, fmt.Sprintf("%s revision %d", p.bundle.Name, p.bundle.Spec.LatestRevision))
+			clusters = max(clusters, len(p.recorded))
+		}
+	}
+	switch len(staged) {
+	case 0:
+	case 1:
+		rec.Normal(repo, v1alpha1.EventRevisionStaged, "commit %s: %s staged for %d clusters", shortCommit(commit), staged[0], clusters)
+	default:
+		slices.Sort(staged)
+		rec.Normal(repo, v1alpha1.EventRevisionStaged, "commit %s: new revisions of %d bundles staged: %s", shortCommit(commit), len(staged), listSome(staged, 10))
+	}
 }
 
 // rendered is one bundle of a commit, rendered for each cluster it targets.
@@ -210,11 +232,12 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 					return err
 				}
 			}
-			bun, recorded, err := b.stage(gctx, repo, commit, r)
+			bun, recorded, newRevision, err := b.stage(gctx, repo, commit, r)
 			if err != nil {
 				return err
 			}
 			plans[i], err = b.planStaging(gctx, bun, recorded)
+			plans[i].newRevision = newRevision
 			return err
 		})
 	}
@@ -355,9 +378,10 @@ func convertSelector(s *metav1.LabelSelector) *rollout.Selector {
 }
 
 // stage records a new revision on the Bundle when any target's deployment changed and drops
-// the deployments of clusters no longer targeted. It returns the Bundle and what its latest
-// revision deploys to each cluster; the caller stages that per cluster.
-func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, r rendered) (*v1alpha1.Bundle, revisionTargets, error) {
+// the deployments of clusters no longer targeted. It returns the Bundle, what its latest
+// revision deploys to each cluster (the caller stages that per cluster), and whether that
+// revision is new.
+func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, r rendered) (*v1alpha1.Bundle, revisionTargets, bool, error) {
 	src, targets := r.src, r.targets
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
@@ -366,13 +390,13 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		err = adopt(ctx, b.client, b.uncached, key, &bun, repo.Labels)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
+		return nil, nil, false, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
 	if exists && !bun.DeletionTimestamp.IsZero() {
 		// It left the repository a moment ago and came back: it is staged again once its old
 		// deployments are removed.
-		return nil, nil, fmt.Errorf("bundle %s is still being removed; it is rendered again once its deployments are gone", src.Name)
+		return nil, nil, false, fmt.Errorf("bundle %s is still being removed; it is rendered again once its deployments are gone", src.Name)
 	}
 	orig := bun.DeepCopy()
 	bun.Name, bun.Namespace = src.Name, repo.Namespace
@@ -388,7 +412,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	inheritShard(bun.Labels, repo.Labels)
 	spec, err := bundleSpec(repo, src)
 	if err != nil {
-		return nil, nil, &RenderError{Err: err}
+		return nil, nil, false, &RenderError{Err: err}
 	}
 	spec.Revisions, spec.LatestRevision, spec.TargetRevision = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision
 	aggregate := aggregateID(targets)
@@ -414,12 +438,12 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	// What the latest revision deploys to each cluster: when nothing changed, what it recorded.
 	recorded, err := recordedTargets(spec.LatestRevision, targets, r.restrictions)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if changed {
 		targetsID, err := b.revisions.put(ctx, repo.Namespace, recorded)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		ref := v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate}
 		if regroup {
@@ -436,22 +460,19 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	switch {
 	case !exists:
 		if err := b.client.Create(ctx, &bun); err != nil {
-			return nil, nil, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
+			return nil, nil, false, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
 		}
 	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels) || !slices.Equal(orig.Finalizers, bun.Finalizers):
 		// Conditional on the Bundle as read: a revision recorded on a stale copy would reuse an
 		// index or drop one from the history.
 		if err := b.client.Patch(ctx, &bun, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return nil, nil, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
+			return nil, nil, false, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
 		}
 	}
 	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	if newRevision {
-		b.recorder.Normal(&bun, v1alpha1.EventRevisionStaged, "revision %d of commit %s staged for %d clusters", spec.LatestRevision, shortCommit(commit), len(targets))
-	}
-	return &bun, recorded, nil
+	return &bun, recorded, newRevision, nil
 }
 
 // onlyTargetsChanged reports whether targets differ from what the latest revision recorded only
@@ -699,6 +720,8 @@ type staging struct {
 	release        map[string]bool
 	// decision is the planner's, for a continuous rollout: what release tells the operator.
 	decision *rollout.Decision
+	// newRevision: the commit made a new revision of the bundle.
+	newRevision bool
 }
 
 // planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks

@@ -36,7 +36,7 @@ rolloutStrategy:
 	f.ready("m1", "m2")
 	want := []string{
 		"GitRepo/shop CommitPickedUp: commit ",
-		"Bundle/shop-web RevisionStaged: revision 1 of commit",
+		": shop-web revision 1 staged for 3 clusters",
 		"Bundle/shop-web PartitionReleased: revision 1 released to partition canary (1 clusters",
 		"Bundle/shop-web RolloutPaused: revision 1: 1 partitions NotReady (canary)",
 		"Bundle/shop-web PartitionReleased: revision 1 released to partition rest (2 clusters",

@@ -365,10 +365,13 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 }
 
 // recordReleases records, for each partition a decision released clusters in, that the
-// revision reached it. Passes releasing further batches of a partition repeat the Event, which
+// revision reached it (rollouts of several partitions). Passes releasing further batches of a partition repeat the Event, which
 // the recorder counts instead of writing it again. The bundler, which releases the first
 // clusters of a commit with their staging, records its releases the same way.
 func recordReleases(rec *events.Recorder, bun *v1alpha1.Bundle, revision int64, d *rollout.Decision, released func(cluster string) bool) {
+	if len(d.Partitions) < 2 {
+		return // one partition: its release is the revision's staging, told on the GitRepo
+	}
 	inPartition := map[string]int{}
 	for _, c := range d.Clusters {
 		if released(c.Name) {

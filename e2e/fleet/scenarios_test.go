@@ -96,10 +96,10 @@ rolloutStrategy:
 	waitRepo(t, f, "all ready after the fix", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 	// `kubectl get events -n <namespace>` tells the story, in order.
 	story := []string{
-		"GitRepo/shop CommitPickedUp:", "Bundle/shop-web RevisionStaged: revision 2 of commit",
+		"GitRepo/shop CommitPickedUp:", ": shop-web revision 2 staged for 3 clusters",
 		"Bundle/shop-web PartitionReleased: revision 2 released to partition canary (1 clusters, maxUnavailable 0)",
 		"Bundle/shop-web RolloutPaused: revision 2: 1 partitions NotReady (canary)",
-		"GitRepo/shop CommitPickedUp:", "Bundle/shop-web RevisionStaged: revision 3 of commit",
+		"GitRepo/shop CommitPickedUp:", ": shop-web revision 3 staged for 3 clusters",
 		"Bundle/shop-web PartitionReleased: revision 3 released to partition canary",
 		"Bundle/shop-web PartitionReleased: revision 3 released to partition rest (2 clusters, maxUnavailable 0)",
 		"Bundle/shop-web RolloutCompleted: revision 3 ready on 3 clusters",

@@ -6,12 +6,12 @@ type EventReason string
 
 // The Events of a rollout's story. Warnings are said where they are recorded.
 const (
-	// On GitRepos.
+	// On GitRepos. RevisionStaged names every bundle a commit gave a new revision.
 	EventCommitPickedUp    EventReason = "CommitPickedUp"
+	EventRevisionStaged    EventReason = "RevisionStaged"
 	EventRenderFailed      EventReason = "RenderFailed"
 	EventSourceUnavailable EventReason = "SourceUnavailable"
 	// On Bundles.
-	EventRevisionStaged    EventReason = "RevisionStaged"
 	EventPartitionReleased EventReason = "PartitionReleased"
 	EventRolloutPaused     EventReason = "RolloutPaused"
 	EventRolloutCompleted  EventReason = "RolloutCompleted"
