@@ -127,8 +127,15 @@ func TestNeverReadyDeploymentIsReported(t *testing.T) {
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
-	// Wait until the Deployment's controller has observed it, then it must still be unready.
-	time.Sleep(2 * time.Second)
+	// Once the Deployment's controller has observed it and its pods exist, it must still be
+	// unready.
+	cs := kubernetes.NewForConfigOrDie(workload.Config())
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments("broken").Get(ctx, "api", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 1, nil
+	}); err != nil {
+		t.Fatalf("the Deployment's controller did not observe it: %v", err)
+	}
 	notReady, err := a.Health(ctx, res.Inventory, Options{})
 	if err != nil || len(notReady) != 1 || !strings.Contains(notReady[0].Message, "InProgress") {
 		t.Fatalf("never-ready deployment: %+v %v", notReady, err)

@@ -86,14 +86,11 @@ func (r *accessReconciler) setup(mgr ctrl.Manager) error {
 type accessChanged struct{ predicate.Funcs }
 
 func (accessChanged) Update(e event.UpdateEvent) bool {
-	o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
-	n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
-	if !ok1 || !ok2 {
-		return true
-	}
-	return o.Generation != n.Generation || o.Status.Namespace != n.Status.Namespace || o.Status.PreviousNamespace != n.Status.PreviousNamespace ||
-		o.Status.AgentNamespace != n.Status.AgentNamespace || !n.DeletionTimestamp.IsZero() ||
-		!slices.Equal(o.Finalizers, n.Finalizers) || o.Annotations[v1alpha1.ClientIDAnnotation] != n.Annotations[v1alpha1.ClientIDAnnotation]
+	return clusterUpdated(e, func(o, n *v1alpha1.Cluster) bool {
+		return o.Generation != n.Generation || o.Status.Namespace != n.Status.Namespace || o.Status.PreviousNamespace != n.Status.PreviousNamespace ||
+			o.Status.AgentNamespace != n.Status.AgentNamespace || !n.DeletionTimestamp.IsZero() ||
+			!slices.Equal(o.Finalizers, n.Finalizers) || o.Annotations[v1alpha1.ClientIDAnnotation] != n.Annotations[v1alpha1.ClientIDAnnotation]
+	})
 }
 
 // clusterOf names the Cluster a BundleDeployment is staged for: bundles target the Clusters of

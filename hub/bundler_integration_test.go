@@ -133,16 +133,7 @@ func TestBundlerStagesRevisions(t *testing.T) {
 
 func waitForBundle(t *testing.T, c client.Client, key types.NamespacedName, into *v1alpha1.Bundle, cond func(*v1alpha1.Bundle) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := c.Get(context.Background(), key, into); err == nil && cond(into) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bundle %s: condition not met; status %+v", key, into.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	*into = *waitForObject(t, c, key, "the bundle's condition", cond)
 }
 
 // partitionedShop serves a bundle with a canary partition ahead of two main clusters, no
@@ -281,14 +272,7 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 
 func waitForClusterSummary(t *testing.T, c client.Client, key types.NamespacedName, what string, cond func(v1alpha1.StateCounts) bool) {
 	t.Helper()
-	var cl v1alpha1.Cluster
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Get(context.Background(), key, &cl) != nil || !cond(cl.Status.Summary) {
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster %s does not count %s: %+v", key.Name, what, cl.Status.Summary)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForObject(t, c, key, "the cluster counts "+what, func(cl *v1alpha1.Cluster) bool { return cond(cl.Status.Summary) })
 }
 
 // reportReady writes what an agent writes once the deployment's release is applied and ready.

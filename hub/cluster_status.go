@@ -73,23 +73,26 @@ func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.BundleDeployment{}, stateChanged).
 		Watches(&v1alpha1.Bundle{}, revisionChanged).
 		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, itself)).
-		Complete(r)
+		Complete(r.controller())
 }
 
-func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var c v1alpha1.Cluster
-	if err := r.client.Get(ctx, req.NamespacedName, &c); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
+// controller is the reconciler: the status skeleton around step.
+func (r *clusterStatusReconciler) controller() statusController[v1alpha1.Cluster, *v1alpha1.Cluster] {
+	return statusController[v1alpha1.Cluster, *v1alpha1.Cluster]{client: r.client, step: r.step}
+}
+
+// step writes the cluster's bundle counts and whether its agent is online. A merge patch of
+// these fields only: the agent's heartbeat fields are left to it.
+func (r *clusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cluster) (outcome, error) {
 	var bds v1alpha1.BundleDeploymentList
 	if c.Status.Namespace != "" {
 		if err := r.client.List(ctx, &bds, client.InNamespace(c.Status.Namespace)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to list deployments of %s: %w", c.Name, err)
+			return outcome{}, fmt.Errorf("failed to list deployments of %s: %w", c.Name, err)
 		}
 	}
 	var bundles v1alpha1.BundleList
 	if err := r.client.List(ctx, &bundles, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to list bundles: %w", err)
+		return outcome{}, fmt.Errorf("failed to list bundles: %w", err)
 	}
 	byName := make(map[string]*v1alpha1.Bundle, len(bundles.Items))
 	for i := range bundles.Items {
@@ -100,15 +103,14 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		bd := &bds.Items[i]
 		counts[rollout.State(DeploymentState(byName[bd.Spec.Bundle], bd))]++
 	}
-	orig := c.DeepCopy()
 	st := &c.Status
 	st.ObservedGeneration = c.Generation
 	st.Summary = stateCounts(counts, len(bds.Items))
 	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady), State: worstState(counts)}
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: c.Generation,
 		Message: fmt.Sprintf("%d bundles ready", st.Summary.Ready+st.Summary.Modified)}
-	online, left := r.live.check(&c, r.now())
-	lastSeen, reported := r.live.lastSeen(&c)
+	online, left := r.live.check(c, r.now())
+	lastSeen, reported := r.live.lastSeen(c)
 	var requeue time.Duration
 	if online {
 		requeue = left + time.Second // to notice the deadline passing
@@ -138,28 +140,28 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.UninstalledCondition); cond != nil && reported && lastSeen.After(cond.LastTransitionTime.Time) {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.UninstalledCondition)
 	}
-	if !equality.Semantic.DeepEqual(orig.Status, c.Status) {
-		// Written at once: all bundles ready, the agent lost or back. A ready cluster starting on
-		// a new revision is progress like its counts: a rollout that passes it within the
-		// interval costs no write at all.
-		old := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ReadyCondition)
-		startsRollout := old != nil && old.Reason == v1alpha1.SucceededReason && ready.Reason == v1alpha1.ProgressingReason
-		significant := old == nil || old.Reason != ready.Reason && !startsRollout
-		if wait := r.progress.hold(c.UID, significant, r.now()); wait > 0 {
-			return ctrl.Result{RequeueAfter: sooner(requeue, wait)}, nil
-		}
-		// A merge patch of these fields only: the agent's heartbeat fields are left to it.
-		if err := r.client.Status().Patch(ctx, &c, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to update cluster status: %w", client.IgnoreNotFound(err))
-		}
+	out := outcome{after: requeue}
+	if !statusChanged(orig, c) {
+		return out, nil
+	}
+	// Written at once: all bundles ready, the agent lost or back. A ready cluster starting on a
+	// new revision is progress like its counts: a rollout that passes it within the interval
+	// costs no write at all.
+	old := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ReadyCondition)
+	startsRollout := old != nil && old.Reason == v1alpha1.SucceededReason && ready.Reason == v1alpha1.ProgressingReason
+	significant := old == nil || old.Reason != ready.Reason && !startsRollout
+	if wait := r.progress.hold(c.UID, significant, r.now()); wait > 0 {
+		return outcome{after: sooner(requeue, wait), hold: true}, nil
+	}
+	out.written = func() {
 		switch {
 		case ready.Reason == v1alpha1.OfflineReason && (old == nil || old.Reason != v1alpha1.OfflineReason):
-			r.recorder.Warning(&c, v1alpha1.EventClusterOffline, "%s", ready.Message)
+			r.recorder.Warning(c, v1alpha1.EventClusterOffline, "%s", ready.Message)
 		case old != nil && old.Reason == v1alpha1.OfflineReason && ready.Reason != v1alpha1.OfflineReason:
-			r.recorder.Normal(&c, v1alpha1.EventClusterOnline, "agent back, last seen %s", lastSeen.UTC().Format(time.RFC3339))
+			r.recorder.Normal(c, v1alpha1.EventClusterOnline, "agent back, last seen %s", lastSeen.UTC().Format(time.RFC3339))
 		}
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return out, nil
 }
 
 // clusterGroupStatusReconciler sums a ClusterGroup's member Clusters.
@@ -179,15 +181,11 @@ func (r *clusterGroupStatusReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("clustergroup-status").
 		For(&v1alpha1.ClusterGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, clusterChanged).
-		Complete(r)
+		Complete(statusController[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{client: r.client, step: r.step})
 }
 
-func (r *clusterGroupStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var g v1alpha1.ClusterGroup
-	if err := r.client.Get(ctx, req.NamespacedName, &g); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := g.DeepCopy()
+// step sums the group's member Clusters into its status.
+func (r *clusterGroupStatusReconciler) step(ctx context.Context, g, _ *v1alpha1.ClusterGroup) (outcome, error) {
 	st := &g.Status
 	st.ObservedGeneration = g.Generation
 	sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
@@ -197,7 +195,7 @@ func (r *clusterGroupStatusReconciler) Reconcile(ctx context.Context, req ctrl.R
 	} else {
 		var clusters v1alpha1.ClusterList
 		if err := r.client.List(ctx, &clusters, client.InNamespace(g.Namespace)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to list clusters: %w", err)
+			return outcome{}, fmt.Errorf("failed to list clusters: %w", err)
 		}
 		st.ClusterCount, st.NonReadyClusterCount, st.Summary = 0, 0, v1alpha1.StateCounts{}
 		var notReady []string
@@ -222,10 +220,7 @@ func (r *clusterGroupStatusReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
-	if equality.Semantic.DeepEqual(orig.Status, g.Status) {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &g, client.MergeFrom(orig)))
+	return outcome{}, nil
 }
 
 // listSome joins up to n names and says how many more there are.

@@ -96,18 +96,6 @@ func agentMayRead(t *testing.T, c client.Client, clusterNS, bundleNS, name strin
 	return sar.Status.Allowed
 }
 
-// waitUntil polls cond for up to 30 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // One bundle on three clusters: its content is granted once to the three agents (not in each
 // cluster's Role), to no other agent, and the grant goes once no deployment references it.
 func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {

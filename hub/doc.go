@@ -1,6 +1,41 @@
 // Package hub is the control plane of Flotilla: it turns GitRepos into Bundles and releases
 // BundleDeployments to clusters as each bundle's rollout strategy allows.
 //
+// # The controllers
+//
+// Run starts them from one table. Each reconciles one kind (For), wakes on others (Watches)
+// and writes only what this map says; the rollout decisions themselves are the rollout
+// package's, the rendering the bundle package's.
+//
+//	controller (file)                       reconciles     wakes on                         writes
+//	gitrepo-source (source_controller.go)    GitRepo        its spec, Clusters, groups,       GitRepo status and finalizer; through the
+//	                                                        restrictions, webhooks, polls     bundler (bundler.go): Bundles, Contents,
+//	                                                                                          revision records, staged deployments
+//	gitrepo-status (gitrepo_status.go)       GitRepo        its Bundles                       GitRepo status: the bundles' sum
+//	bundle-rollout (rollout_controller.go)   Bundle         its deployments, Clusters,        BundleDeployments (releases, removals),
+//	                                                        agents' Leases, staged runs       Bundle status; automatic staged runs
+//	bundle-sequence (sequence_controller.go) Bundle         its deployments, sequences        BundleDeployments (releases), Bundle status
+//	sequence-status (sequence_controller.go) RolloutSequence Bundles, Clusters               RolloutSequence status
+//	staged-run (run_controller.go)           StagedUpdateRun deployments, approvals,          BundleDeployments (releases), ApprovalRequests,
+//	                                                        Bundles, Clusters, other runs     run status, the superseded-by mark
+//	deployment-removal (removal.go)          BundleDeployment its deletion                    its finalizer; the Cluster's Uninstalled record
+//	bundle-removal (removal.go)              Bundle         its deletion, its deployments     its deployments (deleted), its finalizer
+//	cluster-status (cluster_status.go)       Cluster        deployments, Bundles, Leases      Cluster status (counts, online or offline)
+//	clustergroup-status (cluster_status.go)  ClusterGroup   Clusters                          ClusterGroup status
+//	cluster-access (access.go)               Cluster        deployments                       the cluster's namespace, agent identity,
+//	                                                                                          Roles and Lease; its Admitted condition
+//	content-grant (content_grants.go)        RoleBinding    deployments                       shared content grants (Roles, RoleBindings)
+//	content-gc (content_gc.go)               (namespace)    Bundles, deployments              Contents nothing references (deleted)
+//	registration-token (registration.go)     ClusterRegistrationToken                         its Secret and ServiceAccount, its status
+//	cluster-registration (registration.go)   ClusterRegistration Clusters                     the Cluster, its sealed credentials, status
+//
+// Deployment writes go through one component, deployments.go: writeDeployment and restage
+// (conditional on the deployment as read), grantAndWrite (the agent's access first), bounded
+// by writeSlots; the bundler and the rollout controllers share it and the releases record
+// (releases) that keeps them from writing one release twice while the cache catches up.
+// Events (package events) and the flotilla_* metrics (metrics.go) are told where the status
+// they describe is written.
+//
 // The hub's API types live in hub/api/v1alpha1; the CRDs and the hub's RBAC role in
 // manifests/ are generated from this tree by `go generate ./hub/...` (controller-gen, pinned as
 // a tool in go.mod). The RBAC markers below declare everything the hub may touch.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 // deploymentsByBundle indexes BundleDeployments in the hub's cache by their bundle
@@ -130,6 +133,34 @@ func placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]p
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].cluster.Name < out[j].cluster.Name })
 	return out, nil
+}
+
+// member is what the staged and sequence planners see of a cluster a bundle is placed on.
+type member struct {
+	cluster      *v1alpha1.Cluster
+	deployment   *rollout.Deployment
+	availability *rollout.Availability
+	offline      bool
+	// since is the first revision the cluster's record has (revisionStore.since).
+	since int64
+}
+
+// readMembers reads the bundle's placements as members, with their deployments by cluster.
+func readMembers(ctx context.Context, c client.Reader, revisions *revisionStore, live *liveness, now time.Time, bun *v1alpha1.Bundle) ([]member, map[string]*v1alpha1.BundleDeployment, error) {
+	ps, err := placements(ctx, c, bun)
+	if err != nil {
+		return nil, nil, err
+	}
+	since, err := revisions.since(ctx, bun)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]member, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, member{cluster: p.cluster, deployment: bdstate.Deployment(p.bd), availability: availability(p.cluster),
+			offline: live.offline(p.cluster, now), since: since[p.cluster.Name]})
+	}
+	return out, byCluster(ps), nil
 }
 
 // byCluster indexes placements' deployments by cluster name.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,26 +40,19 @@ func (r *repoStatusReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-status").
 		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, toRepo).
-		Complete(r)
+		Complete(statusController[v1alpha1.GitRepo, *v1alpha1.GitRepo]{client: r.client, lock: true, step: r.step})
 }
 
-func (r *repoStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var repo v1alpha1.GitRepo
-	if err := r.client.Get(ctx, req.NamespacedName, &repo); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
+// step sums the GitRepo's bundles into its status. The write is conditional on the GitRepo as
+// read: a display derived from conditions the cache does not show yet fails with a conflict
+// and is derived again, never written over them.
+func (r *repoStatusReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRepo) (outcome, error) {
 	var bundles v1alpha1.BundleList
 	if err := r.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
-	orig := repo.DeepCopy()
-	sumBundles(&repo, bundles.Items)
-	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
-		return ctrl.Result{}, nil
-	}
-	// Conditional on the GitRepo as read: a display derived from conditions the cache does not
-	// show yet fails with a conflict and is derived again, never written over them.
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &repo, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+	sumBundles(repo, bundles.Items)
+	return outcome{}, nil
 }
 
 // sumBundles sets a GitRepo's bundle count, summed per-cluster states and printer columns from

@@ -1,13 +1,58 @@
 package hub
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 func hmacHex(secret, body string) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(body))
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// waitUntil is how the hub's tests wait: it polls cond every 50 ms for up to 30 s (the test
+// reads the API server; the hub itself watches) and, when time runs out, fails the test with
+// what it waited for and what show returns: the objects it waited on.
+func waitUntil(t testing.TB, what string, cond func() bool, show ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := "timed out waiting until " + what
+			for _, s := range show {
+				msg += "\n" + s()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitForObject waits until the object at key satisfies cond and returns it; on time out it
+// shows the object as last read.
+func waitForObject[T any, PT interface {
+	*T
+	client.Object
+}](t testing.TB, c client.Reader, key types.NamespacedName, what string, cond func(PT) bool) PT {
+	t.Helper()
+	obj := PT(new(T))
+	var readErr error
+	waitUntil(t, what, func() bool {
+		readErr = c.Get(context.Background(), key, obj)
+		return readErr == nil && cond(obj)
+	}, func() string {
+		data, _ := yaml.Marshal(obj)
+		return fmt.Sprintf("%T %s (last read: %v):\n%s", obj, key, readErr, data)
+	})
+	return obj
 }

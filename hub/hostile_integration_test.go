@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
@@ -107,10 +106,11 @@ func (h *hostileHub) goodTenantKeepsDeploying(version string) {
 	commit := h.good.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good}\ndata: {v: \"" + version + "\"}\n"})
 	waitFor(h.t, h.c, client.ObjectKey{Namespace: h.goodNS, Name: "good"}, "the good tenant's commit "+commit[:8], func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == commit })
 	store := &contentstore.Store{Client: h.c}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	ctx := context.Background()
+	waitUntil(h.t, "the good tenant's change is rendered during the attack", func() bool {
 		var bun v1alpha1.Bundle
 		if err := h.c.Get(ctx, client.ObjectKey{Namespace: h.goodNS, Name: "good"}, &bun); err != nil {
-			return false, nil
+			return false
 		}
 		for _, rev := range bun.Spec.Revisions {
 			if rev.Commit != commit {
@@ -118,19 +118,16 @@ func (h *hostileHub) goodTenantKeepsDeploying(version string) {
 			}
 			var contents v1alpha1.ContentList
 			if err := h.c.List(ctx, &contents, client.InNamespace(h.goodNS)); err != nil {
-				return false, err
+				return false
 			}
 			for _, ct := range contents.Items {
 				if data, err := store.Get(ctx, h.goodNS, ct.Name); err == nil && strings.Contains(string(data), `v: "`+version+`"`) {
-					return true, nil
+					return true
 				}
 			}
 		}
-		return false, nil
+		return false
 	})
-	if err != nil {
-		h.t.Fatalf("the good tenant's change was not rendered during the attack: %v", err)
-	}
 }
 
 // leaks lists every place the hub exposes where secret appears: rendered Content, deployments,

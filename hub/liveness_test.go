@@ -245,7 +245,7 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 			}
 			reconcile := func(what string) (v1alpha1.Cluster, ctrl.Result) {
 				t.Helper()
-				res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+				res, err := r.controller().Reconcile(ctx, ctrl.Request{NamespacedName: key})
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}

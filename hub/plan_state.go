@@ -45,14 +45,11 @@ func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.T
 	st := &planState{in: &rollout.Input{Revision: wantedRevision(bun), Paused: bun.Spec.Paused, Now: now},
 		bds: map[string]*v1alpha1.BundleDeployment{}, clusters: map[string]*v1alpha1.Cluster{}}
 	in := st.in
-	if err := convertJSON(bun.Spec.RolloutStrategy, &in.Strategy); err != nil {
+	if in.Strategy, err = rolloutStrategy(bun.Spec.RolloutStrategy); err != nil {
 		return nil, err
 	}
-	if bun.Spec.Placement != nil {
-		in.Placement = &rollout.Placement{}
-		if err := convertJSON(bun.Spec.Placement, in.Placement); err != nil {
-			return nil, err
-		}
+	if in.Placement, err = placement(bun.Spec.Placement); err != nil {
+		return nil, err
 	}
 	for i := range bds {
 		if bds[i].DeletionTimestamp.IsZero() { // one being removed is no longer the rollout's

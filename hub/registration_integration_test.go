@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -108,15 +107,6 @@ func heldFor(reg *v1alpha1.ClusterRegistration) string {
 	return ""
 }
 
-// eventuallyTrue polls cond (an API server answer that follows a write: an authorizer's or
-// authenticator's cache) for up to 30 s.
-func eventuallyTrue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("%s: not within 30s", what)
-	}
-}
-
 // Registration is the operator's: a token's bearer registers only under its own token, gets the
 // token's labels and nothing it asks for, cannot take over a registered cluster by replaying
 // its client id without an approval (which then revokes the former agent), is rate-limited,
@@ -175,7 +165,7 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 		var cl v1alpha1.Cluster
 		return c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &cl)
 	}
-	eventuallyTrue(t, "the agent of site-a reads its Cluster", func() bool { return readsOwnCluster(victim) == nil })
+	waitUntil(t, "the agent of site-a reads its Cluster", func() bool { return readsOwnCluster(victim) == nil })
 
 	// Replaying the client id (no secret) or another id for a registered cluster: held for
 	// approval, no credentials, the cluster's identity and its agent's access unchanged.
@@ -217,7 +207,7 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	if _, err := operate.ApproveRegistration(ctx, r.c, r.ns, "site-b-1"); err == nil {
 		t.Error("approved a registration that does not wait for approval")
 	}
-	eventuallyTrue(t, "the replaced agent's token is refused", func() bool { return apierrors.IsUnauthorized(readsOwnCluster(victim)) })
+	waitUntil(t, "the replaced agent's token is refused", func() bool { return apierrors.IsUnauthorized(readsOwnCluster(victim)) })
 	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &site); err != nil || site.Annotations[v1alpha1.ClientIDAnnotation] != "id-evil" {
 		t.Errorf("after approval site-a's identity is %v (%v), want id-evil", site.Annotations, err)
 	}
@@ -238,7 +228,7 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &edge); !apierrors.IsNotFound(err) {
 		t.Errorf("the deleted token stays: %v", err)
 	}
-	eventuallyTrue(t, "the deleted token's bearer is refused", func() bool {
+	waitUntil(t, "the deleted token's bearer is refused", func() bool {
 		err := agentA.Create(ctx, &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "after-delete", Namespace: r.ns},
 			Spec: v1alpha1.ClusterRegistrationSpec{ClientID: "z", TokenName: "edge", PublicKey: pub[:]}})
 		return apierrors.IsUnauthorized(err)

@@ -193,9 +193,7 @@ func recordedTargets(index int64, rendered map[string]*bundle.Rendered, restrict
 	out := revisionTargets{}
 	for cluster, res := range rendered {
 		t := revisionTarget{Ref: v1alpha1.RevisionRef{Index: index, ContentID: res.ContentID, DeploymentID: res.DeploymentID}}
-		if err := convertJSON(res.Options, &t.Options); err != nil {
-			return nil, fmt.Errorf("failed to convert the options of %s: %w", res.Bundle, err)
-		}
+		t.Options = deploymentOptions(res.Options)
 		if len(restrictions) > 0 {
 			t.Options.Restrictions = restrictions
 		}

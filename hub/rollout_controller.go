@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -503,21 +502,6 @@ func setWarning(st *v1alpha1.BundleStatus, typ string, on bool, reason, msg stri
 		return
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-}
-
-// convertJSON converts between the API's types and the planner's, which share their JSON.
-func convertJSON(from, to any) error {
-	if from == nil {
-		return nil
-	}
-	data, err := json.Marshal(from)
-	if err != nil {
-		return err
-	}
-	if string(data) == "null" {
-		return nil
-	}
-	return json.Unmarshal(data, to)
 }
 
 func appendGroup(gs []rollout.ClusterGroup, g rollout.ClusterGroup) []rollout.ClusterGroup {

@@ -226,12 +226,11 @@ func onRevisionButStagedElse(bds map[string]*v1alpha1.BundleDeployment, revision
 // only until the run has frozen its own copy.
 func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRun, bun *v1alpha1.Bundle) (*rollout.Run, error) {
 	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), Paused: bun.Spec.Paused}
-	if err := convertJSON(run.Status, &in.Status); err != nil {
-		return nil, fmt.Errorf("status: %w", err)
+	var err error
+	if in.Status, err = runStatus(&run.Status); err != nil {
+		return nil, err
 	}
-	if err := convertJSON(run.Spec.Skips, &in.Skips); err != nil {
-		return nil, fmt.Errorf("skips: %w", err)
-	}
+	in.Skips = skips(run.Spec.Skips)
 	in.Revision = bun.Spec.LatestRevision
 	if run.Spec.RevisionIndex != nil {
 		in.Revision = *run.Spec.RevisionIndex
@@ -241,8 +240,8 @@ func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRu
 		if err := r.client.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Strategy}, &strategy); err != nil {
 			return nil, fmt.Errorf("strategy %s: %w", run.Spec.Strategy, err)
 		}
-		if err := convertJSON(strategy.Spec, &in.Strategy); err != nil {
-			return nil, fmt.Errorf("strategy %s: %w", run.Spec.Strategy, err)
+		if in.Strategy, err = stagedStrategy(&strategy.Spec); err != nil {
+			return nil, fmt.Errorf("strategy %s: spec.%w", run.Spec.Strategy, err)
 		}
 	}
 	return in, nil
@@ -250,21 +249,13 @@ func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRu
 
 // fleet reads the bundle's deployments and their clusters, windows included.
 func (r *runReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.RunCluster, map[string]*v1alpha1.BundleDeployment, error) {
-	ps, err := placements(ctx, r.client, bun)
-	if err != nil {
-		return nil, nil, err
+	views, bds, err := readMembers(ctx, r.client, r.revisions, r.live, r.now(), bun)
+	fleet := make([]rollout.RunCluster, 0, len(views))
+	for _, m := range views {
+		fleet = append(fleet, rollout.RunCluster{Name: m.cluster.Name, Labels: m.cluster.Labels, Deployment: m.deployment, Availability: m.availability,
+			Paused: m.cluster.Spec.Paused, Offline: m.offline, Since: m.since})
 	}
-	since, err := r.revisions.since(ctx, bun)
-	if err != nil {
-		return nil, nil, err
-	}
-	fleet := make([]rollout.RunCluster, 0, len(ps))
-	now := r.now()
-	for _, p := range ps {
-		fleet = append(fleet, rollout.RunCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster),
-			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now), Since: since[p.cluster.Name]})
-	}
-	return fleet, byCluster(ps), nil
+	return fleet, bds, err
 }
 
 // stagedEverywhere reports whether every admitted cluster the revision's record names has its
@@ -341,10 +332,7 @@ func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdat
 // report writes the run's status when it changed, with Ready/Reconciling/Stalled.
 func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRun, st rollout.RunStatus) error {
 	orig := run.DeepCopy()
-	var status v1alpha1.StagedUpdateRunStatus
-	if err := convertJSON(st, &status); err != nil {
-		return fmt.Errorf("failed to convert run status: %w", err)
-	}
+	status := runStatusOf(st)
 	status.ObservedGeneration, status.Conditions = run.Generation, orig.Status.Conditions
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: string(st.State), Message: st.Message, ObservedGeneration: run.Generation}
 	switch st.State {

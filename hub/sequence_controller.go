@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,14 +96,8 @@ func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, fmt.Errorf("failed to get sequence: %w", err)
 	}
-	var plan rollout.Sequence
-	var prev rollout.SequenceStatus
-	if err := convertJSON(seq.Spec, &plan); err != nil {
-		return ctrl.Result{}, r.stall(ctx, &bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
-	}
-	if err := convertJSON(bun.Status.Sequence, &prev.Groups); err != nil {
-		return ctrl.Result{}, fmt.Errorf("status.sequence: %w", err)
-	}
+	plan := sequence(&seq.Spec)
+	prev := rollout.SequenceStatus{Groups: sequenceProgress(bun.Status.Sequence)}
 	plan.Paused = bun.Spec.Paused
 	fleet, bds, err := r.fleet(ctx, &bun)
 	if err != nil {
@@ -135,7 +128,7 @@ func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.SequenceCluster, map[string]*v1alpha1.BundleDeployment, error) {
-	ps, err := placements(ctx, r.client, bun)
+	views, bds, err := readMembers(ctx, r.client, r.revisions, r.live, r.now(), bun)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,19 +136,12 @@ func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([
 	if err != nil {
 		return nil, nil, err
 	}
-	since, err := r.revisions.since(ctx, bun)
-	if err != nil {
-		return nil, nil, err
+	fleet := make([]rollout.SequenceCluster, 0, len(views))
+	for _, m := range views {
+		fleet = append(fleet, rollout.SequenceCluster{Name: m.cluster.Name, Labels: m.cluster.Labels, Deployment: m.deployment, Availability: m.availability,
+			Paused: m.cluster.Spec.Paused, Offline: m.offline, Since: m.since, Groups: slices.Sorted(maps.Keys(groupsOf(m.cluster)))})
 	}
-	fleet := make([]rollout.SequenceCluster, 0, len(ps))
-	now := r.now()
-	for _, p := range ps {
-		sc := rollout.SequenceCluster{Name: p.cluster.Name, Labels: p.cluster.Labels, Deployment: bdstate.Deployment(p.bd), Availability: availability(p.cluster),
-			Paused: p.cluster.Spec.Paused, Offline: r.live.offline(p.cluster, now), Since: since[p.cluster.Name]}
-		sc.Groups = slices.Sorted(maps.Keys(groupsOf(p.cluster)))
-		fleet = append(fleet, sc)
-	}
-	return fleet, byCluster(ps), nil
+	return fleet, bds, nil
 }
 
 // release stages and releases each cluster's revision from its record, in one write.
@@ -191,9 +177,7 @@ func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, b
 	s.UnpartitionedClusters = int32(len(res.Unsequenced))
 	setWarning(s, v1alpha1.UnpartitionedClustersCondition, len(res.Unsequenced) > 0, "UnsequencedClusters",
 		fmt.Sprintf("%d targeted clusters are in no group of the sequence and are never released (R1.3): %s", len(res.Unsequenced), listSome(res.Unsequenced, 10)), bun.Generation)
-	if err := convertJSON(st.Groups, &s.Sequence); err != nil {
-		return err
-	}
+	s.Sequence = sequenceStatus(st.Groups)
 	latest := bun.Spec.LatestRevision
 	counts := rollout.Counts{}
 	for _, bd := range bds {
@@ -262,20 +246,16 @@ func (r *sequenceStatusReconciler) setup(mgr ctrl.Manager) error {
 		For(&v1alpha1.RolloutSequence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, all, builder.WithPredicates(clusterMembershipChanged{})).
-		Complete(r)
+		Complete(statusController[v1alpha1.RolloutSequence, *v1alpha1.RolloutSequence]{client: r.client, lock: true, step: r.step})
 }
 
-func (r *sequenceStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var seq v1alpha1.RolloutSequence
-	if err := r.client.Get(ctx, req.NamespacedName, &seq); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := seq.DeepCopy()
+// step reports whether the sequence's chain is valid, its groups' sizes and its bundles.
+func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.RolloutSequence) (outcome, error) {
 	st := &seq.Status
 	st.ObservedGeneration, st.Groups, st.Bundles = seq.Generation, nil, nil
 	bundles, err := sequenceBundles(ctx, r.client, seq.Namespace, seq.Name)
 	if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	for _, b := range bundles {
 		st.Bundles = append(st.Bundles, b.Name)
@@ -283,22 +263,18 @@ func (r *sequenceStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	sort.Strings(st.Bundles)
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
 		Message: fmt.Sprintf("%d groups, followed by %d bundles", len(seq.Spec.Groups), len(bundles)), ObservedGeneration: seq.Generation}
-	var plan rollout.Sequence
-	err = convertJSON(seq.Spec, &plan)
-	var order []int
-	if err == nil {
-		order, err = plan.ChainOrder()
-	}
+	plan := sequence(&seq.Spec)
+	order, err := plan.ChainOrder()
 	if err != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.InvalidSpecReason, err.Error()
 	} else {
 		var clusters v1alpha1.ClusterList
 		if err := r.client.List(ctx, &clusters, client.InNamespace(seq.Namespace)); err != nil {
-			return ctrl.Result{}, err
+			return outcome{}, err
 		}
 		groupsOf, err := clusterGroups(ctx, r.client, seq.Namespace)
 		if err != nil {
-			return ctrl.Result{}, err
+			return outcome{}, err
 		}
 		fleet := make([]rollout.SequenceCluster, 0, len(clusters.Items))
 		for i := range clusters.Items {
@@ -313,8 +289,5 @@ func (r *sequenceStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
-	if equality.Semantic.DeepEqual(orig.Status, seq.Status) {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, &seq, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+	return outcome{}, nil
 }

@@ -131,13 +131,7 @@ func (f *simFleet) pausedFor() string {
 // the bundle's status and every deployment's release and report.
 func (f *simFleet) until(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting until %s\n%s", what, f.dump())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(f.t, what, cond, f.dump)
 }
 
 // releasedExactly waits until revision rev is released to exactly the clusters named, and the

@@ -538,12 +538,16 @@ func (forwardedWebhook) Update(e event.UpdateEvent) bool {
 type clusterMembershipChanged struct{ predicate.Funcs }
 
 func (clusterMembershipChanged) Update(e event.UpdateEvent) bool {
-	oldC, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
-	newC, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
-	if !ok1 || !ok2 {
-		return true
-	}
-	return oldC.Generation != newC.Generation || !equality.Semantic.DeepEqual(oldC.Labels, newC.Labels) || oldC.Status.Namespace != newC.Status.Namespace
+	return clusterUpdated(e, func(o, n *v1alpha1.Cluster) bool {
+		return o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Namespace != n.Status.Namespace
+	})
+}
+
+// clusterUpdated applies changed to the update of a Cluster; an update of anything else passes.
+func clusterUpdated(e event.UpdateEvent, changed func(old, new *v1alpha1.Cluster) bool) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+	return !ok1 || !ok2 || changed(o, n)
 }
 
 func splitKey(key string) (ns, name string, ok bool) {

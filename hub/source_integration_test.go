@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,17 +95,7 @@ func namespace(t *testing.T, c client.Client) string {
 // watches).
 func waitFor(t *testing.T, c client.Client, key types.NamespacedName, what string, cond func(*v1alpha1.GitRepo) bool) *v1alpha1.GitRepo {
 	t.Helper()
-	var repo v1alpha1.GitRepo
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, key, &repo); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return cond(&repo), nil
-	})
-	if err != nil {
-		t.Fatalf("gitrepo %s: %s: %v\nstatus: %+v", key, what, err, repo.Status)
-	}
-	return &repo
+	return waitForObject(t, c, key, "gitrepo: "+what, cond)
 }
 
 func sourceReady(r *v1alpha1.GitRepo) *metav1.Condition {
@@ -171,7 +160,8 @@ func TestGitRepoSourceStatus(t *testing.T) {
 	}
 	got = waitFor(t, c, key, "the new generation observed", func(r *v1alpha1.GitRepo) bool { return r.Status.ObservedGeneration == r.Generation })
 	rv := got.ResourceVersion
-	time.Sleep(3 * time.Second) // three polls of an unchanged repository
+	polled := up.RefReads()
+	waitUntil(t, "three polls of the unchanged repository", func() bool { return up.RefReads() >= polled+3 })
 	var after v1alpha1.GitRepo
 	if err := c.Get(ctx, key, &after); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
@@ -23,17 +23,7 @@ import (
 // waitCluster polls a Cluster until cond holds.
 func waitCluster(t *testing.T, c client.Client, ns, name, what string, cond func(*v1alpha1.Cluster) bool) *v1alpha1.Cluster {
 	t.Helper()
-	var cl v1alpha1.Cluster
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cl); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return cond(&cl), nil
-	})
-	if err != nil {
-		t.Fatalf("cluster %s/%s: %s: %v\nstatus: %+v", ns, name, what, err, cl.Status)
-	}
-	return &cl
+	return waitForObject(t, c, types.NamespacedName{Namespace: ns, Name: name}, "cluster: "+what, cond)
 }
 
 // Fleet namespace "team" with cluster "prod-x" and "team-prod" with "x" once shared a namespace;
@@ -115,18 +105,17 @@ func TestClusterNamespacesAreUniqueAndOwned(t *testing.T) {
 func waitDeployments(t *testing.T, c client.Client, ns, bundle, cluster string) map[string]v1alpha1.BundleDeployment {
 	t.Helper()
 	var bds map[string]v1alpha1.BundleDeployment
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	waitUntil(t, fmt.Sprintf("a deployment of %s on %s", bundle, cluster), func() bool {
 		bds = deploymentsOf(t, c, ns, bundle)
 		_, ok := bds[cluster]
-		return ok, nil
-	})
-	if err != nil {
+		return ok
+	}, func() string {
 		var bun v1alpha1.Bundle
 		_ = c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: bundle}, &bun)
 		var repos v1alpha1.GitRepoList
 		_ = c.List(context.Background(), &repos, client.InNamespace(ns))
-		t.Fatalf("no deployment of %s on %s: %v (there are %v)\nbundle status: %+v\ngitrepos: %+v", bundle, cluster, err, keysOf(bds), bun.Status, repos.Items)
-	}
+		return fmt.Sprintf("there are %v\nbundle status: %+v\ngitrepos: %+v", keysOf(bds), bun.Status, repos.Items)
+	})
 	return bds
 }
 

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -241,14 +240,11 @@ const (
 func agentConfig(t *testing.T, clusterNS string) *rest.Config {
 	t.Helper()
 	var cfg *rest.Config
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		cfg, err = hub.AgentConfig(ctx, hubCluster.Config(), clusterNS, time.Hour)
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("no agent credentials for %s: %v", clusterNS, err)
-	}
+	var err error
+	eventually(t, "the agent's credentials in "+clusterNS, 30*time.Second, func() bool {
+		cfg, err = hub.AgentConfig(context.Background(), hubCluster.Config(), clusterNS, time.Hour)
+		return err == nil
+	}, func() string { return fmt.Sprint("last error: ", err) })
 	return cfg
 }
 
@@ -359,15 +355,11 @@ func TestFirstDeploymentAndUpdate(t *testing.T) {
 func waitRepo(t *testing.T, f *fleetEnv, what string, cond func(*v1alpha1.GitRepo) bool) {
 	t.Helper()
 	var r v1alpha1.GitRepo
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "shop"}, &r); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return cond(&r), nil
-	})
-	if err != nil {
+	eventually(t, "gitrepo: "+what, 90*time.Second, func() bool {
+		return f.hub.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "shop"}, &r) == nil && cond(&r)
+	}, func() string {
 		var bds v1alpha1.BundleDeploymentList
 		_ = f.hub.List(context.Background(), &bds)
-		t.Fatalf("gitrepo: %s: %v\nstatus: %+v\ndeployments: %+v", what, err, r.Status, bds.Items)
-	}
+		return fmt.Sprintf("status: %+v\ndeployments: %+v", r.Status, bds.Items)
+	})
 }

@@ -106,7 +106,10 @@ func TestHubRestartMidRollout(t *testing.T) {
 	for _, w := range workloads[1:] {
 		restBefore[w.Name] = released(deploymentOn(t, f, w.Name))
 	}
-	time.Sleep(3 * time.Second) // the canary becomes ready while the hub is down
+	eventually(t, "the canary reports revision 2 ready while the hub is down", 60*time.Second, func() bool {
+		bd := deploymentOn(t, f, workloads[0].Name)
+		return bd.Status.AppliedRevision == 2 && bd.Status.Ready
+	})
 	for _, w := range workloads[1:] {
 		if r := released(deploymentOn(t, f, w.Name)); r != restBefore[w.Name] {
 			t.Fatalf("%s in the rest partition was released revision %d while the hub was down", w.Name, r)

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -35,10 +35,20 @@ func createRepo(t *testing.T, f *fleetEnv, url string, selector map[string]strin
 	}
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+// eventually is how the fleet's tests wait: it polls cond every 200 ms until timeout and then
+// fails the test with what it waited for and what show returns (the objects it waited on).
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool, show ...func() string) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("%s: %v", what, err)
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("timed out after %s waiting until %s", timeout, what)
+			for _, s := range show {
+				msg += "\n" + s()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -135,7 +145,17 @@ func TestBrokenFleetYAMLKeepsWorkloads(t *testing.T) {
 		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "web/fleet.yaml: helm.chart:")
 	})
-	time.Sleep(2 * time.Second)
+	// The commit failed before anything was written: every deployment still stages revision 1,
+	// and every workload runs it.
+	var bds v1alpha1.BundleDeploymentList
+	if err := f.hub.List(context.Background(), &bds, client.MatchingLabels{"flotilla.dev/bundle-namespace": f.ns}); err != nil || len(bds.Items) != len(workloads) {
+		t.Fatalf("deployments: %d, %v", len(bds.Items), err)
+	}
+	for _, bd := range bds.Items {
+		if bd.Spec.Staged.Index != 1 || bundleOf(t, f, "shop-web").Spec.LatestRevision != 1 {
+			t.Errorf("%s: a broken commit staged revision %d", bd.Namespace, bd.Spec.Staged.Index)
+		}
+	}
 	for _, w := range workloads {
 		if !deploymentAvailable(t, w, "broken", "web", "example.invalid/web:1") {
 			t.Errorf("%s: the deployed workload changed", w.Name)

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -40,7 +41,13 @@ type Upstream struct {
 	Bare string
 	// Work is a clone to commit from.
 	Work string
+	// refReads counts the ref advertisements served over HTTP: one per poll of a client.
+	refReads atomic.Int64
 }
+
+// RefReads is how many times a client read the repository's refs over HTTP (a poll, or the
+// start of a fetch): a test waits for polls with it instead of sleeping.
+func (u *Upstream) RefReads() int64 { return u.refReads.Load() }
 
 // New creates an empty repository whose default branch is main.
 func New(t T) *Upstream {
@@ -130,6 +137,9 @@ func (u *Upstream) ServeHTTP(user, pass string) *httptest.Server {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
+		}
+		if strings.HasSuffix(r.URL.Path, "/info/refs") {
+			u.refReads.Add(1)
 		}
 		backend.ServeHTTP(w, r)
 	}))

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,6 +133,13 @@ func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventRe
 		log.Log.V(1).Info("event not recorded", "reason", reason, "error", err.Error())
 		return
 	}
+	// The log tells the same story, keyed by what it is about (gitrepo, bundle, cluster, …).
+	logger := log.Log.WithName("events").WithValues(logKey(ev.Regarding.Kind), obj.GetNamespace()+"/"+obj.GetName(), "reason", reason, "note", note)
+	if typ == corev1.EventTypeWarning {
+		logger.Info("warning")
+	} else {
+		logger.V(1).Info("event")
+	}
 	r.series[key] = &series{event: ev, count: 1, last: now, written: 1}
 	select {
 	case r.queue <- write{key: key, create: ev.DeepCopy()}:
@@ -228,6 +236,19 @@ func (r *Recorder) flush(ctx context.Context) {
 			log.FromContext(ctx).V(1).Info("event series not written", "reason", ev.Reason, "error", err.Error())
 		}
 	}
+}
+
+// logKey is the log key of an object of kind: the keys every Flotilla log line uses.
+func logKey(kind string) string {
+	switch kind {
+	case "StagedUpdateRun":
+		return "run"
+	case "BundleDeployment":
+		return "deployment"
+	case "RolloutSequence":
+		return "sequence"
+	}
+	return strings.ToLower(kind)
 }
 
 func truncate(s string, n int) string {

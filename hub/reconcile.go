@@ -1,0 +1,70 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// object is a kind of the hub's API: a pointer to a type with a Status field.
+type object[T any] interface {
+	*T
+	client.Object
+}
+
+// outcome is what a controller's step decided beside the status it set.
+type outcome struct {
+	// after: look again after this long (a deadline, a write held back); 0: on events only.
+	after time.Duration
+	// hold: the status changed but is not written now (progress counts within their
+	// throttle); after says when to look again.
+	hold bool
+	// written, if set, runs once the status is written: what is told of a change (an Event)
+	// is told when the status shows it.
+	written func()
+}
+
+// statusController is the skeleton of the hub's status controllers: it reads the object (one
+// that is gone is done), lets step bring the status of a copy up to date, and writes the
+// status only when it changed. With lock, the write is conditional on the object as read: a
+// status derived from a cache that is behind fails with a conflict and is derived again,
+// instead of writing over what the cache does not show yet.
+type statusController[T any, PT object[T]] struct {
+	client client.Client
+	lock   bool
+	// step sets obj's status; orig is the object as read, not to be changed.
+	step func(ctx context.Context, obj, orig PT) (outcome, error)
+}
+
+func (s statusController[T, PT]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := PT(new(T))
+	if err := s.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := obj.DeepCopyObject().(PT)
+	out, err := s.step(ctx, obj, orig)
+	if err != nil || out.hold || !statusChanged(orig, obj) {
+		return ctrl.Result{RequeueAfter: out.after}, err
+	}
+	patch := client.MergeFrom(orig)
+	if s.lock {
+		patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	}
+	if err := client.IgnoreNotFound(s.client.Status().Patch(ctx, obj, patch)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to update the status of %T %s: %w", obj, req.NamespacedName, err)
+	}
+	if out.written != nil {
+		out.written()
+	}
+	return ctrl.Result{RequeueAfter: out.after}, nil
+}
+
+// statusChanged reports whether two versions of an object differ in their status.
+func statusChanged(a, b client.Object) bool {
+	return !equality.Semantic.DeepEqual(reflect.ValueOf(a).Elem().FieldByName("Status").Interface(), reflect.ValueOf(b).Elem().FieldByName("Status").Interface())
+}
