@@ -59,10 +59,6 @@ type accessReconciler struct {
 // clusterAccessFinalizer holds a deleted Cluster until its agent's access is revoked.
 const clusterAccessFinalizer = "flotilla.dev/cluster-access"
 
-// AdmittedCondition (Cluster) is present, False, while the hub cannot admit the cluster: its
-// namespace belongs to another Cluster.
-const AdmittedCondition = "Admitted"
-
 // accessCoalesce is how long a BundleDeployment change waits before its cluster's Roles are
 // recomputed. Staging a commit touches every bundle of a cluster in a burst; one Role write
 // for the burst instead of one per bundle is what keeps the API server's load per revision flat.
@@ -152,14 +148,14 @@ func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 func (r *accessReconciler) admitted(ctx context.Context, c *v1alpha1.Cluster, status metav1.ConditionStatus, reason, msg string) error {
 	orig := c.DeepCopy()
 	if status == metav1.ConditionTrue {
-		if !meta.RemoveStatusCondition(&c.Status.Conditions, AdmittedCondition) {
+		if !meta.RemoveStatusCondition(&c.Status.Conditions, v1alpha1.AdmittedCondition) {
 			return nil
 		}
 	} else {
-		if cond := meta.FindStatusCondition(c.Status.Conditions, AdmittedCondition); cond != nil && cond.Status == status && cond.Reason == reason && cond.Message == msg {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.AdmittedCondition); cond != nil && cond.Status == status && cond.Reason == reason && cond.Message == msg {
 			return nil
 		}
-		setCondition(&c.Status.Conditions, metav1.Condition{Type: AdmittedCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+		setCondition(&c.Status.Conditions, metav1.Condition{Type: v1alpha1.AdmittedCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
 	}
 	return client.IgnoreNotFound(r.client.Status().Patch(ctx, c, client.MergeFrom(orig)))
 }

@@ -115,7 +115,7 @@ func (r *clusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	if online {
 		requeue = left + time.Second // to notice the deadline passing
 	}
-	switch admitted := meta.FindStatusCondition(c.Status.Conditions, AdmittedCondition); {
+	switch admitted := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.AdmittedCondition); {
 	case admitted != nil && admitted.Status == metav1.ConditionFalse:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, admitted.Reason, admitted.Message
 		st.Display.State = "NotAdmitted"

@@ -14,14 +14,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -72,45 +71,45 @@ type tokenReconciler struct {
 }
 
 func (r *tokenReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("registration-token").For(&v1alpha1.ClusterRegistrationToken{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("registration-token").For(&v1alpha1.ClusterRegistrationToken{}).Complete(r.controller())
+}
+
+// controller is the reconciler: the status skeleton around issue, with revoke when the token
+// is deleted.
+func (r *tokenReconciler) controller() statusController[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken] {
+	return statusController[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken]{client: r.client, step: r.issue, finalizer: tokenFinalizer, finalize: r.revoke}
 }
 
 func registrationAccount(token string) string { return "registration-" + token }
 
-func (r *tokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var tok v1alpha1.ClusterRegistrationToken
-	if err := r.client.Get(ctx, req.NamespacedName, &tok); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// revoke removes what a deleted token held: the hub does not count on a garbage collector.
+func (r *tokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegistrationToken) (bool, error) {
+	ns, sa := tok.Namespace, registrationAccount(tok.Name)
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns}},
+	} {
+		if err := r.client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
+		}
+	}
+	log.FromContext(ctx).Info("registration token deleted: its bearer token is revoked", "token", tok.Namespace+"/"+tok.Name)
+	return true, nil
+}
+
+// issue gives a token its bearer token, once: a Secret holding a token that may only create
+// and read ClusterRegistrations in the token's namespace.
+func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterRegistrationToken) (outcome, error) {
+	if tok.Status.SecretName != "" {
+		return outcome{}, nil // issued; a token is not re-issued
 	}
 	ns, sa := tok.Namespace, registrationAccount(tok.Name)
-	if !tok.DeletionTimestamp.IsZero() {
-		// The hub does not count on a garbage collector: it removes what the token held.
-		for _, o := range []client.Object{
-			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
-			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
-			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns}},
-		} {
-			if err := r.client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
-			}
-		}
-		log.FromContext(ctx).Info("registration token deleted: its bearer token is revoked", "token", tok.Namespace+"/"+tok.Name)
-		controllerutil.RemoveFinalizer(&tok, tokenFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &tok))
-	}
-	if controllerutil.AddFinalizer(&tok, tokenFinalizer) {
-		if err := r.client.Update(ctx, &tok); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of registration token %s: %w", tok.Name, err)
-		}
-	}
-	if tok.Status.SecretName != "" {
-		return ctrl.Result{}, nil // issued; a token is not re-issued
-	}
 	if err := ensureRole(ctx, r.client, roleSpec{ns: ns, name: sa, subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}, rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create", "get"}},
 	}}); err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	// Unset TTL: the longest token the API server issues (136 years); the hub refuses
 	// registrations past a set TTL itself, as the API server's minimum is 10 minutes.
@@ -122,17 +121,16 @@ func (r *tokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	tr, err := r.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to issue registration token: %w", err)
+		return outcome{}, fmt.Errorf("failed to issue registration token: %w", err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns},
 		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.ca, RegistrationServer: []byte(r.server),
 			v1alpha1.RegistrationTokenNameKey: []byte(tok.Name)}}
 	if err := r.client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
-	orig := tok.DeepCopy()
 	tok.Status.SecretName, tok.Status.Expires = secret.Name, expires
-	return ctrl.Result{}, r.client.Status().Patch(ctx, &tok, client.MergeFrom(orig))
+	return outcome{}, nil
 }
 
 // registrationReconciler grants a ClusterRegistration: the Cluster, its namespace, the agent's
@@ -193,87 +191,94 @@ func (r *registrationReconciler) setup(mgr ctrl.Manager) error {
 		return out
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-registration").For(&v1alpha1.ClusterRegistration{}).
-		Watches(&v1alpha1.Cluster{}, byCluster).Complete(r)
+		Watches(&v1alpha1.Cluster{}, byCluster).Complete(r.controller())
 }
 
-func (r *registrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var reg v1alpha1.ClusterRegistration
-	if err := r.client.Get(ctx, req.NamespacedName, &reg); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
+// controller is the reconciler: the status skeleton around grant.
+func (r *registrationReconciler) controller() statusController[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration] {
+	return statusController[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration]{client: r.client, step: r.grant}
+}
+
+// grant grants a registration, or says in its status why it does not (yet).
+func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.ClusterRegistration) (outcome, error) {
 	if reg.Status.Granted {
-		return ctrl.Result{}, nil
+		return outcome{}, nil
 	}
 	if len(reg.Spec.PublicKey) != 32 {
-		return ctrl.Result{}, r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, "spec.publicKey must be a 32-byte X25519 key")
+		return r.hold(ctx, reg, v1alpha1.RegistrationRefusedReason, "spec.publicKey must be a 32-byte X25519 key")
 	}
-	tok, why, err := r.token(ctx, &reg)
-	if err != nil || why != "" {
-		return ctrl.Result{}, firstErr(err, r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, why))
+	tok, why, err := r.token(ctx, reg)
+	if err != nil {
+		return outcome{}, err
+	}
+	if why != "" {
+		return r.hold(ctx, reg, v1alpha1.RegistrationRefusedReason, why)
 	}
 	name := reg.Spec.RequestedClusterName()
 	var cl v1alpha1.Cluster
 	err = r.client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, &cl)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	// A Cluster this registration made or claimed already (an earlier attempt that failed
 	// later on) is its own; any other with an agent's identity needs an approval.
 	takeover := exists && cl.Annotations[v1alpha1.ClientIDAnnotation] != "" && cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID)
 	if takeover && cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] != string(reg.UID) {
-		return ctrl.Result{}, r.hold(ctx, &reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
+		return r.hold(ctx, reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
 			"cluster %s is registered already: this registration takes it over once an operator approves it (flotilla cluster approve %s -n %s)", name, reg.Name, reg.Namespace))
 	}
 	if wait := r.limits.wait(tok.UID, r.now()); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, r.hold(ctx, &reg, v1alpha1.RateLimitedReason,
+		out, err := r.hold(ctx, reg, v1alpha1.RateLimitedReason,
 			fmt.Sprintf("token %s registered too many clusters lately; this one is granted in %s", tok.Name, wait.Round(time.Second)))
+		out.after = wait
+		return out, err
 	}
 	if !exists {
 		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
 			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)}}}
 		if err := r.client.Create(ctx, &cl); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
+			return outcome{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
 		}
 	} else if cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) {
-		if err := r.claim(ctx, &cl, &reg, tok); err != nil {
-			return ctrl.Result{}, err
+		if err := r.claim(ctx, &cl, reg, tok); err != nil {
+			return outcome{}, err
 		}
 	}
 	if err := AdmitCluster(ctx, r.client, &cl); err != nil {
-		return ctrl.Result{}, firstErr(r.hold(ctx, &reg, v1alpha1.RegistrationRefusedReason, err.Error()), err)
+		out, _ := r.hold(ctx, reg, v1alpha1.RegistrationRefusedReason, err.Error())
+		return out, err
 	}
 	clusterNS := cl.Status.Namespace
 	if takeover {
 		// The cluster's former agent loses its access: its tokens die with its identity.
 		if err := r.client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
+			return outcome{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
 		}
 		log.FromContext(ctx).Info("approved registration takes the cluster over; its former agent is revoked", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "clientID", reg.Spec.ClientID)
 	}
 	if err := grantAccess(ctx, r.client, &cl, nil); err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	if err := r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	seconds := int64(r.tokenTTL.Seconds())
 	tr, err := r.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to issue the agent's token: %w", err)
+		return outcome{}, fmt.Errorf("failed to issue the agent's token: %w", err)
 	}
 	var pub [32]byte
 	copy(pub[:], reg.Spec.PublicKey)
 	sealed, err := box.SealAnonymous(nil, []byte(tr.Status.Token), &pub, rand.Reader)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to seal credentials: %w", err)
+		return outcome{}, fmt.Errorf("failed to seal credentials: %w", err)
 	}
 	log.FromContext(ctx).Info("cluster registered", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "token", tok.Name)
-	orig := reg.DeepCopy()
 	reg.Status = v1alpha1.ClusterRegistrationStatus{ClusterName: name, Granted: true, Namespace: clusterNS, ClusterNamespace: reg.Namespace, Credentials: sealed,
 		Conditions: reg.Status.Conditions}
 	setReady(&reg.Status.Conditions, true, v1alpha1.SucceededReason, "registered as cluster "+name, reg.Generation)
-	return ctrl.Result{}, r.client.Status().Patch(ctx, &reg, client.MergeFrom(orig))
+	return outcome{}, nil
 }
 
 // token returns the registration's token, or why it registers nothing.
@@ -321,26 +326,15 @@ func (r *registrationReconciler) claim(ctx context.Context, cl *v1alpha1.Cluster
 	return nil
 }
 
-// hold records why a registration is not granted (yet).
-func (r *registrationReconciler) hold(ctx context.Context, reg *v1alpha1.ClusterRegistration, reason, msg string) error {
-	orig := reg.DeepCopy()
+// hold records why a registration is not granted (yet), logging it when that changed.
+func (r *registrationReconciler) hold(ctx context.Context, reg *v1alpha1.ClusterRegistration, reason, msg string) (outcome, error) {
+	before := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ReadyCondition)
+	if before == nil || before.Reason != reason || before.Message != msg {
+		log.FromContext(ctx).Info("registration not granted", "registration", reg.Namespace+"/"+reg.Name, "reason", reason, "message", msg)
+	}
 	setReady(&reg.Status.Conditions, false, reason, msg, reg.Generation)
-	if equality.Semantic.DeepEqual(orig.Status, reg.Status) {
-		return nil
-	}
-	log.FromContext(ctx).Info("registration not granted", "registration", reg.Namespace+"/"+reg.Name, "reason", reason, "message", msg)
-	return r.client.Status().Patch(ctx, reg, client.MergeFrom(orig))
+	return outcome{}, nil
 }
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func setReady(conds *[]metav1.Condition, ok bool, reason, msg string, gen int64) {
 	status := metav1.ConditionFalse
 	if ok {

@@ -45,7 +45,7 @@ func newRegistrar(t *testing.T, burst int) *registrar {
 
 func (r *registrar) reconcileToken(name string) {
 	r.t.Helper()
-	if _, err := r.tokens.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+	if _, err := r.tokens.controller().Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
 		r.t.Fatalf("token %s: %v", name, err)
 	}
 }
@@ -90,7 +90,7 @@ func (r *registrar) register(c client.Client, name, token, cluster, clientID str
 func (r *registrar) reconcile(name string) *v1alpha1.ClusterRegistration {
 	r.t.Helper()
 	ctx := context.Background()
-	if _, err := r.regs.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+	if _, err := r.regs.controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
 		r.t.Fatalf("reconcile registration %s: %v", name, err)
 	}
 	var reg v1alpha1.ClusterRegistration

@@ -33,9 +33,6 @@ func (e *RestrictedError) Error() string {
 	return fmt.Sprintf("%s is not allowed by FleetRestriction %s", e.What, e.Restriction)
 }
 
-// RestrictedReason is the condition reason of a GitRepo or render a restriction refused.
-const RestrictedReason = v1alpha1.RestrictedReason
-
 // restrictions are the FleetRestrictions of one namespace, sorted by name.
 type restrictions []v1alpha1.FleetRestriction
 

@@ -342,8 +342,8 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	}
 	st.UnpartitionedClusters = int32(len(d.Unpartitioned))
 	unpartitioned, unsafe := d.Warning(rollout.WarnUnpartitioned), d.Warning(rollout.WarnUnsafeDefaults)
-	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", string(rollout.WarnUnpartitioned), unpartitioned, bun.Generation)
-	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", string(rollout.WarnUnsafeDefaults), unsafe, bun.Generation)
+	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", v1alpha1.UnpartitionedClustersReason, unpartitioned, bun.Generation)
+	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", v1alpha1.MaxUnavailable100PercentReason, unsafe, bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
 	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
 		return 0, nil

@@ -175,7 +175,7 @@ func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, b
 	s.Sequence = nil
 	// Clusters in no group are never released: said like unpartitioned ones (R1.3).
 	s.UnpartitionedClusters = int32(len(res.Unsequenced))
-	setWarning(s, v1alpha1.UnpartitionedClustersCondition, len(res.Unsequenced) > 0, "UnsequencedClusters",
+	setWarning(s, v1alpha1.UnpartitionedClustersCondition, len(res.Unsequenced) > 0, v1alpha1.UnsequencedClustersReason,
 		fmt.Sprintf("%d targeted clusters are in no group of the sequence and are never released (R1.3): %s", len(res.Unsequenced), listSome(res.Unsequenced, 10)), bun.Generation)
 	s.Sequence = sequenceStatus(st.Groups)
 	latest := bun.Spec.LatestRevision

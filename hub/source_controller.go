@@ -319,10 +319,10 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 		renderErrors.Inc()
 		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, gitsource.Sanitize(syncErr.Error())
 		if errors.As(syncErr, new(*RestrictedError)) {
-			rendered.Reason = RestrictedReason
+			rendered.Reason = v1alpha1.RestrictedReason
 		}
 	case errors.As(syncErr, new(*RestrictedError)):
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, RestrictedReason, syncErr.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.RestrictedReason, syncErr.Error()
 		syncErrors.WithLabelValues(cond.Reason).Inc()
 	case syncErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(gitsource.Classify(syncErr)), gitsource.Sanitize(syncErr.Error())

@@ -70,13 +70,13 @@ func TestClusterNamespacesAreUniqueAndOwned(t *testing.T) {
 		}
 	}
 	squat := waitCluster(t, c, team, "squat", "refused its namespace", func(cl *v1alpha1.Cluster) bool {
-		cond := meta.FindStatusCondition(cl.Status.Conditions, AdmittedCondition)
+		cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.AdmittedCondition)
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.NamespaceConflictReason
 	})
 	if squat.Status.Namespace != "" {
 		t.Errorf("the squatted cluster was given namespace %s", squat.Status.Namespace)
 	}
-	if msg := meta.FindStatusCondition(squat.Status.Conditions, AdmittedCondition).Message; !strings.Contains(msg, squatted) || !strings.Contains(msg, "elsewhere/victim") {
+	if msg := meta.FindStatusCondition(squat.Status.Conditions, v1alpha1.AdmittedCondition).Message; !strings.Contains(msg, squatted) || !strings.Contains(msg, "elsewhere/victim") {
 		t.Errorf("the refusal does not say which namespace and whose: %q", msg)
 	}
 	waitCluster(t, c, team, "squat", "Ready says why", func(cl *v1alpha1.Cluster) bool {
@@ -170,7 +170,7 @@ func TestFleetRestrictionBoundsRepositoriesAndBundles(t *testing.T) {
 	}
 	refused := waitFor(t, c, create("elsewhere", forbiddenServer.URL+"/repo.git"), "refused", func(r *v1alpha1.GitRepo) bool {
 		cond := sourceReady(r)
-		return cond != nil && cond.Reason == RestrictedReason
+		return cond != nil && cond.Reason == v1alpha1.RestrictedReason
 	})
 	if msg := sourceReady(refused).Message; !strings.Contains(msg, "FleetRestriction tenant-a") {
 		t.Errorf("the refusal does not name the restriction: %q", msg)
@@ -194,7 +194,7 @@ func TestFleetRestrictionBoundsRepositoriesAndBundles(t *testing.T) {
 		up.Commit("main", map[string]string{"web/fleet.yaml": bad.fleetYAML})
 		repo := waitFor(t, c, key, bad.name+" refused", func(r *v1alpha1.GitRepo) bool {
 			cond := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
-			return cond != nil && cond.Reason == RestrictedReason && strings.Contains(cond.Message, bad.want)
+			return cond != nil && cond.Reason == v1alpha1.RestrictedReason && strings.Contains(cond.Message, bad.want)
 		})
 		if ready := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition); ready == nil || ready.Status != metav1.ConditionFalse {
 			t.Errorf("%s: Ready %+v, want False", bad.name, ready)

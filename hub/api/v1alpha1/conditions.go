@@ -43,6 +43,9 @@ const (
 	// deployment go. On a Cluster it is False, UninstallTimedOut, when the hub stopped waiting
 	// for the agent to confirm a removal, until the agent reports again.
 	UninstalledCondition = "Uninstalled"
+	// AdmittedCondition (Cluster) is present, False, while the hub cannot admit the cluster
+	// (its namespace belongs to another); absent once it is admitted.
+	AdmittedCondition = "Admitted"
 )
 
 // Condition reasons shared by several kinds. Reasons are CamelCase and stable: tools match on them.
@@ -69,6 +72,12 @@ const (
 	// RestrictedReason: a FleetRestriction does not allow what was asked (a GitRepo's
 	// repository, a bundle's namespace, service account or objects); the message names it.
 	RestrictedReason = "Restricted"
+	// UnpartitionedClustersReason, UnsequencedClustersReason (Bundle UnpartitionedClusters):
+	// targeted clusters in no partition or no group of the sequence, never released (R1.3).
+	UnpartitionedClustersReason = "UnpartitionedClusters"
+	UnsequencedClustersReason   = "UnsequencedClusters"
+	// MaxUnavailable100PercentReason (Bundle UnsafeDefaults): the rollout does not wait (R1.14).
+	MaxUnavailable100PercentReason = "MaxUnavailable100Percent"
 	// SyncWindowReason (GitRepo RolloutPaused): a sync window holds the new commit.
 	SyncWindowReason = "SyncWindow"
 	// NamespaceConflictReason (Cluster Admitted, Ready): the cluster's namespace belongs to
