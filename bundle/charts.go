@@ -206,6 +206,21 @@ func (f *ChartFetcher) FromRepository(ctx context.Context, repoURL, name, constr
 	return loader.LoadArchive(bytes.NewReader(data))
 }
 
+// FromURL downloads a chart archive (.tgz) from an http(s) URL: a chart not in a repository
+// index. The URL is the chart's version; what it serves is not cached.
+func (f *ChartFetcher) FromURL(ctx context.Context, chartURL string) (*chart.Chart, error) {
+	f.setup()
+	data, err := f.get(ctx, chartURL, chartURL, maxChartArchive)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a chart archive: %w", redact(chartURL), err)
+	}
+	return ch, nil
+}
+
 // index reads a repository's index.yaml, at most once per IndexTTL for each credential identity.
 func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFile, error) {
 	key := repoURL + "\x00" + f.Access.identity()

@@ -34,7 +34,8 @@ type ValuesResolver interface {
 const DefaultKubeVersion = "v1.37.0"
 
 // loadChart finds the chart a bundle's helm options name: a path in the repository (default:
-// the bundle directory), a chart of a Helm repository, or an oci:// reference. Missing
+// the bundle directory), a chart of a Helm repository, an oci:// reference, or a chart
+// archive's http(s) URL. Missing
 // dependencies are fetched from their repositories unless disableDependencyUpdate is set.
 func (r *Renderer) loadChart(ctx context.Context, src *Source, h *Helm) (*chart.Chart, error) {
 	var ch *chart.Chart
@@ -44,6 +45,10 @@ func (r *Renderer) loadChart(ctx context.Context, src *Source, h *Helm) (*chart.
 		ch, err = r.fetcher.FromOCI(ctx, h.Chart, h.Version)
 	case h.Repo != "":
 		ch, err = r.fetcher.FromRepository(ctx, h.Repo, h.Chart, h.Version)
+	case strings.HasPrefix(h.Chart, "http://"), strings.HasPrefix(h.Chart, "https://"):
+		// A chart archive at a URL: downloaded, never looked for as a path of the repository
+		// (a download that fails says why, not that a path does not exist).
+		ch, err = r.fetcher.FromURL(ctx, h.Chart)
 	default:
 		chartRel := h.Chart
 		if chartRel == "" {

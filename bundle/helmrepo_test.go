@@ -288,3 +288,21 @@ func TestChartAccessCABundleAndCredentialScope(t *testing.T) {
 		t.Errorf("archives fetched with and without credentials share a cache file")
 	}
 }
+
+// A chart archive named by its URL is downloaded; one that cannot be reached says so (the
+// chart is not looked for as a path of the repository, which "does not exist").
+func TestHelmChartFromAnArchiveURL(t *testing.T) {
+	srv := newChartRepo(t, "u", "p", configMapChart("greeter", "1.0.0"))
+	root := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/greeter-1.0.0.tgz\n"})
+	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "u", Password: "p"}}}, Target{ClusterName: "c1"})
+	if err != nil || !strings.Contains(string(res.Manifest), "version: 1.0.0") {
+		t.Fatalf("render: %v\n%v", err, res)
+	}
+	unreachable := httptest.NewServer(http.NotFoundHandler())
+	unreachable.Close() // nothing listens there any more
+	root = writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + unreachable.URL + "/greeter-1.0.0.tgz\n"})
+	_, err = renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{}}, Target{ClusterName: "c1"})
+	if err == nil || !strings.Contains(err.Error(), "fleet.yaml: helm.chart: failed to fetch "+unreachable.URL) || strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("error = %v, want the failed download named", err)
+	}
+}

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/report"
 	"github.com/flotilla-dev/flotilla/rollout"
@@ -96,15 +95,20 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 			}
 			f.say("workload cluster %s %v registered, agent running", c.Name, c.Labels)
 		}
-		up := gitserver.New(f.t)
+		up, url, err := f.serveGit()
+		if err != nil {
+			return err
+		}
 		tree, err := mirror(root, up.Work)
 		if err != nil {
 			return err
 		}
-		commit := up.Commit("main", nil)
-		srv := up.ServeHTTP("", "")
-		f.say("%s committed as %.12s, served at %s/repo.git", path, commit, srv.URL)
-		if err := f.createRepo(ctx, "dev", srv.URL+"/repo.git"); err != nil {
+		commit, err := up.Commit("main", nil)
+		if err != nil {
+			return err
+		}
+		f.say("%s committed as %.12s, served at %s", path, commit, url)
+		if err := f.createRepo(ctx, "dev", url); err != nil {
 			return err
 		}
 		deadline := time.Now().Add(o.timeout)
@@ -146,7 +150,10 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 				return err
 			}
 			if now != tree {
-				tree, commit = now, up.Commit("main", nil)
+				if commit, err = up.Commit("main", nil); err != nil {
+					return err
+				}
+				tree = now
 				deadline = time.Now().Add(o.timeout)
 				f.say("%s changed: committed %.12s", path, commit)
 			}

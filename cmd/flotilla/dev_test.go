@@ -6,18 +6,22 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
 // copyTree copies a directory of the repository's test data into dst.
@@ -109,7 +113,9 @@ func TestDevRollsOutChanges(t *testing.T) {
 	var c client.Client
 	eventuallyDev(t, "the hub is up", func() bool {
 		var err error
-		c, err = hubClient(filepath.Join(dir, "hub.kubeconfig"))
+		h := newHubFlags(&cobra.Command{})
+		*h.config.KubeConfig = filepath.Join(dir, "hub.kubeconfig")
+		c, _, err = h.connect()
 		return err == nil
 	})
 	var first string
@@ -122,6 +128,24 @@ func TestDevRollsOutChanges(t *testing.T) {
 		ok, _ := allApplied(ctx, c, localFleetNamespace)
 		return ok
 	})
+	// status reads the same hub through kubectl's flags, as text, JSON or YAML, in one
+	// namespace or all.
+	kubeconfig := filepath.Join(dir, "hub.kubeconfig")
+	for _, args := range [][]string{{"-n", localFleetNamespace, "-o", "json"}, {"-A", "-o", "yaml"}} {
+		out, err := runCLI(append([]string{"status", "--kubeconfig", kubeconfig}, args...)...)
+		var st report.Status
+		if err == nil {
+			err = yaml.Unmarshal([]byte(out), &st)
+		}
+		if err != nil || !slices.ContainsFunc(st.GitRepos, func(g report.GitRepo) bool {
+			return g.Name == "dev" && len(g.Bundles) > 0 && len(g.Bundles[0].Clusters) > 0
+		}) {
+			t.Errorf("status %v: %v\n%s", args, err, out)
+		}
+	}
+	if out, err := runCLI("status", "--kubeconfig", kubeconfig, "-n", localFleetNamespace); err != nil || !strings.Contains(out, "GitRepo "+localFleetNamespace+"/dev") {
+		t.Errorf("status as text: %v\n%s", err, out)
+	}
 	extra := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: added-while-running}\ndata: {a: b}\n"
 	if err := os.WriteFile(filepath.Join(repo, "extra.yaml"), []byte(extra), 0o644); err != nil {
 		t.Fatal(err)
@@ -131,10 +155,12 @@ func TestDevRollsOutChanges(t *testing.T) {
 		_, err := local.CoreV1().ConfigMaps("default").Get(ctx, "added-while-running", metav1.GetOptions{})
 		return err == nil
 	})
-	var repoNow v1alpha1.GitRepo
-	if err := c.Get(ctx, client.ObjectKey{Namespace: localFleetNamespace, Name: "dev"}, &repoNow); err != nil || repoNow.Status.Commit == first {
-		t.Errorf("the GitRepo is on commit %q, the first was %q (%v)", repoNow.Status.Commit, first, err)
-	}
+	// The GitRepo records the commit once its render is written, which may be after the agent
+	// applied it.
+	eventuallyDev(t, "the GitRepo records the new commit", func() bool {
+		var repoNow v1alpha1.GitRepo
+		return c.Get(ctx, client.ObjectKey{Namespace: localFleetNamespace, Name: "dev"}, &repoNow) == nil && repoNow.Status.Commit != first && repoNow.Status.Commit != ""
+	})
 }
 
 func clusterConfig(t *testing.T, kubeconfig string) *rest.Config {

@@ -19,15 +19,25 @@ import (
 )
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output *outputFlag
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and commit of this CLI",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String("flotilla"))
+			structured, err := output.structured()
+			switch {
+			case err != nil:
+				return err
+			case structured:
+				return output.print(cmd.OutOrStdout(), map[string]string{"binary": "flotilla", "version": version.Version(), "commit": version.Commit()})
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), version.String("flotilla"))
 			return err
 		},
 	}
+	output = addOutputFlag(cmd, "text")
+	return cmd
 }
 
 type imageBuildOptions struct {

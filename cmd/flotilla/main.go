@@ -2,6 +2,10 @@
 //
 //	flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml   preview a rollout
 //	flotilla render ./repo --cluster-label env=prod                 render bundles for a cluster
+//	flotilla status [-n NS | -A] [-o json|yaml]                     where rollouts stand, and why
+//
+// Commands that talk to the hub take kubectl's connection flags (--kubeconfig, --context,
+// -n/--namespace …) with one meaning in all of them; commands that read take -o json|yaml.
 //
 // Exit codes: 0 success, 1 failure, 2 bad input (a file or flag that cannot be used).
 package main
@@ -31,7 +35,9 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCommand(), newRenderCommand(), newStatusCommand(), newQuickstartCommand(), newApproveCommand(), newRunCommand(), newSkipCommand(), newRollbackCommand(), newAgentCommand(), newClusterCommand(), newVersionCommand(), newImageCommand(), newDevCommand())
+	h := newHubFlags(root)
+	root.AddCommand(newPlanCommand(), newRenderCommand(), newStatusCommand(h), newQuickstartCommand(), newApproveCommand(h), newRunCommand(h), newSkipCommand(h),
+		newRollbackCommand(h), newAgentCommand(h), newClusterCommand(h), newVersionCommand(), newImageCommand(), newDevCommand())
 	return root
 }
 

@@ -27,7 +27,7 @@ type planOptions struct {
 	fail            []string
 	offline         []string
 	firstDeployment bool
-	output          string
+	output          *outputFlag
 }
 
 func newPlanCommand() *cobra.Command {
@@ -58,14 +58,15 @@ rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSe
 	f.StringSliceVar(&o.fail, "fail", nil, "clusters that apply the revision but never become Ready")
 	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline")
 	f.BoolVar(&o.firstDeployment, "first-deployment", false, "simulate a first deployment instead of an update")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	o.output = addOutputFlag(cmd, "table")
 	_ = cmd.MarkFlagRequired("clusters")
 	return cmd
 }
 
 func (o *planOptions) run(out io.Writer) error {
-	if o.output != "table" && o.output != "json" {
-		return badInput("--output %q: use table or json", o.output)
+	structured, err := o.output.structured()
+	if err != nil {
+		return err
 	}
 	clusters, groups, err := loadClusters(o.clustersFile)
 	if err != nil {
@@ -112,8 +113,8 @@ func (o *planOptions) run(out io.Writer) error {
 		FirstDeployment: o.firstDeployment, ReadyAfter: o.readyAfter,
 	})
 	report := newPlanReport(tl, len(clusters))
-	if o.output == "json" {
-		return writeJSON(out, report)
+	if structured {
+		return o.output.print(out, report)
 	}
 	return report.writeTable(out, fleet)
 }

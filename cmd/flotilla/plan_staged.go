@@ -110,8 +110,8 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 	for _, s := range tl.Steps {
 		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Completed), Failed: s.Failed, Gate: s.Gate})
 	}
-	if o.output == "json" {
-		return writeJSON(out, r)
+	if o.output.format != o.output.text {
+		return o.output.print(out, r)
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Staged run of %d clusters in %d stages\n\nSTAGE\tMAX-CONCURRENCY\tGROUP\tCLUSTERS (in order)\n", len(clusters), len(r.Stages))
@@ -181,8 +181,8 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 	for _, s := range tl.Steps {
 		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Complete), Gate: s.Gate})
 	}
-	if o.output == "json" {
-		return writeJSON(out, r)
+	if o.output.format != o.output.text {
+		return o.output.print(out, r)
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Rollout sequence of %d groups\n\nGROUP\tSOAK\tCLUSTERS\n", len(r.Groups))
@@ -203,12 +203,6 @@ func writeEnd(w io.Writer, completed bool, eta string, d time.Duration, stuck st
 		return
 	}
 	fmt.Fprintf(w, "\nNot completed: stopped after %s: %s\n", d, stuck)
-}
-
-func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func nonNil(s []string) []string {

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,7 +26,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
-	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/e2e/gitrepo"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
@@ -62,49 +63,20 @@ kubeconfig of the hub so you can use kubectl; Ctrl-C tears everything down.`,
 	return cmd
 }
 
-// demoT lets the git test server run in the quickstart: failures end the demo with an error.
-type demoT struct {
-	dir      string
-	mu       sync.Mutex
-	cleanups []func()
-}
-
-type demoFailure struct{ err error }
-
-func (d *demoT) Helper() {}
-func (d *demoT) TempDir() string {
-	dir, err := os.MkdirTemp(d.dir, "git-")
-	if err != nil {
-		panic(demoFailure{err})
-	}
-	return dir
-}
-func (d *demoT) Fatalf(format string, args ...any) { panic(demoFailure{fmt.Errorf(format, args...)}) }
-func (d *demoT) Fatal(args ...any)                 { panic(demoFailure{errors.New(fmt.Sprint(args...))}) }
-func (d *demoT) Cleanup(f func()) {
-	d.mu.Lock()
-	d.cleanups = append(d.cleanups, f)
-	d.mu.Unlock()
-}
-func (d *demoT) close() {
-	for i := len(d.cleanups) - 1; i >= 0; i-- {
-		d.cleanups[i]()
-	}
-}
-
 // localFleet is a hub and workload clusters on this machine, with the hub and one agent per
-// cluster running in this process: what the quickstart and `flotilla dev` run. stop tears it
-// down; failures of its git servers (demoT) surface as errors of run.
+// cluster running in this process, and git servers on loopback: what the quickstart and
+// `flotilla dev` run. runLocalFleet tears it down.
 type localFleet struct {
 	say func(format string, args ...any)
 	dir string
-	t   *demoT
-	env *controlplane.Environment
-	hub *controlplane.Cluster
-	c   client.Client
-	ns  string
-	ctx context.Context
-	wg  sync.WaitGroup
+	// servers are the git servers serveGit started, closed at the end.
+	servers []*http.Server
+	env     *controlplane.Environment
+	hub     *controlplane.Cluster
+	c       client.Client
+	ns      string
+	ctx     context.Context
+	wg      sync.WaitGroup
 }
 
 // localFleetNamespace is the fleet namespace of the quickstart and `flotilla dev`.
@@ -131,18 +103,7 @@ func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body 
 		return err
 	}
 	f.dir, _ = filepath.Abs(dir)
-	f.t = &demoT{dir: f.dir}
-	defer f.t.close()
-	defer func() {
-		if r := recover(); r != nil {
-			failure, ok := r.(demoFailure)
-			if !ok {
-				panic(r)
-			}
-			err = failure.err
-		}
-	}()
-
+	defer f.closeServers()
 	f.say("starting the control planes (the first run builds Kubernetes, etcd and kwok: several minutes)")
 	if f.env, err = controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(f.dir, "clusters"), Progress: out}); err != nil {
 		return err
@@ -237,7 +198,6 @@ func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFle
 		f.say("workload cluster %s (ring %s) registered with token quickstart, agent running", name, ring)
 	}
 
-	up := gitserver.New(f.t)
 	files := map[string]string{}
 	if err := fs.WalkDir(example, "example", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -249,10 +209,15 @@ func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFle
 	}); err != nil {
 		return err
 	}
-	up.Commit("main", files)
-	srv := up.ServeHTTP("", "")
-	f.say("example repository served at %s/repo.git", srv.URL)
-	if err := f.createRepo(ctx, "example", srv.URL+"/repo.git"); err != nil {
+	up, url, err := f.serveGit()
+	if err != nil {
+		return err
+	}
+	if _, err := up.Commit("main", files); err != nil {
+		return err
+	}
+	f.say("example repository served at %s", url)
+	if err := f.createRepo(ctx, "example", url); err != nil {
 		return err
 	}
 	want := fmt.Sprintf("%d/%d", 2*o.clusters, 2*o.clusters)
@@ -261,7 +226,10 @@ func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFle
 	}
 	f.say("committing a new image tag: watch it go to the canary first, then the rest")
 	changed := strings.Replace(files["web/fleet.yaml"], `tag: "1.0"`, `tag: "1.1"`, 1)
-	commit := up.Commit("main", map[string]string{"web/fleet.yaml": changed})
+	commit, err := up.Commit("main", map[string]string{"web/fleet.yaml": changed})
+	if err != nil {
+		return err
+	}
 	if err := o.follow(ctx, out, f.c, f.ns, "update", commit, want); err != nil {
 		return err
 	}
@@ -370,4 +338,35 @@ func allApplied(ctx context.Context, c client.Client, ns string) (bool, error) {
 		}
 	}
 	return len(bds.Items) > 0, nil
+}
+
+// serveGit creates a repository under the fleet's directory and serves it over HTTP on
+// loopback until the fleet stops; it returns the repository and its URL.
+func (f *localFleet) serveGit() (*gitrepo.Repo, string, error) {
+	dir, err := os.MkdirTemp(f.dir, "git-")
+	if err != nil {
+		return nil, "", err
+	}
+	repo, err := gitrepo.Init(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	handler, err := repo.Handler("", "")
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	f.servers = append(f.servers, srv)
+	return repo, "http://" + ln.Addr().String() + "/repo.git", nil
+}
+
+func (f *localFleet) closeServers() {
+	for _, srv := range f.servers {
+		_ = srv.Close()
+	}
 }

@@ -19,6 +19,19 @@ type renderOptions struct {
 	repoName      string
 	paths         []string
 	kubeVersion   string
+	output        *outputFlag
+}
+
+// renderedBundle is one bundle as render's -o json and -o yaml print it.
+type renderedBundle struct {
+	Bundle        string                   `json:"bundle"`
+	Dir           string                   `json:"dir"`
+	Customization string                   `json:"customization,omitempty"`
+	DoNotDeploy   bool                     `json:"doNotDeploy,omitempty"`
+	ContentID     string                   `json:"contentID,omitempty"`
+	DeploymentID  string                   `json:"deploymentID,omitempty"`
+	Options       bundle.DeploymentOptions `json:"options"`
+	Objects       []bundle.Object          `json:"objects"`
 }
 
 func newRenderCommand() *cobra.Command {
@@ -42,12 +55,20 @@ name. Run it before pushing.`,
 	f.StringVar(&o.repoName, "repo-name", "", "GitRepo name used to derive bundle names (default: the directory name)")
 	f.StringSliceVar(&o.paths, "paths", nil, "GitRepo paths (globs) to look for bundles in (default: PATH itself)")
 	f.StringVar(&o.kubeVersion, "kube-version", bundle.DefaultKubeVersion, "Kubernetes version charts see")
+	o.output = addOutputFlag(cmd, "manifests")
 	return cmd
 }
 
 func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if o.output == nil {
+		o.output = &outputFlag{format: "manifests", text: "manifests"}
+	}
+	structured, err := o.output.structured()
+	if err != nil {
+		return err
 	}
 	labels := map[string]string{}
 	for _, kv := range o.clusterLabels {
@@ -82,11 +103,21 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 	}
 	defer r.Close()
 	target := bundle.Target{ClusterName: o.clusterName, Labels: labels, Groups: groups}
+	all := []renderedBundle{}
 	for i := range sources {
 		src := &sources[i]
 		res, err := r.Render(ctx, src, target)
 		if err != nil {
 			return badInput("bundle %s: %v", src.Name, err)
+		}
+		if structured {
+			rb := renderedBundle{Bundle: src.Name, Dir: src.Dir, Customization: res.Customization, DoNotDeploy: res.DoNotDeploy, ContentID: res.ContentID,
+				DeploymentID: res.DeploymentID, Options: res.Options, Objects: res.Objects}
+			if rb.Objects == nil {
+				rb.Objects = []bundle.Object{}
+			}
+			all = append(all, rb)
+			continue
 		}
 		fmt.Fprintf(out, "# Bundle %s (%s)", src.Name, src.Dir)
 		if res.Customization != "" {
@@ -100,6 +131,9 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 		if _, err := out.Write(res.Manifest); err != nil {
 			return err
 		}
+	}
+	if structured {
+		return o.output.print(out, all)
 	}
 	return nil
 }

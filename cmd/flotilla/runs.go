@@ -5,22 +5,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
-
-type hubFlags struct {
-	kubeconfig, namespace string
-}
-
-func (h *hubFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&h.kubeconfig, "kubeconfig", "", "kubeconfig of the hub (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "fleet-default", "namespace on the hub (of the run, bundle or token)")
-}
-
-func (h *hubFlags) client() (client.Client, error) { return hubClient(h.kubeconfig) }
 
 // asInput turns operate's input errors into exit code 2.
 func asInput(err error) error {
@@ -31,8 +19,7 @@ func asInput(err error) error {
 	return err
 }
 
-func newApproveCommand() *cobra.Command {
-	h := &hubFlags{}
+func newApproveCommand(h *hubFlags) *cobra.Command {
 	var gate operate.Gate
 	var comment, reason string
 	var reject bool
@@ -48,19 +35,19 @@ reason, stops the run.`,
 			if reject == (reason == "") {
 				return &inputError{err: errors.New("--reject and --reason go together")}
 			}
-			c, err := h.client()
+			c, ns, err := h.connect()
 			if err != nil {
 				return err
 			}
 			if reject {
-				name, err := operate.Reject(cmd.Context(), c, h.namespace, args[0], gate, reason)
+				name, err := operate.Reject(cmd.Context(), c, ns, args[0], gate, reason)
 				if err != nil {
 					return asInput(err)
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "rejected %s: the run stops\n", name)
 				return err
 			}
-			name, already, err := operate.Approve(cmd.Context(), c, h.namespace, args[0], gate, comment)
+			name, already, err := operate.Approve(cmd.Context(), c, ns, args[0], gate, comment)
 			if err != nil {
 				return asInput(err)
 			}
@@ -72,7 +59,6 @@ reason, stops the run.`,
 			return err
 		},
 	}
-	h.add(cmd)
 	cmd.Flags().StringVar(&gate.Stage, "stage", "", "stage of the gate (required)")
 	cmd.Flags().StringVar(&gate.Group, "group", "", "group of the gate, for group gates")
 	cmd.Flags().BoolVar(&gate.After, "after", false, "the gate after the stage (default: before)")
@@ -83,54 +69,50 @@ reason, stops the run.`,
 	return cmd
 }
 
-func newRunCommand() *cobra.Command {
+func newRunCommand(h *hubFlags) *cobra.Command {
 	root := &cobra.Command{Use: "run", Short: "Start, stop or resume a staged update run"}
 	for _, verb := range []struct {
 		use   string
 		state v1alpha1.RunAction
 	}{{"start", v1alpha1.RunRun}, {"stop", v1alpha1.RunStop}, {"resume", v1alpha1.RunRun}} {
-		h := &hubFlags{}
 		cmd := &cobra.Command{
 			Use:  verb.use + " RUN",
 			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := h.client()
+				c, ns, err := h.connect()
 				if err != nil {
 					return err
 				}
-				if err := operate.SetRunState(cmd.Context(), c, h.namespace, args[0], verb.state); err != nil {
+				if err := operate.SetRunState(cmd.Context(), c, ns, args[0], verb.state); err != nil {
 					return asInput(err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: %s\n", args[0], verb.state)
 				return nil
 			},
 		}
-		h.add(cmd)
 		root.AddCommand(cmd)
 	}
 	return root
 }
 
-func newSkipCommand() *cobra.Command {
-	h := &hubFlags{}
+func newSkipCommand(h *hubFlags) *cobra.Command {
 	var skip v1alpha1.RunSkip
 	cmd := &cobra.Command{
 		Use:   "skip RUN --stage STAGE [--group G] [--cluster C | --gate Before|After]",
 		Short: "Skip a stage, group, cluster or gate of a staged update run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := h.client()
+			c, ns, err := h.connect()
 			if err != nil {
 				return err
 			}
-			if err := operate.Skip(cmd.Context(), c, h.namespace, args[0], skip); err != nil {
+			if err := operate.Skip(cmd.Context(), c, ns, args[0], skip); err != nil {
 				return asInput(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "run %s: skipping %+v\n", args[0], skip)
 			return nil
 		},
 	}
-	h.add(cmd)
 	cmd.Flags().StringVar(&skip.Stage, "stage", "", "stage (required)")
 	cmd.Flags().StringVar(&skip.Group, "group", "", "group")
 	cmd.Flags().StringVar(&skip.Cluster, "cluster", "", "cluster")
@@ -139,8 +121,7 @@ func newSkipCommand() *cobra.Command {
 	return cmd
 }
 
-func newRollbackCommand() *cobra.Command {
-	h := &hubFlags{}
+func newRollbackCommand(h *hubFlags) *cobra.Command {
 	var to int64
 	cmd := &cobra.Command{
 		Use:   "rollback BUNDLE --to-revision N",
@@ -150,7 +131,7 @@ continuous rollout releases it partition by partition; a staged bundle gets a ne
 runs in flight stop. The next commit that changes the bundle ends the rollback.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := h.client()
+			c, ns, err := h.connect()
 			if err != nil {
 				return err
 			}
@@ -158,7 +139,7 @@ runs in flight stop. The next commit that changes the bundle ends the rollback.`
 			if err != nil {
 				return err
 			}
-			res, err := operate.Rollback(cmd.Context(), c, h.namespace, args[0], to, me)
+			res, err := operate.Rollback(cmd.Context(), c, ns, args[0], to, me)
 			if err != nil {
 				return asInput(err)
 			}
@@ -173,15 +154,13 @@ runs in flight stop. The next commit that changes the bundle ends the rollback.`
 			return nil
 		},
 	}
-	h.add(cmd)
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "revision index to deploy (see `flotilla status` or the bundle's spec.revisions)")
 	_ = cmd.MarkFlagRequired("to-revision")
 	return cmd
 }
 
-func newAgentCommand() *cobra.Command {
+func newAgentCommand(h *hubFlags) *cobra.Command {
 	root := &cobra.Command{Use: "agent", Short: "Install the agent of a downstream cluster"}
-	h := &hubFlags{}
 	in := operate.AgentInstall{}
 	install := &cobra.Command{
 		Use:   "install --token NAME --cluster-name NAME [--label k=v]...",
@@ -195,11 +174,11 @@ them itself. A registration for a Cluster that has an agent already waits for
 ` + "`flotilla cluster approve`" + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := h.client()
+			c, ns, err := h.connect()
 			if err != nil {
 				return err
 			}
-			in.Namespace = h.namespace
+			in.Namespace = ns
 			out, err := operate.AgentManifest(cmd.Context(), c, in)
 			if err != nil {
 				return asInput(err)
@@ -208,7 +187,6 @@ them itself. A registration for a Cluster that has an agent already waits for
 			return err
 		},
 	}
-	h.add(install)
 	install.Flags().StringVar(&in.Token, "token", "", "ClusterRegistrationToken on the hub (required)")
 	install.Flags().StringVar(&in.ClusterName, "cluster-name", "", "name of the Cluster to register (required)")
 	install.Flags().StringToStringVar(&in.ClusterLabels, "label", nil, "label set on the Cluster on the hub, key=value (repeatable)")
@@ -219,9 +197,8 @@ them itself. A registration for a Cluster that has an agent already waits for
 	return root
 }
 
-func newClusterCommand() *cobra.Command {
+func newClusterCommand(h *hubFlags) *cobra.Command {
 	root := &cobra.Command{Use: "cluster", Short: "Manage registered clusters"}
-	h := &hubFlags{}
 	approve := &cobra.Command{
 		Use:   "approve REGISTRATION",
 		Short: "Let a held ClusterRegistration take over the Cluster it claims",
@@ -231,11 +208,11 @@ Cluster's current agent and grants the new one. Approve only a registration you 
 a cluster rebuilt from scratch: anyone holding a registration token can ask.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := h.client()
+			c, ns, err := h.connect()
 			if err != nil {
 				return err
 			}
-			cluster, err := operate.ApproveRegistration(cmd.Context(), c, h.namespace, args[0])
+			cluster, err := operate.ApproveRegistration(cmd.Context(), c, ns, args[0])
 			if err != nil {
 				return asInput(err)
 			}
@@ -243,7 +220,6 @@ a cluster rebuilt from scratch: anyone holding a registration token can ask.`,
 			return err
 		},
 	}
-	h.add(approve)
 	root.AddCommand(approve)
 	return root
 }

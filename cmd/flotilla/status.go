@@ -7,41 +7,50 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
-type statusOptions struct {
-	kubeconfig string
-	namespace  string
-	watch      bool
-	interval   time.Duration
-}
-
-func newStatusCommand() *cobra.Command {
-	o := &statusOptions{}
+func newStatusCommand(h *hubFlags) *cobra.Command {
+	var allNamespaces, watch bool
+	var interval time.Duration
+	var output *outputFlag
 	cmd := &cobra.Command{
 		Use:   "status [GITREPO]",
 		Short: "Show GitRepos, their bundles, partitions and clusters, and why anything waits",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			structured, err := output.structured()
+			if err != nil {
+				return err
+			}
+			if structured && watch {
+				return badInput("--watch shows the text view only")
+			}
 			name := ""
 			if len(args) == 1 {
 				name = args[0]
 			}
-			c, err := hubClient(o.kubeconfig)
+			c, ns, err := h.connect()
 			if err != nil {
 				return err
 			}
+			if allNamespaces {
+				ns = ""
+			}
 			for {
-				var buf strings.Builder
-				if err := report.Write(cmd.Context(), &buf, c, o.namespace, name); err != nil {
+				st, err := report.Collect(cmd.Context(), c, ns, name)
+				if err != nil {
 					return err
 				}
-				if !o.watch {
+				if structured {
+					return output.print(cmd.OutOrStdout(), st)
+				}
+				var buf strings.Builder
+				if err := st.WriteText(&buf); err != nil {
+					return err
+				}
+				if !watch {
 					_, err := io.WriteString(cmd.OutOrStdout(), buf.String())
 					return err
 				}
@@ -49,28 +58,14 @@ func newStatusCommand() *cobra.Command {
 				select {
 				case <-cmd.Context().Done():
 					return nil
-				case <-time.After(o.interval):
+				case <-time.After(interval):
 				}
 			}
 		},
 	}
-	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the hub (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace of the GitRepos (default: all)")
-	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "refresh continuously, with progress bars")
-	cmd.Flags().DurationVar(&o.interval, "interval", 2*time.Second, "refresh interval with --watch")
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "the GitRepos of every namespace")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh continuously, with progress bars")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "refresh interval with --watch")
+	output = addOutputFlag(cmd, "text")
 	return cmd
-}
-
-func hubClient(kubeconfig string) (client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return nil, badInput("kubeconfig: %v", err)
-	}
-	scheme, err := hub.Scheme()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
 }

@@ -9,9 +9,9 @@ import (
 
 // TestDependencyDirection fails when a package imports what the architecture forbids:
 // rollout/ is pure (no Kubernetes, no hub, no agent), bundle/ renders without the hub or the
-// agent, and the agent stays small (no Helm, Kustomize or go-git) and apart from the hub's
-// controllers: it shares the hub's API types and small libraries (bdstate, contentstore,
-// events), never the package that holds the controllers.
+// agent, the agent stays small (no Helm, Kustomize or go-git) and apart from the hub's
+// controllers (it shares the hub's API types and small libraries: bdstate, contentstore,
+// events), and the binaries link no test tooling.
 func TestDependencyDirection(t *testing.T) {
 	rules := []struct {
 		pkgs      string
@@ -24,6 +24,9 @@ func TestDependencyDirection(t *testing.T) {
 		{"./bundle/...", []string{"github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "sigs.k8s.io/controller-runtime"}, nil},
 		{"./agent/...", []string{"helm.sh/", "sigs.k8s.io/kustomize/", "github.com/go-git/"}, []string{"github.com/flotilla-dev/flotilla/hub"}},
 		{"./hub/api/...", []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "github.com/flotilla-dev/flotilla/hub/"}, nil},
+		// The shipped binaries link no test tooling: the quickstart's clusters and git servers
+		// have interfaces of their own (e2e/controlplane, e2e/gitrepo).
+		{"./cmd/...", nil, []string{"testing", "net/http/httptest", "github.com/flotilla-dev/flotilla/e2e/gitserver"}},
 	}
 	for _, r := range rules {
 		t.Run(r.pkgs, func(t *testing.T) {

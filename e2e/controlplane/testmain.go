@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"testing"
 	"time"
 )
+
+// Tests is a package's tests: *testing.M (this package does not link the testing package, so
+// that the quickstart, which starts clusters with it, ships none of it).
+type Tests interface{ Run() int }
 
 // RunTests is a package's TestMain body for tests against real clusters (one control plane per
 // test package): it starts an environment, lets setup start clusters and install what the tests
@@ -18,7 +21,7 @@ import (
 //			return err
 //		}))
 //	}
-func RunTests(m *testing.M, setup func(ctx context.Context, env *Environment) error) int {
+func RunTests(m Tests, setup func(ctx context.Context, env *Environment) error) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env, err := Start(ctx, Options{Progress: os.Stderr})

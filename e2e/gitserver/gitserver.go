@@ -1,7 +1,7 @@
-// Package gitserver runs real git servers on loopback for tests: a bare repository with a work
-// tree to commit from (driven by the git CLI, which only tests use), served over smart HTTP
+// Package gitserver runs real git servers on loopback for tests: a gitrepo.Repo (a bare
+// repository with a work tree to commit from, driven by the git CLI) served over smart HTTP
 // (git http-backend through net/http/cgi, with optional basic auth) or SSH (golang.org/x/crypto/ssh
-// running git upload-pack). Every server stops when the test ends.
+// running git upload-pack). Failures fail the test; every server stops when the test ends.
 package gitserver
 
 import (
@@ -11,20 +11,19 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitrepo"
 )
 
-// T is what the servers need of their user: testing.TB has it all; the quickstart passes its own.
+// T is what the servers need of their test: testing.TB has it all.
 type T interface {
 	Helper()
 	TempDir() string
@@ -33,67 +32,41 @@ type T interface {
 	Cleanup(func())
 }
 
-// Upstream is a bare repository with a work tree to commit from, driven by the git CLI (test
-// tooling only: the product speaks git through go-git).
+// Upstream is a gitrepo.Repo for tests: every failure fails the test, and what it serves stops with
+// the test.
 type Upstream struct {
+	*gitrepo.Repo
 	t T
-	// Bare is the bare repository, <root>/repo.git.
-	Bare string
-	// Work is a clone to commit from.
-	Work string
-	// refReads counts the ref advertisements served over HTTP: one per poll of a client.
-	refReads atomic.Int64
 }
-
-// RefReads is how many times a client read the repository's refs over HTTP (a poll, or the
-// start of a fetch): a test waits for polls with it instead of sleeping.
-func (u *Upstream) RefReads() int64 { return u.refReads.Load() }
 
 // New creates an empty repository whose default branch is main.
 func New(t T) *Upstream {
 	t.Helper()
-	root := t.TempDir()
-	u := &Upstream{t: t, Bare: filepath.Join(root, "repo.git"), Work: filepath.Join(root, "work")}
-	u.Git(root, "init", "-q", "--bare", "-b", "main", u.Bare)
-	u.Git(root, "clone", "-q", u.Bare, u.Work)
-	u.Git(u.Work, "checkout", "-q", "-b", "main")
-	return u
+	r, err := gitrepo.Init(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Upstream{Repo: r, t: t}
 }
 
 // Git runs the git CLI in dir and returns its trimmed output.
 func (u *Upstream) Git(dir string, args ...string) string {
 	u.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
+	out, err := u.Repo.Git(dir, args...)
 	if err != nil {
-		u.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		u.t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }
 
 // Commit writes files on a branch, commits and pushes; it returns the commit.
 func (u *Upstream) Commit(branch string, files map[string]string) string {
 	u.t.Helper()
-	if out := u.Git(u.Work, "branch", "--list", branch); out == "" {
-		u.Git(u.Work, "checkout", "-q", "-b", branch)
-	} else {
-		u.Git(u.Work, "checkout", "-q", branch)
+	commit, err := u.Repo.Commit(branch, files)
+	if err != nil {
+		u.t.Fatal(err)
 	}
-	for name, content := range files {
-		p := filepath.Join(u.Work, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			u.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			u.t.Fatal(err)
-		}
-	}
-	u.Git(u.Work, "add", "-A")
-	u.Git(u.Work, "commit", "-q", "--allow-empty", "-m", "change")
-	u.Git(u.Work, "push", "-q", "-f", "origin", branch)
-	return u.Git(u.Work, "rev-parse", "HEAD")
+	return commit
 }
 
 // Link makes name a symlink to target in the work tree; the next Commit records it as git
@@ -121,28 +94,15 @@ func (u *Upstream) Tag(name string, annotated bool) {
 	u.Git(u.Work, "push", "-q", "origin", name)
 }
 
-// ServeHTTP serves the repository over smart HTTP (git http-backend through net/http/cgi),
-// with basic auth when user is set.
+// ServeHTTP serves the repository over smart HTTP on loopback until the test ends, with
+// basic auth when user is set.
 func (u *Upstream) ServeHTTP(user, pass string) *httptest.Server {
 	u.t.Helper()
-	backend := &cgi.Handler{
-		Path: gitHTTPBackend(u.t),
-		Root: "/",
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(u.Bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1"},
+	h, err := u.Handler(user, pass)
+	if err != nil {
+		u.t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if user != "" {
-			if u, p, ok := r.BasicAuth(); !ok || u != user || p != pass {
-				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-		}
-		if strings.HasSuffix(r.URL.Path, "/info/refs") {
-			u.refReads.Add(1)
-		}
-		backend.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(h)
 	u.t.Cleanup(srv.Close)
 	return srv
 }
@@ -156,18 +116,6 @@ func (u *Upstream) ServeHTTPS() (*httptest.Server, []byte) {
 	srv := httptest.NewTLSServer(plain.Config.Handler)
 	u.t.Cleanup(srv.Close)
 	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-}
-
-func gitHTTPBackend(t T) string {
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v (install git: apt-get install git)", err)
-	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s missing (install git: apt-get install git)", p)
-	}
-	return p
 }
 
 // SSHServer serves git-upload-pack over SSH on loopback, for one client key.

@@ -1,6 +1,7 @@
-// Package report renders the status of GitRepos for people: GitRepos → bundles → partitions →
-// clusters, with each cluster's state (computed by the one state function) and the reason for
-// every wait. The CLI's status command prints it; tests read it.
+// Package report collects the status of GitRepos (Status: GitRepos → bundles → partitions →
+// clusters, with each cluster's state from the one state function and the reason for every
+// wait) and prints it for people. The CLI's status command prints it, as text, JSON or YAML;
+// tests read it.
 package report
 
 import (
@@ -20,77 +21,191 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
-// Write prints GitRepos → bundles → partitions → clusters with their states, from the
-// status the hub wrote and the same state function the hub uses.
-func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name string) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// Status is what `flotilla status` shows, as data (its -o json and -o yaml): GitRepos →
+// bundles → partitions, stages, sequence groups → clusters, from the status the hub wrote and
+// the state function the hub uses.
+type Status struct {
+	GitRepos []GitRepo `json:"gitRepos"`
+	// HubVersion is the hub's recorded version; OlderAgents the clusters whose agent is older.
+	HubVersion  string   `json:"hubVersion,omitempty"`
+	OlderAgents []string `json:"olderAgents,omitempty"`
+}
+
+// GitRepo is one GitRepo and its bundles.
+type GitRepo struct {
+	Namespace     string               `json:"namespace"`
+	Name          string               `json:"name"`
+	Repo          string               `json:"repo"`
+	Commit        string               `json:"commit,omitempty"`
+	State         string               `json:"state,omitempty"`
+	ReadyClusters string               `json:"readyClusters,omitempty"`
+	Summary       v1alpha1.StateCounts `json:"summary"`
+	Problems      []string             `json:"problems,omitempty"`
+	Bundles       []Bundle             `json:"bundles"`
+}
+
+// Bundle is one bundle's rollout.
+type Bundle struct {
+	Name          string                         `json:"name"`
+	Path          string                         `json:"path,omitempty"`
+	Revision      int64                          `json:"revision"`
+	State         string                         `json:"state,omitempty"`
+	ReadyClusters string                         `json:"readyClusters,omitempty"`
+	Summary       v1alpha1.StateCounts           `json:"summary"`
+	Waiting       string                         `json:"waiting,omitempty"`
+	Now           string                         `json:"now,omitempty"`
+	Warnings      []string                       `json:"warnings,omitempty"`
+	Partitions    []v1alpha1.PartitionStatus     `json:"partitions,omitempty"`
+	Stages        []v1alpha1.StageProgress       `json:"stages,omitempty"`
+	Sequence      []v1alpha1.SequenceGroupStatus `json:"sequence,omitempty"`
+	Clusters      []Cluster                      `json:"clusters"`
+}
+
+// Cluster is the bundle's deployment on one cluster.
+type Cluster struct {
+	Name     string                `json:"name"`
+	State    v1alpha1.ClusterState `json:"state"`
+	Staged   int64                 `json:"staged"`
+	Released *int64                `json:"released,omitempty"`
+	Applied  int64                 `json:"applied"`
+	Detail   string                `json:"detail,omitempty"`
+}
+
+// Collect reads the Status of a namespace's GitRepos ("": every namespace), or of one
+// GitRepo.
+func Collect(ctx context.Context, c client.Client, namespace, name string) (*Status, error) {
 	var repos v1alpha1.GitRepoList
 	if err := c.List(ctx, &repos, client.InNamespace(namespace)); err != nil {
-		return fmt.Errorf("failed to list gitrepos: %w", err)
+		return nil, fmt.Errorf("failed to list gitrepos: %w", err)
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	st := &Status{GitRepos: []GitRepo{}}
 	for _, repo := range repos.Items {
 		if name != "" && repo.Name != name {
 			continue
 		}
-		fmt.Fprintf(w, "GitRepo %s/%s  %s  commit %s  %s %s\n", repo.Namespace, repo.Name, repo.Spec.Repo, short(repo.Status.Commit, 12), bar(repo.Status.Summary), repo.Status.Display.ReadyClusters)
+		g := GitRepo{Namespace: repo.Namespace, Name: repo.Name, Repo: repo.Spec.Repo, Commit: repo.Status.Commit, State: repo.Status.Display.State,
+			ReadyClusters: repo.Status.Display.ReadyClusters, Summary: repo.Status.Summary, Bundles: []Bundle{}}
 		for _, cond := range repo.Status.Conditions {
 			if cond.Status != "True" && cond.Type != v1alpha1.ReadyCondition || cond.Type == v1alpha1.RolloutPausedCondition {
-				fmt.Fprintf(w, "  ! %s: %s\n", cond.Type, cond.Message)
+				g.Problems = append(g.Problems, cond.Type+": "+cond.Message)
 			}
 		}
 		var bundles v1alpha1.BundleList
 		if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{hub.LabelGitRepo: repo.Name}); err != nil {
-			return err
+			return nil, err
 		}
-		for _, b := range bundles.Items {
-			fmt.Fprintf(w, "  Bundle %s (%s)  revision %d  %s %s  %s\n", b.Name, b.Spec.Path, b.Status.ReleasingRevision, bar(b.Status.Summary), b.Status.Display.ReadyClusters, b.Status.Display.State)
-			if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
-				fmt.Fprintf(w, "    waiting: %s\n", cond.Message)
-			} else if b.Status.Display.Message != "" {
-				fmt.Fprintf(w, "    now: %s\n", b.Status.Display.Message)
+		for i := range bundles.Items {
+			b, err := collectBundle(ctx, c, &bundles.Items[i])
+			if err != nil {
+				return nil, err
 			}
-			for _, typ := range []string{v1alpha1.UnpartitionedClustersCondition, v1alpha1.UnsafeDefaultsCondition} {
-				if cond := meta.FindStatusCondition(b.Status.Conditions, typ); cond != nil {
-					fmt.Fprintf(w, "    warning: %s\n", cond.Message)
-				}
+			g.Bundles = append(g.Bundles, b)
+		}
+		st.GitRepos = append(st.GitRepos, g)
+	}
+	var err error
+	st.HubVersion, st.OlderAgents, err = olderAgents(ctx, c, namespace)
+	return st, err
+}
+
+func collectBundle(ctx context.Context, c client.Client, b *v1alpha1.Bundle) (Bundle, error) {
+	out := Bundle{Name: b.Name, Path: b.Spec.Path, Revision: b.Status.ReleasingRevision, State: b.Status.Display.State, ReadyClusters: b.Status.Display.ReadyClusters,
+		Summary: b.Status.Summary, Partitions: b.Status.Partitions, Stages: b.Status.Stages, Clusters: []Cluster{}}
+	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
+		out.Waiting = cond.Message
+	} else {
+		out.Now = b.Status.Display.Message
+	}
+	for _, typ := range []string{v1alpha1.UnpartitionedClustersCondition, v1alpha1.UnsafeDefaultsCondition} {
+		if cond := meta.FindStatusCondition(b.Status.Conditions, typ); cond != nil {
+			out.Warnings = append(out.Warnings, cond.Message)
+		}
+	}
+	for _, g := range b.Status.Sequence {
+		shown := g
+		shown.Revisions = nil
+		for _, r := range g.Revisions {
+			if r.State != v1alpha1.SequenceIneligible || r.Index == b.Status.ReleasingRevision {
+				shown.Revisions = append(shown.Revisions, r)
 			}
-			for _, p := range b.Status.Partitions {
+		}
+		out.Sequence = append(out.Sequence, shown)
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundle: b.Name, hub.LabelBundleNamespace: b.Namespace}); err != nil {
+		return out, err
+	}
+	sort.Slice(bds.Items, func(i, j int) bool {
+		return bds.Items[i].Labels[hub.LabelCluster] < bds.Items[j].Labels[hub.LabelCluster]
+	})
+	for i := range bds.Items {
+		bd := &bds.Items[i]
+		cl := Cluster{Name: bd.Labels[hub.LabelCluster], State: hub.DeploymentState(b, bd), Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Detail: detail(bd)}
+		if bd.Spec.Released != nil {
+			cl.Released = &bd.Spec.Released.Index
+		}
+		out.Clusters = append(out.Clusters, cl)
+	}
+	return out, nil
+}
+
+// Write prints the Status of a namespace's GitRepos ("": every namespace), or of one GitRepo.
+func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st, err := Collect(ctx, c, namespace, name)
+	if err != nil {
+		return err
+	}
+	return st.WriteText(out)
+}
+
+// WriteText prints the Status for people: a progress bar per GitRepo and bundle, why each
+// waits, and a table of clusters per bundle.
+func (st *Status) WriteText(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, repo := range st.GitRepos {
+		fmt.Fprintf(w, "GitRepo %s/%s  %s  commit %s  %s %s\n", repo.Namespace, repo.Name, repo.Repo, short(repo.Commit, 12), bar(repo.Summary), repo.ReadyClusters)
+		for _, p := range repo.Problems {
+			fmt.Fprintf(w, "  ! %s\n", p)
+		}
+		for _, b := range repo.Bundles {
+			fmt.Fprintf(w, "  Bundle %s (%s)  revision %d  %s %s  %s\n", b.Name, b.Path, b.Revision, bar(b.Summary), b.ReadyClusters, b.State)
+			switch {
+			case b.Waiting != "":
+				fmt.Fprintf(w, "    waiting: %s\n", b.Waiting)
+			case b.Now != "":
+				fmt.Fprintf(w, "    now: %s\n", b.Now)
+			}
+			for _, warning := range b.Warnings {
+				fmt.Fprintf(w, "    warning: %s\n", warning)
+			}
+			for _, p := range b.Partitions {
 				state := "Ready"
 				if !p.Ready {
 					state = "NotReady"
 				}
 				fmt.Fprintf(w, "    Partition %s\t%d clusters\t%d unavailable (max %d)\t%s\n", p.Name, p.Count, p.Unavailable, p.MaxUnavailable, state)
 			}
-			for _, s := range b.Status.Stages {
+			for _, s := range b.Stages {
 				fmt.Fprintf(w, "    Stage %s\t%d/%d clusters done\t%s\n", s.Name, s.Completed, s.Clusters, s.State)
 			}
-			for _, g := range b.Status.Sequence {
+			for _, g := range b.Sequence {
 				for _, r := range g.Revisions {
-					if r.State != v1alpha1.SequenceIneligible || r.Index == b.Status.ReleasingRevision {
-						fmt.Fprintf(w, "    Group %s\trevision %d\t%s\t%s\n", g.Name, r.Index, r.State, r.Message)
-					}
+					fmt.Fprintf(w, "    Group %s\trevision %d\t%s\t%s\n", g.Name, r.Index, r.State, r.Message)
 				}
 			}
-			var bds v1alpha1.BundleDeploymentList
-			if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundle: b.Name, hub.LabelBundleNamespace: b.Namespace}); err != nil {
-				return err
-			}
-			sort.Slice(bds.Items, func(i, j int) bool {
-				return bds.Items[i].Labels[hub.LabelCluster] < bds.Items[j].Labels[hub.LabelCluster]
-			})
 			_ = w.Flush() // the cluster table aligns on its own, not with the partition lines
 			fmt.Fprintln(w, "    CLUSTER\tSTATE\tSTAGED\tRELEASED\tAPPLIED\tDETAIL")
-			for _, bd := range bds.Items {
+			for _, cl := range b.Clusters {
 				released := "-"
-				if bd.Spec.Released != nil {
-					released = fmt.Sprint(bd.Spec.Released.Index)
+				if cl.Released != nil {
+					released = fmt.Sprint(*cl.Released)
 				}
-				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", bd.Labels[hub.LabelCluster], hub.DeploymentState(&b, &bd), bd.Spec.Staged.Index, released, bd.Status.AppliedRevision, detail(&bd))
+				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", cl.Name, cl.State, cl.Staged, released, cl.Applied, cl.Detail)
 			}
-			if n := b.Status.Summary.Pending; n > 0 {
+			if n := b.Summary.Pending; n > 0 {
 				fmt.Fprintf(w, "    (%d more clusters Pending: the rollout has not reached them)\n", n)
 			}
 		}
@@ -98,14 +213,19 @@ func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name 
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	return writeOldAgents(ctx, out, c, namespace)
+	if len(st.OlderAgents) > 0 {
+		_, err := fmt.Fprintf(out, "Agents older than the hub (%s): %s\n", st.HubVersion, strings.Join(st.OlderAgents, ", "))
+		return err
+	}
+	return nil
 }
 
-// writeOldAgents lists the clusters whose agent is older than the hub (see hub.recordVersion).
-func writeOldAgents(ctx context.Context, out io.Writer, c client.Client, namespace string) error {
+// olderAgents returns the hub's recorded version (see hub.recordVersion) and the clusters
+// whose agent is older.
+func olderAgents(ctx context.Context, c client.Client, namespace string) (string, []string, error) {
 	var recorded corev1.ConfigMapList
 	if err := c.List(ctx, &recorded, client.HasLabels{hub.LabelHubVersion}); err != nil {
-		return nil // a reader without access to ConfigMaps: nothing to compare with
+		return "", nil, nil // a reader without access to ConfigMaps: nothing to compare with
 	}
 	hubVersion := ""
 	for _, cm := range recorded.Items {
@@ -114,11 +234,11 @@ func writeOldAgents(ctx context.Context, out io.Writer, c client.Client, namespa
 		}
 	}
 	if hubVersion == "" {
-		return nil
+		return "", nil, nil
 	}
 	var clusters v1alpha1.ClusterList
 	if err := c.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
-		return fmt.Errorf("failed to list clusters: %w", err)
+		return "", nil, fmt.Errorf("failed to list clusters: %w", err)
 	}
 	var old []string
 	for _, cl := range clusters.Items {
@@ -126,12 +246,8 @@ func writeOldAgents(ctx context.Context, out io.Writer, c client.Client, namespa
 			old = append(old, fmt.Sprintf("%s/%s (%s)", cl.Namespace, cl.Name, cl.Status.AgentVersion))
 		}
 	}
-	if len(old) > 0 {
-		sort.Strings(old)
-		_, err := fmt.Fprintf(out, "Agents older than the hub (%s): %s\n", hubVersion, strings.Join(old, ", "))
-		return err
-	}
-	return nil
+	sort.Strings(old)
+	return hubVersion, old, nil
 }
 
 // Older reports whether version a is older than b. Versions that are not semantic versions
