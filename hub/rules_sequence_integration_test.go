@@ -139,6 +139,9 @@ func TestR4_1_R4_3_R4_4_R4_5_R4_7_R4_8_R4_10_SequenceThroughTheHub(t *testing.T)
 	})
 	f.ready("d1")
 	control(func(s *v1alpha1.RolloutSequenceSpec) { s.Revisions[0].Cancelled = true })
+	// The clock moves only once the hub has seen the cancellation: a pass planned on the moved
+	// clock with a cache from before it would end dev's soak of revision 2.
+	f.until("the hub sees revision 2 cancelled", func() bool { return strings.Contains(f.groupState("dev", 2).Message, "cancelled") })
 
 	// 30 days on, prod soaks revision 1 although p2 never finished it; an hour later edge
 	// receives it.
