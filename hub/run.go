@@ -42,20 +42,74 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// Run runs the hub until ctx ends: the GitRepo source controller with its poller, and the
-// webhook receiver.
+// Run runs the hub until ctx ends: its manager with every controller of its shard (see the
+// map in doc.go), the git poller and the webhook receiver.
 func Run(ctx context.Context, opts Options) error {
 	if opts.Config == nil {
 		return errors.New("hub: no API server configuration")
-	}
-	scheme, err := Scheme()
-	if err != nil {
-		return fmt.Errorf("failed to build scheme: %w", err)
 	}
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
 	sh := shard(opts.Shard)
+	mgr, err := newManager(ctx, opts, sh)
+	if err != nil {
+		return err
+	}
+	// The Events an operator reads later; written by every replica for its own controllers.
+	recorder := events.New(mgr.GetClient(), EventsController)
+	recorder.OnDrop(eventsDropped.Inc)
+	if err := mgr.Add(recorder); err != nil {
+		return err
+	}
+	if err := collectFleetState(mgr.GetCache()); err != nil {
+		return fmt.Errorf("failed to register the fleet's metrics: %w", err)
+	}
+	live, err := watchLiveness(ctx, mgr.GetCache(), opts.HeartbeatInterval, opts.HeartbeatDeadline)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return err
+	}
+	src, b := newSource(mgr, opts, sh, live, recorder)
+	for _, c := range controllers(mgr, opts, sh, src, b, kube, live, recorder) {
+		if c.fleetWide && !sh.fleetWide() {
+			continue
+		}
+		if err := c.setup(mgr); err != nil {
+			return fmt.Errorf("failed to set up the %s controller: %w", c.name, err)
+		}
+	}
+	if sh.fleetWide() {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
+				ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
+			}
+			return nil
+		})); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.poller.Run(ctx); return nil })); err != nil {
+		return err
+	}
+	if opts.WebhookAddr != "" {
+		if err := serveWebhooks(ctx, mgr, src, opts.WebhookAddr); err != nil {
+			return err
+		}
+	}
+	return mgr.Start(ctx)
+}
+
+// newManager creates the hub's manager (caches, leader election, metrics and health
+// endpoints) and the cache indexes and informers the controllers count on.
+func newManager(ctx context.Context, opts Options, sh shard) (ctrl.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, fmt.Errorf("failed to build scheme: %w", err)
+	}
 	metricsAddr := opts.MetricsAddr
 	if metricsAddr == "" {
 		metricsAddr = "0"
@@ -84,11 +138,11 @@ func Run(ctx context.Context, opts Options) error {
 		RetryPeriod:                   ptr.To(positiveOr(opts.RetryPeriod, 2*time.Second)),
 	})
 	if err != nil {
-		return fmt.Errorf("failed to create manager: %w", err)
+		return nil, fmt.Errorf("failed to create manager: %w", err)
 	}
 	if opts.HealthAddr != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-			return err
+			return nil, err
 		}
 		if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
 			if !mgr.GetCache().WaitForCacheSync(req.Context()) {
@@ -96,11 +150,11 @@ func Run(ctx context.Context, opts Options) error {
 			}
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := indexDeployments(ctx, mgr.GetFieldIndexer()); err != nil {
-		return fmt.Errorf("failed to index deployments: %w", err)
+		return nil, fmt.Errorf("failed to index deployments: %w", err)
 	}
 	// Kinds the hub reads on every commit without watching them start with the manager: on
 	// first use, a commit would wait for their caches to fill.
@@ -110,25 +164,21 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	for _, o := range preloaded {
 		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
-			return fmt.Errorf("failed to set up the %T cache: %w", o, err)
+			return nil, fmt.Errorf("failed to set up the %T cache: %w", o, err)
 		}
 	}
-	// The Events an operator reads later; written by every replica for its own controllers.
-	recorder := events.New(mgr.GetClient(), EventsController)
-	recorder.OnDrop(eventsDropped.Inc)
-	if err := mgr.Add(recorder); err != nil {
-		return err
-	}
-	if err := collectFleetState(mgr.GetCache()); err != nil {
-		return fmt.Errorf("failed to register the fleet's metrics: %w", err)
-	}
-	recordEvery := time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second
+	return mgr, nil
+}
+
+// newSource creates the GitRepo source controller with its poller, and the bundler that
+// renders and stages what it finds.
+func newSource(mgr ctrl.Manager, opts Options, sh shard, live *liveness, recorder *events.Recorder) (*sourceReconciler, *bundler) {
 	src := &sourceReconciler{
 		client:           mgr.GetClient(),
 		uncached:         mgr.GetAPIReader(),
 		shard:            sh,
 		git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git")},
-		recordEvery:      recordEvery,
+		recordEvery:      time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second,
 		now:              time.Now,
 		schedules:        map[string]gitsource.Schedule{},
 		webhooks:         map[string]time.Time{},
@@ -142,14 +192,8 @@ func Run(ctx context.Context, opts Options) error {
 	if !sh.fleetWide() {
 		content.Labels, content.Uncached = map[string]string{v1alpha1.ShardLabel: string(sh)}, mgr.GetAPIReader()
 	}
-	revisions := &revisionStore{content: content}
-	released, staging := &releases{}, newStagingNow()
-	writes := make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight))
-	live, err := watchLiveness(ctx, mgr.GetCache(), opts.HeartbeatInterval, opts.HeartbeatDeadline)
-	if err != nil {
-		return err
-	}
-	b := &bundler{client: mgr.GetClient(), shard: sh, uncached: mgr.GetAPIReader(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content, revisions: revisions, released: released, staging: staging, writes: writes,
+	b := &bundler{client: mgr.GetClient(), shard: sh, uncached: mgr.GetAPIReader(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content,
+		revisions: &revisionStore{content: content}, released: &releases{}, staging: newStagingNow(), writes: make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight)),
 		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
 		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now, recorder: recorder}
 	src.onCommit = b.onCommit
@@ -160,10 +204,20 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		return src.git.Checkout(ctx, from, commit)
 	}
-	kube, err := kubernetes.NewForConfig(opts.Config)
-	if err != nil {
-		return err
-	}
+	return src, b
+}
+
+// controllerSetup is one controller of the hub: fleet-wide ones run in the default shard only
+// (see shard).
+type controllerSetup struct {
+	name      string
+	fleetWide bool
+	setup     func(ctrl.Manager) error
+}
+
+// controllers is the hub's table of controllers; the bundler's state that the rollout
+// controllers share (revisions, releases, staging, write slots) comes from b.
+func controllers(mgr ctrl.Manager, opts Options, sh shard, src *sourceReconciler, b *bundler, kube kubernetes.Interface, live *liveness, recorder *events.Recorder) []controllerSetup {
 	server, ca := opts.Server, opts.CACert
 	if server == "" {
 		server = opts.Config.Host
@@ -178,91 +232,64 @@ func Run(ctx context.Context, opts Options) error {
 	if clock == nil {
 		clock = time.Now
 	}
-	// The controllers of every shard work on its own GitRepos and what derives from them; those
-	// of the fleet-wide view run in the default shard only (see shard).
-	controllers := []struct {
-		name      string
-		fleetWide bool
-		setup     func(ctrl.Manager) error
-	}{
-		{"rollout", false, (&rolloutReconciler{client: mgr.GetClient(), uncached: uncached, shard: sh, live: live, revisions: revisions, released: released, staging: staging, writes: writes, now: clock,
+	c := mgr.GetClient()
+	return []controllerSetup{
+		{"rollout", false, (&rolloutReconciler{client: c, uncached: uncached, shard: sh, live: live, revisions: b.revisions, released: b.released, staging: b.staging, writes: b.writes, now: clock,
 			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}, recorder: recorder}).setup},
-		{"sequence", false, (&sequenceReconciler{client: mgr.GetClient(), shard: sh, live: live, revisions: revisions, now: clock, recorder: recorder}).setup},
-		{"staged run", false, (&runReconciler{client: mgr.GetClient(), shard: sh, live: live, uncached: uncached, revisions: revisions, now: clock, recorder: recorder}).setup},
-		{"deployment removal", false, (&deploymentRemovalReconciler{client: mgr.GetClient(), shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
-		{"bundle removal", false, (&bundleRemovalReconciler{client: mgr.GetClient(), shard: sh}).setup},
-		{"gitrepo status", false, (&repoStatusReconciler{client: mgr.GetClient()}).setup},
+		{"sequence", false, (&sequenceReconciler{client: c, shard: sh, live: live, revisions: b.revisions, now: clock, recorder: recorder}).setup},
+		{"staged run", false, (&runReconciler{client: c, shard: sh, live: live, uncached: uncached, revisions: b.revisions, now: clock, recorder: recorder}).setup},
+		{"deployment removal", false, (&deploymentRemovalReconciler{client: c, shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
+		{"bundle removal", false, (&bundleRemovalReconciler{client: c, shard: sh}).setup},
+		{"gitrepo status", false, (&repoStatusReconciler{client: c}).setup},
 		{"gitrepo", false, src.setup},
-		{"sequence status", true, (&sequenceStatusReconciler{client: mgr.GetClient()}).setup},
+		{"sequence status", true, (&sequenceStatusReconciler{client: c}).setup},
 		// A cluster's counts alone are written at most every three status delays (15 s by
 		// default), and all clusters' together at most clusterProgressPerSecond.
-		{"cluster status", true, (&clusterStatusReconciler{client: mgr.GetClient(), live: live, now: time.Now, delay: statusDelay,
+		{"cluster status", true, (&clusterStatusReconciler{client: c, live: live, now: time.Now, delay: statusDelay,
 			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}, recorder: recorder}).setup},
-		{"cluster group status", true, (&clusterGroupStatusReconciler{client: mgr.GetClient(), delay: statusDelay}).setup},
-		{"registration token", true, (&tokenReconciler{client: mgr.GetClient(), kube: kube, server: server, ca: ca}).setup},
-		{"registration", true, (&registrationReconciler{client: mgr.GetClient(), kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
+		{"cluster group status", true, (&clusterGroupStatusReconciler{client: c, delay: statusDelay}).setup},
+		{"registration token", true, (&tokenReconciler{client: c, kube: kube, server: server, ca: ca}).setup},
+		{"registration", true, (&registrationReconciler{client: c, kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
 			limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup},
-		{"content grant", true, (&contentGrantReconciler{client: mgr.GetClient(), now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup},
+		{"content grant", true, (&contentGrantReconciler{client: c, now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup},
 		// Collecting is never urgent: a pass per namespace at most every quarter of the grace
 		// period (30 s by default), so a rollout's deployment writes do not make it a hot path.
-		{"content collector", true, (&contentCollector{client: mgr.GetClient(), revisions: revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup},
-		{"cluster access", true, (&accessReconciler{client: mgr.GetClient(), uncached: uncached, heartbeats: live}).setup},
+		{"content collector", true, (&contentCollector{client: c, revisions: b.revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup},
+		{"cluster access", true, (&accessReconciler{client: c, uncached: uncached, heartbeats: live}).setup},
 	}
-	for _, c := range controllers {
-		if c.fleetWide && !sh.fleetWide() {
-			continue
-		}
-		if err := c.setup(mgr); err != nil {
-			return fmt.Errorf("failed to set up the %s controller: %w", c.name, err)
-		}
+}
+
+// serveWebhooks receives git webhooks on addr, in every replica of every shard (a Service
+// reaches them all): the leader of the GitRepo's shard polls at once, the others forward the
+// delivery to it.
+func serveWebhooks(ctx context.Context, mgr ctrl.Manager, src *sourceReconciler, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("failed to listen for webhooks on %s: %w", addr, err)
 	}
-	if sh.fleetWide() {
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
-				ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
+	notify := func(s gitsource.Subscriber, p gitsource.Push) {
+		select {
+		case <-mgr.Elected():
+			if src.follows(ctx, s.Key) {
+				src.notify(s, p)
+				return
 			}
-			return nil
-		})); err != nil {
+		default:
+		}
+		src.forward(ctx, s)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: notify, Log: ctrl.Log.WithName("webhook")})
+	// Senders are untrusted: a slow or idle one must not hold a connection for long.
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
+	return mgr.Add(everyReplica(func(ctx context.Context) error {
+		go func() { <-ctx.Done(); _ = server.Close() }()
+		if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.poller.Run(ctx); return nil })); err != nil {
-		return err
-	}
-	if opts.WebhookAddr != "" {
-		ln, err := net.Listen("tcp", opts.WebhookAddr)
-		if err != nil {
-			return fmt.Errorf("failed to listen for webhooks on %s: %w", opts.WebhookAddr, err)
-		}
-		mux := http.NewServeMux()
-		// Every replica of every shard receives webhooks (a Service reaches them all): the
-		// leader of the GitRepo's shard polls at once, the others forward the delivery to it.
-		notify := func(s gitsource.Subscriber, p gitsource.Push) {
-			select {
-			case <-mgr.Elected():
-				if src.follows(ctx, s.Key) {
-					src.notify(s, p)
-					return
-				}
-			default:
-			}
-			src.forward(ctx, s)
-		}
-		mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: notify, Log: ctrl.Log.WithName("webhook")})
-		// Senders are untrusted: a slow or idle one must not hold a connection for long.
-		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
-		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
-			go func() { <-ctx.Done(); _ = server.Close() }()
-			if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})); err != nil {
-			return err
-		}
-	}
-	return mgr.Start(ctx)
+		return nil
+	}))
 }
 
 // EventsController is the reportingController of the hub's Events.
