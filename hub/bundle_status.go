@@ -59,8 +59,7 @@ func setProgress(bun *v1alpha1.Bundle, p bundleProgress) {
 }
 
 // patchBundleStatus writes the bundle's status if it differs from orig's. A rollout that
-// completes with the write, whatever its strategy, is told (an Event) and measured
-// (flotilla_commit_to_ready_seconds).
+// completes with the write is told and measured (recordCompletion).
 func patchBundleStatus(ctx context.Context, c client.Client, rec *events.Recorder, bun, orig *v1alpha1.Bundle) error {
 	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
 		return nil
@@ -68,21 +67,32 @@ func patchBundleStatus(ctx context.Context, c client.Client, rec *events.Recorde
 	if err := c.Status().Patch(ctx, bun, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("failed to update bundle status: %w", client.IgnoreNotFound(err))
 	}
+	recordCompletion(rec, orig, bun)
+	return nil
+}
+
+// recordCompletion tells, once a bundle's status is written, a rollout that completed with it,
+// whatever its strategy (an Event), and measures it (flotilla_commit_to_ready_seconds).
+func recordCompletion(rec *events.Recorder, orig, bun *v1alpha1.Bundle) {
 	if ready := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionTrue &&
 		!meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) {
 		rec.Normal(bun, v1alpha1.EventRolloutCompleted, "%s", ready.Message)
 		observeCompletion(bun, time.Now())
 	}
-	return nil
 }
 
-// stallBundle reports a rollout that cannot proceed until the bundle or what it names changes.
-func stallBundle(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, msg string) error {
-	orig := bun.DeepCopy()
+// setStalled reports a rollout that cannot proceed until the bundle or what it names changes.
+func setStalled(bun *v1alpha1.Bundle, msg string) {
 	st := &bun.Status
 	st.ObservedGeneration = bun.Generation
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.InvalidSpecReason, Message: msg, ObservedGeneration: bun.Generation})
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.InvalidSpecReason, Message: msg, ObservedGeneration: bun.Generation})
 	st.Display.State, st.Display.Message = "Stalled", msg
+}
+
+// stallBundle writes setStalled's status.
+func stallBundle(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, msg string) error {
+	orig := bun.DeepCopy()
+	setStalled(bun, msg)
 	return patchBundleStatus(ctx, c, nil, bun, orig) // never completes a rollout
 }

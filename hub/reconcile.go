@@ -71,9 +71,13 @@ func (s statusController[T, PT]) Reconcile(ctx context.Context, req ctrl.Request
 	if out.hold || !statusChanged(orig, obj) {
 		return ctrl.Result{RequeueAfter: out.after}, stepErr
 	}
-	patch := client.MergeFrom(orig)
+	// The patch's base is the object as the step left it (its own writes of the object's
+	// metadata included) with the status as read: the patch carries the status alone.
+	base := obj.DeepCopyObject().(PT)
+	reflect.ValueOf(base).Elem().FieldByName("Status").Set(reflect.ValueOf(orig).Elem().FieldByName("Status"))
+	patch := client.MergeFrom(base)
 	if s.lock {
-		patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	}
 	if err := client.IgnoreNotFound(s.client.Status().Patch(ctx, obj, patch)); err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("failed to update the status of %T %s: %w", obj, req.NamespacedName, err))

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,46 +105,46 @@ func (r *runReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return runsOf(ctx, c.Namespace, anyRun)
 		})).
-		Complete(r)
+		Complete(statusController[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{client: r.client, lock: true, step: r.step})
 }
 
-func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var run v1alpha1.StagedUpdateRun
-	if err := r.client.Get(ctx, req.NamespacedName, &run); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
+// step moves a run on: it releases what the planner releases, asks for the approvals its gates
+// need, and sets the run's status. The status write is conditional on the run as read, as
+// every write that moves a rollout: progress decided on a stale copy fails with a conflict and
+// is decided again.
+func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpdateRun) (outcome, error) {
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}
 	if err := r.client.Get(ctx, key, &bun); err != nil {
 		if apierrors.IsNotFound(err) && elsewhere(ctx, r.uncached, key, &v1alpha1.Bundle{}) {
-			return ctrl.Result{}, nil // another shard's bundle: that shard runs it
+			return outcome{}, nil // another shard's bundle: that shard runs it
 		}
-		return ctrl.Result{}, r.fail(ctx, &run, fmt.Sprintf("bundle %s: %v", run.Spec.Bundle, err))
+		return r.fail(run, fmt.Sprintf("bundle %s: %v", run.Spec.Bundle, err))
 	}
 	if !r.shard.owns(&bun) {
-		return ctrl.Result{}, nil
+		return outcome{}, nil
 	}
-	in, err := r.gather(ctx, &run, &bun)
+	in, err := r.gather(ctx, run, &bun)
 	if err != nil {
-		return ctrl.Result{}, r.fail(ctx, &run, err.Error())
+		return r.fail(run, err.Error())
 	}
 	current := false
-	if in.SupersededBy, current, err = r.supersede(ctx, &run); err != nil {
-		return ctrl.Result{}, err
+	if in.SupersededBy, current, err = r.supersede(ctx, run); err != nil {
+		return outcome{}, err
 	}
 	in.Current = current && in.Revision == wantedRevision(&bun)
 	fleet, bds, err := r.fleet(ctx, &bun)
 	if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	if run.Status.State == "" {
 		if staged, err := r.stagedEverywhere(ctx, &bun, in.Revision, bds); err != nil || !staged {
-			return ctrl.Result{}, err // the deployments' creation wakes the run
+			return outcome{}, err // the deployments' creation wakes the run
 		}
 	}
-	approvals, err := r.approvals(ctx, &run)
+	approvals, err := r.approvals(ctx, run)
 	if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	now := r.now()
 	res := rollout.Step(in, fleet, approvals, now)
@@ -155,27 +154,26 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		release = append(release, onRevisionButStagedElse(bds, res.Status.RevisionIndex)...)
 	}
 	if err := r.release(ctx, &bun, bds, release, res.Status.RevisionIndex); errors.As(err, &missing) {
-		return ctrl.Result{}, r.fail(ctx, &run, missing.Error())
+		return r.fail(run, missing.Error())
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
 			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate, Quorum: int32(gate.Quorum)}}
-		if err := controllerutil.SetControllerReference(&run, ar, r.client.Scheme()); err != nil {
-			return ctrl.Result{}, err
+		if err := controllerutil.SetControllerReference(run, ar, r.client.Scheme()); err != nil {
+			return outcome{}, err
 		}
 		if err := r.client.Create(ctx, ar); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("failed to create approval request %s: %w", gate.Name, err)
+			return outcome{}, fmt.Errorf("failed to create approval request %s: %w", gate.Name, err)
 		}
 	}
-	if err := r.report(ctx, &run, res.Status); err != nil {
-		return ctrl.Result{}, err
-	}
+	setRunStatus(run, res.Status)
+	out := outcome{written: func() { r.recordTransitions(&orig.Status, run) }}
 	if !res.WakeAt.IsZero() {
-		return ctrl.Result{RequeueAfter: res.WakeAt.Sub(now)}, nil
+		out.after = res.WakeAt.Sub(now)
 	}
-	return ctrl.Result{}, nil
+	return out, nil
 }
 
 // release lets the agents of the named clusters apply the run's revision. A revision other than
@@ -329,11 +327,11 @@ func (r *runReconciler) approvals(ctx context.Context, run *v1alpha1.StagedUpdat
 	return out, nil
 }
 
-// report writes the run's status when it changed, with Ready/Reconciling/Stalled.
-func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRun, st rollout.RunStatus) error {
-	orig := run.DeepCopy()
+// setRunStatus sets the planner's status on the run, with Ready, and Reconciling or Stalled
+// while they hold.
+func setRunStatus(run *v1alpha1.StagedUpdateRun, st rollout.RunStatus) {
 	status := runStatusOf(st)
-	status.ObservedGeneration, status.Conditions = run.Generation, orig.Status.Conditions
+	status.ObservedGeneration, status.Conditions = run.Generation, slices.Clone(run.Status.Conditions)
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: string(st.State), Message: st.Message, ObservedGeneration: run.Generation}
 	switch st.State {
 	case rollout.RunCompleted, rollout.RunSkipped:
@@ -353,16 +351,6 @@ func (r *runReconciler) report(ctx context.Context, run *v1alpha1.StagedUpdateRu
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.SupersededCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.NewerRunReason, Message: "superseded by run " + st.SupersededBy, ObservedGeneration: run.Generation})
 	}
 	run.Status = status
-	if equality.Semantic.DeepEqual(orig.Status, run.Status) {
-		return nil
-	}
-	// Conditional on the run as read, as every write that moves a rollout: progress decided on
-	// a stale copy fails with a conflict and is decided again.
-	if err := r.client.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	r.recordTransitions(&orig.Status, run)
-	return nil
 }
 
 // recordTransitions records what a status write of a run changed for people: stages starting
@@ -411,8 +399,10 @@ func finished(s v1alpha1.RunState) bool {
 	return s == v1alpha1.RunCompleted || s == v1alpha1.RunSkipped || s == v1alpha1.RunFailed || s == v1alpha1.RunStopped
 }
 
-func (r *runReconciler) fail(ctx context.Context, run *v1alpha1.StagedUpdateRun, msg string) error {
-	return r.report(ctx, run, rollout.RunStatus{State: rollout.RunFailed, Message: msg})
+// fail sets a run that cannot go on Failed, with why.
+func (r *runReconciler) fail(run *v1alpha1.StagedUpdateRun, msg string) (outcome, error) {
+	setRunStatus(run, rollout.RunStatus{State: rollout.RunFailed, Message: msg})
+	return outcome{}, nil
 }
 
 // autoRuns applies R3.14 for a bundle whose staged rollout starts runs by itself: a run for

@@ -66,7 +66,7 @@ func (r *sequenceReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return followers(ctx, c)
 		})).
-		Complete(r)
+		Complete(statusController[v1alpha1.Bundle, *v1alpha1.Bundle]{client: r.client, step: r.step})
 }
 
 // sequenceBundles lists the bundles of a namespace that follow a sequence (any, when name is "").
@@ -84,24 +84,25 @@ func sequenceBundles(ctx context.Context, c client.Reader, namespace, name strin
 	return out, nil
 }
 
-func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var bun v1alpha1.Bundle
-	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil || bun.Spec.Sequence == nil || !r.shard.owns(&bun) {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// step releases a sequence bundle's revisions as far as its groups allow and sets its status.
+func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (outcome, error) {
+	if bun.Spec.Sequence == nil || !r.shard.owns(bun) {
+		return outcome{}, nil
 	}
 	var seq v1alpha1.RolloutSequence
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: bun.Namespace, Name: bun.Spec.Sequence.Name}, &seq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.stall(ctx, &bun, fmt.Sprintf("sequence: RolloutSequence %s not found", bun.Spec.Sequence.Name))
+			setStalled(bun, fmt.Sprintf("sequence: RolloutSequence %s not found", bun.Spec.Sequence.Name))
+			return outcome{}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("failed to get sequence: %w", err)
+		return outcome{}, fmt.Errorf("failed to get sequence: %w", err)
 	}
 	plan := sequence(&seq.Spec)
 	prev := rollout.SequenceStatus{Groups: sequenceProgress(bun.Status.Sequence)}
 	plan.Paused = bun.Spec.Paused
-	fleet, bds, err := r.fleet(ctx, &bun)
+	fleet, bds, err := r.fleet(ctx, bun)
 	if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	var revisions []int64
 	for _, rev := range bun.Spec.Revisions {
@@ -112,19 +113,21 @@ func (r *sequenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	now := r.now()
 	res, err := rollout.StepSequence(&plan, prev, revisions, fleet, now)
 	if err != nil {
-		return ctrl.Result{}, r.stall(ctx, &bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
+		setStalled(bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
+		return outcome{}, nil
 	}
-	if err := r.release(ctx, &bun, bds, res.Release); err != nil {
-		return ctrl.Result{}, err
+	if err := r.release(ctx, bun, bds, res.Release); err != nil {
+		return outcome{}, err
 	}
-	if err := r.report(ctx, &bun, bds, res); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.recordTransitions(&bun, prev, res.Status)
+	r.report(bun, bds, res)
+	out := outcome{written: func() {
+		recordCompletion(r.recorder, orig, bun)
+		r.recordTransitions(bun, prev, res.Status)
+	}}
 	if !res.WakeAt.IsZero() {
-		return ctrl.Result{RequeueAfter: res.WakeAt.Sub(now)}, nil
+		out.after = res.WakeAt.Sub(now)
 	}
-	return ctrl.Result{}, nil
+	return out, nil
 }
 
 func (r *sequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.SequenceCluster, map[string]*v1alpha1.BundleDeployment, error) {
@@ -167,10 +170,9 @@ func (r *sequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 	return nil
 }
 
-// report writes the sequence's progress and the bundle's summary when they changed.
-func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, res rollout.SequenceResult) error {
+// report sets the sequence's progress and the bundle's summary.
+func (r *sequenceReconciler) report(bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, res rollout.SequenceResult) {
 	st := res.Status
-	orig := bun.DeepCopy()
 	s := &bun.Status
 	s.Sequence = nil
 	// Clusters in no group are never released: said like unpartitioned ones (R1.3).
@@ -205,7 +207,6 @@ func (r *sequenceReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, b
 		}
 	}
 	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(bds), complete: complete, waiting: strings.Join(where, "; ")})
-	return patchBundleStatus(ctx, r.client, r.recorder, bun, orig)
 }
 
 // recordTransitions records the groups that started or completed a revision in this pass.
@@ -228,10 +229,6 @@ func (r *sequenceReconciler) recordTransitions(bun *v1alpha1.Bundle, was, now ro
 			}
 		}
 	}
-}
-
-func (r *sequenceReconciler) stall(ctx context.Context, bun *v1alpha1.Bundle, msg string) error {
-	return stallBundle(ctx, r.client, bun, msg)
 }
 
 // sequenceStatusReconciler reports on a RolloutSequence whether its chain is valid, how many
