@@ -1,14 +1,11 @@
 package hub
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
@@ -58,19 +55,6 @@ func setProgress(bun *v1alpha1.Bundle, p bundleProgress) {
 	meta.SetStatusCondition(&st.Conditions, ready)
 }
 
-// patchBundleStatus writes the bundle's status if it differs from orig's. A rollout that
-// completes with the write is told and measured (recordCompletion).
-func patchBundleStatus(ctx context.Context, c client.Client, rec *events.Recorder, bun, orig *v1alpha1.Bundle) error {
-	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
-		return nil
-	}
-	if err := c.Status().Patch(ctx, bun, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("failed to update bundle status: %w", client.IgnoreNotFound(err))
-	}
-	recordCompletion(rec, orig, bun)
-	return nil
-}
-
 // recordCompletion tells, once a bundle's status is written, a rollout that completed with it,
 // whatever its strategy (an Event), and measures it (flotilla_commit_to_ready_seconds).
 func recordCompletion(rec *events.Recorder, orig, bun *v1alpha1.Bundle) {
@@ -88,11 +72,4 @@ func setStalled(bun *v1alpha1.Bundle, msg string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.InvalidSpecReason, Message: msg, ObservedGeneration: bun.Generation})
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.InvalidSpecReason, Message: msg, ObservedGeneration: bun.Generation})
 	st.Display.State, st.Display.Message = "Stalled", msg
-}
-
-// stallBundle writes setStalled's status.
-func stallBundle(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, msg string) error {
-	orig := bun.DeepCopy()
-	setStalled(bun, msg)
-	return patchBundleStatus(ctx, c, nil, bun, orig) // never completes a rollout
 }

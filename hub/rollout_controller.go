@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +91,7 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}}}
 		})).
-		Complete(r)
+		Complete(statusController[v1alpha1.Bundle, *v1alpha1.Bundle]{client: r.client, step: r.step})
 }
 
 // clusterPlanningChanged passes the cluster events that change a plan: membership (labels,
@@ -145,59 +144,55 @@ func deploymentPlanChanged(old, new client.Object) bool {
 	return !ok1 || !ok2 || *bdstate.Deployment(o) != *bdstate.Deployment(n) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
 }
 
-// Reconcile plans one pass for a bundle and writes what changed.
-func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var bun v1alpha1.Bundle
-	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// step plans one pass for a bundle, writes the releases and sets the bundle's status (written
+// by the skeleton, or held back while only progress counts changed).
+func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (outcome, error) {
+	if !bun.DeletionTimestamp.IsZero() || !r.shard.owns(bun) {
+		return outcome{}, nil // being removed (bundleRemovalReconciler), or another shard's
 	}
-	if !bun.DeletionTimestamp.IsZero() || !r.shard.owns(&bun) {
-		return ctrl.Result{}, nil // being removed (bundleRemovalReconciler), or another shard's
-	}
+	completed := func() { recordCompletion(r.recorder, orig, bun) }
 	if bun.Spec.StagedUpdate != nil {
-		if err := autoRuns(ctx, r.client, &bun); err != nil {
-			return ctrl.Result{}, err
+		if err := autoRuns(ctx, r.client, bun); err != nil {
+			return outcome{}, err
 		}
-		return ctrl.Result{}, r.reportStaged(ctx, &bun) // staged runs release
+		return outcome{written: completed}, r.reportStaged(ctx, bun) // staged runs release
 	}
 	if bun.Spec.Sequence != nil {
-		return ctrl.Result{}, nil // released by the sequence controller
+		return outcome{}, nil // released by the sequence controller
 	}
 	// Clusters of the revision's record that have no deployment yet are Pending (§0): the
 	// rollout has not reached them. Releasing one creates its deployment.
-	recorded, err := r.revisions.targets(ctx, &bun, wantedRevision(&bun))
+	recorded, err := r.revisions.targets(ctx, bun, wantedRevision(bun))
 	var missing *missingRevisionError
 	switch {
 	case errors.As(err, &missing) && bun.Spec.TargetRevision != nil:
-		return ctrl.Result{}, stallBundle(ctx, r.client, &bun, missing.Error()) // nothing to roll back to
+		setStalled(bun, missing.Error()) // nothing to roll back to
+		return outcome{}, nil
 	case errors.As(err, &missing):
 		recorded = nil // no revision yet, or one from before records: only existing deployments take part
 	case err != nil:
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
-	st, err := gatherPlan(ctx, r.client, r.live, r.now(), &bun, recorded)
+	st, err := gatherPlan(ctx, r.client, r.live, r.now(), bun, recorded)
 	if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
-	st.countUnseen(r.released, &bun, r.now())
+	st.countUnseen(r.released, bun, r.now())
 	in, requeue := st.in, st.requeue
 	if bun.Spec.TargetRevision != nil {
-		if err := r.pin(ctx, &bun, st, recorded); err != nil {
-			return ctrl.Result{}, err
+		if err := r.pin(ctx, bun, st, recorded); err != nil {
+			return outcome{}, err
 		}
 	}
 	decision := rollout.Plan(in)
-	wrote, err := r.release(ctx, &bun, st, recorded, decision)
+	wrote, err := r.release(ctx, bun, st, recorded, decision)
 	if err != nil {
-		return ctrl.Result{}, err
+		return outcome{}, err
 	}
 	if wrote > 0 {
-		recordReleases(r.recorder, &bun, in.Revision, decision, func(c string) bool { return slices.Contains(decision.Release, c) })
+		recordReleases(r.recorder, bun, in.Revision, decision, func(c string) bool { return slices.Contains(decision.Release, c) })
 	}
-	wait, err := r.report(ctx, &bun, in, decision)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	wait, significant := r.report(bun, orig, in, decision)
 	requeue = sooner(sooner(requeue, wait), decision.RequeueAfter)
 	if decision.More && wrote > 0 {
 		// The partition has clusters beyond this batch: the next pass checks its threshold
@@ -205,10 +200,15 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// waiting for the batch's own events to come back (R1.10).
 		requeue = nextBatch
 	}
-	if r.staging.active(req.NamespacedName) {
+	if r.staging.active(client.ObjectKeyFromObject(bun)) {
 		requeue = sooner(requeue, time.Second) // what the bundler leaves to this controller is looked at after it
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return outcome{after: requeue, hold: wait > 0, written: func() {
+		completed()
+		if significant {
+			r.recordTransitions(orig, bun)
+		}
+	}}, nil
 }
 
 // nextBatch is when a pass that released a maxNew batch plans the next one: at once.
@@ -321,14 +321,13 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 	return int(wrote.Load()), err
 }
 
-// report writes the Bundle's status when it changed.
+// report sets the Bundle's status from the pass's decision and says whether its write waits.
 //
 // Progress (counts, the least advanced state) changes with every cluster a rollout passes; it
 // is written at most every progressEvery per bundle. A new revision, readiness reached or lost,
-// and a pause or its reason are written at once.
-// It returns when to look again to write held-back counts.
-func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) (time.Duration, error) {
-	orig := bun.DeepCopy()
+// and a pause or its reason are significant: written at once, and told (recordTransitions).
+// report returns how long the write is held back (0: write now) and whether it is significant.
+func (r *rolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) (time.Duration, bool) {
 	st := &bun.Status
 	counts := rollout.Counts{}
 	for _, c := range d.Clusters {
@@ -345,22 +344,13 @@ func (r *rolloutReconciler) report(ctx context.Context, bun *v1alpha1.Bundle, in
 	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", v1alpha1.UnpartitionedClustersReason, unpartitioned, bun.Generation)
 	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", v1alpha1.MaxUnavailable100PercentReason, unsafe, bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
-	if equality.Semantic.DeepEqual(orig.Status, bun.Status) {
-		return 0, nil
+	if !statusChanged(orig, bun) {
+		return 0, false
 	}
 	significant := orig.Status.ReleasingRevision != st.ReleasingRevision ||
 		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
 		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
-	if wait := r.progress.hold(bun.UID, significant, r.now()); wait > 0 {
-		return wait, nil
-	}
-	if err := patchBundleStatus(ctx, r.client, r.recorder, bun, orig); err != nil {
-		return 0, err
-	}
-	if significant {
-		r.recordTransitions(orig, bun)
-	}
-	return 0, nil
+	return r.progress.hold(bun.UID, significant, r.now()), significant
 }
 
 // recordReleases records, for each partition a decision released clusters in, that the
@@ -386,7 +376,7 @@ func recordReleases(rec *events.Recorder, bun *v1alpha1.Bundle, revision int64, 
 
 // recordTransitions records what a status write of a continuous rollout changed for people: a
 // rollback starting, a pause (or a new reason for it). Its completion is told with the write
-// (patchBundleStatus).
+// (recordCompletion).
 func (r *rolloutReconciler) recordTransitions(orig, bun *v1alpha1.Bundle) {
 	st := &bun.Status
 	if st.ReleasingRevision != orig.Status.ReleasingRevision && bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision < bun.Spec.LatestRevision {
@@ -407,8 +397,8 @@ func conditionMessage(conds []metav1.Condition, typ string) string {
 	return ""
 }
 
-// reportStaged reports a staged bundle from its current run (rollout.CurrentRun): the one that
-// holds the rollout. Its stages become the bundle's, and its message is why the rollout waits.
+// reportStaged sets a staged bundle's status from its current run (rollout.CurrentRun): the one
+// that holds the rollout. Its stages become the bundle's, and its message is why the rollout waits.
 func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bundle) error {
 	runs, err := runsOfBundle(ctx, r.client, bun.Namespace, bun.Name)
 	if err != nil {
@@ -423,7 +413,6 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 		return err
 	}
 	p := bundleProgress{revision: wantedRevision(bun), counts: rollout.Counts{}, clusters: len(ps)}
-	orig := bun.DeepCopy()
 	bun.Status.Stages = nil
 	if current != nil {
 		if current.Status.RevisionIndex != 0 {
@@ -453,7 +442,7 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	}
 	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
-	return patchBundleStatus(ctx, r.client, r.recorder, bun, orig)
+	return nil
 }
 
 func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {
