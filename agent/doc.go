@@ -22,6 +22,10 @@
 // and a restricted deployment applies as the service account its restriction names
 // (impersonation), so downstream RBAC bounds it too.
 //
+// The deployer reconciles its cluster's BundleDeployments on the hub's status skeleton
+// (hub/reconciler): it applies, observes and sets the status of a copy; the skeleton writes the
+// status when it changed and calls gone for a deployment the hub removed.
+//
 // On the hub the agent is its cluster's ServiceAccount and nothing more (README, security
 // model). It renews its own token before it expires (credentials.go), follows its cluster when
 // the hub moves it to a new namespace, and stops with ErrRemoved when the hub revoked it: a

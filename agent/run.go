@@ -37,6 +37,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // RunOptions configure the agent.
@@ -142,7 +143,7 @@ func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *to
 	}
 	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{},
 		notMember: make(chan struct{}, 1), recorder: recorder}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r); err != nil {
+	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r.controller()); err != nil {
 		return err
 	}
 	for _, loop := range []manager.RunnableFunc{r.heartbeat, r.renewCredentials, r.sweep} {
@@ -220,25 +221,29 @@ func (d *deployer) applier(serviceAccount string) (*Applier, error) {
 	return a, nil
 }
 
-func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var bd v1alpha1.BundleDeployment
-	if err := d.hub.Get(ctx, req.NamespacedName, &bd); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Gone from the hub: uninstall only while this cluster is still a member there.
-			// A deleted Cluster's deployments go with its namespace, and a moving cluster's
-			// are deleted from the old one: neither removes what runs on the cluster.
-			if member, err := d.stillMember(ctx); !member || err != nil {
-				return ctrl.Result{}, err
-			}
-			return ctrl.Result{}, d.uninstall(ctx, req.Name)
-		}
-		return ctrl.Result{}, err
+// controller is the deployer as the hub's controllers are built: the status skeleton around
+// step, with gone for deployments the hub removed.
+func (d *deployer) controller() reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment] {
+	return reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: d.hub, Step: d.step, Gone: d.gone}
+}
+
+// gone uninstalls a deployment that is gone from the hub, only while this cluster is still a
+// member there: a deleted Cluster's deployments go with its namespace, and a moving cluster's
+// are deleted from the old one; neither removes what runs on the cluster.
+func (d *deployer) gone(ctx context.Context, key types.NamespacedName) error {
+	if member, err := d.stillMember(ctx); !member || err != nil {
+		return err
 	}
+	return d.uninstall(ctx, key.Name)
+}
+
+// step applies the released revision, checks readiness and drift, and sets the status the
+// agent reports; a deleted deployment is uninstalled and says so (remove).
+func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (reconciler.Outcome, error) {
 	if !bd.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, d.remove(ctx, &bd)
+		return reconciler.Outcome{}, d.remove(ctx, bd)
 	}
-	orig := bd.DeepCopy()
-	opts := d.engineOptions(&bd)
+	opts := d.engineOptions(bd)
 	var objs []*unstructured.Unstructured
 	var applyErr error
 	rel := bd.Spec.Released
@@ -251,12 +256,12 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			// not a failed apply.
 			waiting, applyErr = true, nil
 		case applyErr == nil && rel.DeploymentID != bd.Status.AppliedDeploymentID:
-			applyErr = d.apply(ctx, &bd, objs, opts)
+			applyErr = d.apply(ctx, bd, objs, opts)
 		case applyErr == nil && bd.Spec.Options.CorrectDrift && bd.Status.Modified:
-			if applyErr = d.apply(ctx, &bd, objs, opts); applyErr == nil {
+			if applyErr = d.apply(ctx, bd, objs, opts); applyErr == nil {
 				driftCorrections.Inc()
 				log.FromContext(ctx).Info("drift corrected", "bundle", bd.Spec.Bundle, "revision", rel.Index, "resources", len(bd.Status.ModifiedResources))
-				d.recorder.Normal(&bd, v1alpha1.EventDriftCorrected, "revision %d applied again over %s", rel.Index, driftSummary(bd.Status.ModifiedResources))
+				d.recorder.Normal(bd, v1alpha1.EventDriftCorrected, "revision %d applied again over %s", rel.Index, driftSummary(bd.Status.ModifiedResources))
 			}
 		}
 		if applyErr != nil {
@@ -264,10 +269,10 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			if errors.As(applyErr, new(*RestrictedError)) {
 				reason = v1alpha1.RestrictedReason
 			}
-			setCondition(&bd, v1alpha1.AppliedCondition, false, reason, applyErr.Error())
+			setCondition(bd, v1alpha1.AppliedCondition, false, reason, applyErr.Error())
 		}
 	}
-	requeue := d.observe(ctx, &bd, objs, opts)
+	requeue := d.observe(ctx, bd, objs, opts)
 	if waiting {
 		requeue = time.Second
 	}
@@ -276,14 +281,9 @@ func (d *deployer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		// cluster) usually passes, and nothing else would wake us.
 		requeue = min(5*time.Second, d.opts.ResyncInterval)
 	}
-	bd.Status.State = bdstate.State(&bd, bd.Spec.Staged.Index) // the newest revision the agent knows of
+	bd.Status.State = bdstate.State(bd, bd.Spec.Staged.Index) // the newest revision the agent knows of
 	bd.Status.ObservedGeneration = bd.Generation
-	if !equality.Semantic.DeepEqual(orig.Status, bd.Status) {
-		if err := d.hub.Status().Patch(ctx, &bd, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to report status: %w", client.IgnoreNotFound(err))
-		}
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return reconciler.Outcome{After: requeue}, nil
 }
 
 // objects reads and parses the released content.
@@ -644,8 +644,8 @@ func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory
 	return nil
 }
 
-// remove uninstalls a BundleDeployment the hub deleted and confirms it on the deployment
-// (Uninstalled), which lets the hub finish the deletion. A cluster leaving the fleet keeps
+// remove uninstalls a BundleDeployment the hub deleted and confirms it in its status
+// (Uninstalled, written by the skeleton), which lets the hub finish the deletion. A cluster leaving the fleet keeps
 // its workloads, as on a deployment gone without a word.
 func (d *deployer) remove(ctx context.Context, bd *v1alpha1.BundleDeployment) error {
 	if meta.IsStatusConditionTrue(bd.Status.Conditions, v1alpha1.UninstalledCondition) {
@@ -657,13 +657,12 @@ func (d *deployer) remove(ctx context.Context, bd *v1alpha1.BundleDeployment) er
 	if err := d.uninstall(ctx, bd.Name); err != nil {
 		return fmt.Errorf("failed to uninstall %s: %w", bd.Name, err)
 	}
-	orig := bd.DeepCopy()
 	reason, msg := v1alpha1.UninstalledReason, "the workloads are removed"
 	if bd.Spec.Options.KeepResources {
 		reason, msg = v1alpha1.ResourcesKeptReason, "the workloads are kept (keepResources) and no longer managed"
 	}
 	meta.SetStatusCondition(&bd.Status.Conditions, metav1.Condition{Type: v1alpha1.UninstalledCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: bd.Generation})
-	return client.IgnoreNotFound(d.hub.Status().Patch(ctx, bd, client.MergeFrom(orig)))
+	return nil
 }
 
 // sweep uninstalls what deployments deleted while the agent was not running deployed: their

@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -77,22 +78,22 @@ func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
 }
 
 // controller is the reconciler: the status skeleton around step.
-func (r *clusterStatusReconciler) controller() statusController[v1alpha1.Cluster, *v1alpha1.Cluster] {
-	return statusController[v1alpha1.Cluster, *v1alpha1.Cluster]{client: r.client, step: r.step}
+func (r *clusterStatusReconciler) controller() reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster] {
+	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.client, Step: r.step}
 }
 
 // step writes the cluster's bundle counts and whether its agent is online. A merge patch of
 // these fields only: the agent's heartbeat fields are left to it.
-func (r *clusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cluster) (outcome, error) {
+func (r *clusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cluster) (reconciler.Outcome, error) {
 	var bds v1alpha1.BundleDeploymentList
 	if c.Status.Namespace != "" {
 		if err := r.client.List(ctx, &bds, client.InNamespace(c.Status.Namespace)); err != nil {
-			return outcome{}, fmt.Errorf("failed to list deployments of %s: %w", c.Name, err)
+			return reconciler.Outcome{}, fmt.Errorf("failed to list deployments of %s: %w", c.Name, err)
 		}
 	}
 	var bundles v1alpha1.BundleList
 	if err := r.client.List(ctx, &bundles, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return outcome{}, fmt.Errorf("failed to list bundles: %w", err)
+		return reconciler.Outcome{}, fmt.Errorf("failed to list bundles: %w", err)
 	}
 	byName := make(map[string]*v1alpha1.Bundle, len(bundles.Items))
 	for i := range bundles.Items {
@@ -140,8 +141,8 @@ func (r *clusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.UninstalledCondition); cond != nil && reported && lastSeen.After(cond.LastTransitionTime.Time) {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.UninstalledCondition)
 	}
-	out := outcome{after: requeue}
-	if !statusChanged(orig, c) {
+	out := reconciler.Outcome{After: requeue}
+	if !reconciler.StatusChanged(orig, c) {
 		return out, nil
 	}
 	// Written at once: all bundles ready, the agent lost or back. A ready cluster starting on a
@@ -151,9 +152,9 @@ func (r *clusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	startsRollout := old != nil && old.Reason == v1alpha1.SucceededReason && ready.Reason == v1alpha1.ProgressingReason
 	significant := old == nil || old.Reason != ready.Reason && !startsRollout
 	if wait := r.progress.hold(c.UID, significant, r.now()); wait > 0 {
-		return outcome{after: sooner(requeue, wait), hold: true}, nil
+		return reconciler.Outcome{After: sooner(requeue, wait), Hold: true}, nil
 	}
-	out.written = func() {
+	out.Written = func() {
 		switch {
 		case ready.Reason == v1alpha1.OfflineReason && (old == nil || old.Reason != v1alpha1.OfflineReason):
 			r.recorder.Warning(c, v1alpha1.EventClusterOffline, "%s", ready.Message)
@@ -181,11 +182,11 @@ func (r *clusterGroupStatusReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("clustergroup-status").
 		For(&v1alpha1.ClusterGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, clusterChanged).
-		Complete(statusController[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{client: r.client, step: r.step})
+		Complete(reconciler.Status[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{Client: r.client, Step: r.step})
 }
 
 // step sums the group's member Clusters into its status.
-func (r *clusterGroupStatusReconciler) step(ctx context.Context, g, _ *v1alpha1.ClusterGroup) (outcome, error) {
+func (r *clusterGroupStatusReconciler) step(ctx context.Context, g, _ *v1alpha1.ClusterGroup) (reconciler.Outcome, error) {
 	st := &g.Status
 	st.ObservedGeneration = g.Generation
 	sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
@@ -195,7 +196,7 @@ func (r *clusterGroupStatusReconciler) step(ctx context.Context, g, _ *v1alpha1.
 	} else {
 		var clusters v1alpha1.ClusterList
 		if err := r.client.List(ctx, &clusters, client.InNamespace(g.Namespace)); err != nil {
-			return outcome{}, fmt.Errorf("failed to list clusters: %w", err)
+			return reconciler.Outcome{}, fmt.Errorf("failed to list clusters: %w", err)
 		}
 		st.ClusterCount, st.NonReadyClusterCount, st.Summary = 0, 0, v1alpha1.StateCounts{}
 		var notReady []string
@@ -220,7 +221,7 @@ func (r *clusterGroupStatusReconciler) step(ctx context.Context, g, _ *v1alpha1.
 		}
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }
 
 // listSome joins up to n names and says how many more there are.

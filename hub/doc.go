@@ -29,6 +29,12 @@
 //	registration-token (registration.go)     ClusterRegistrationToken                         its Secret and ServiceAccount, its status
 //	cluster-registration (registration.go)   ClusterRegistration Clusters                     the Cluster, its sealed credentials, status
 //
+// Every controller that writes a status runs on one skeleton, reconciler.Status (package
+// hub/reconciler, shared with the agent): it reads the object, lets the controller's step set
+// the status of a copy, writes the status only when it changed (conditionally on the object as
+// read where a stale cache could mislead), holds and releases finalizers, and tells what changed
+// (Events) once the status shows it.
+//
 // Deployment writes go through one component, deployments.go: writeDeployment and restage
 // (conditional on the deployment as read), grantAndWrite (the agent's access first), bounded
 // by writeSlots; the bundler and the rollout controllers share it and the releases record

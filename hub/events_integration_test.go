@@ -80,8 +80,20 @@ func TestEventsAreAggregatedOrderedAndRateLimited(t *testing.T) {
 		return cm
 	}
 	repeated, chatty, marker := object("repeated"), object("chatty"), object("marker")
-	for range 30 {
+	// Told again within seconds it is the same occurrence; later, it is counted.
+	var mu sync.Mutex
+	var ahead time.Duration // how far the recorder's clock is ahead of the wall clock
+	rec.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(ahead) }
+	tell := func(after time.Duration) {
+		mu.Lock()
+		ahead += after
+		mu.Unlock()
 		rec.Normal(repeated, v1alpha1.EventDriftCorrected, "the same thing again")
+	}
+	tell(0)
+	tell(time.Second) // the same occurrence: not counted
+	for range 29 {
+		tell(events.SameOccurrence)
 	}
 	for i := range 2 * events.Burst {
 		rec.Warning(chatty, v1alpha1.EventRolloutPaused, "thing %02d", i)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -40,19 +41,19 @@ func (r *repoStatusReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-status").
 		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, toRepo).
-		Complete(statusController[v1alpha1.GitRepo, *v1alpha1.GitRepo]{client: r.client, lock: true, step: r.step})
+		Complete(reconciler.Status[v1alpha1.GitRepo, *v1alpha1.GitRepo]{Client: r.client, Lock: true, Step: r.step})
 }
 
 // step sums the GitRepo's bundles into its status. The write is conditional on the GitRepo as
 // read: a display derived from conditions the cache does not show yet fails with a conflict
 // and is derived again, never written over them.
-func (r *repoStatusReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRepo) (outcome, error) {
+func (r *repoStatusReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRepo) (reconciler.Outcome, error) {
 	var bundles v1alpha1.BundleList
 	if err := r.client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{LabelGitRepo: repo.Name}); err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	sumBundles(repo, bundles.Items)
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }
 
 // sumBundles sets a GitRepo's bundle count, summed per-cluster states and printer columns from

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // The status skeleton writes a status only when the step changed it, not while the step holds
@@ -26,9 +27,9 @@ func TestStatusControllerWritesOnlyChangedStatus(t *testing.T) {
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(g)}
 	var count int32
 	var hold, told bool
-	sc := statusController[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{client: c, lock: true, step: func(_ context.Context, g, _ *v1alpha1.ClusterGroup) (outcome, error) {
+	sc := reconciler.Status[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{Client: c, Lock: true, Step: func(_ context.Context, g, _ *v1alpha1.ClusterGroup) (reconciler.Outcome, error) {
 		g.Status.ClusterCount = count
-		return outcome{hold: hold, written: func() { told = true }}, nil
+		return reconciler.Outcome{Hold: hold, Written: func() { told = true }}, nil
 	}}
 	version := func() string {
 		var now v1alpha1.ClusterGroup
@@ -51,17 +52,17 @@ func TestStatusControllerWritesOnlyChangedStatus(t *testing.T) {
 	}
 	// A step that read a stale copy: the locked write conflicts instead of writing over.
 	count, told = 5, false
-	stale := statusController[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{client: c, lock: true, step: func(ctx context.Context, g, _ *v1alpha1.ClusterGroup) (outcome, error) {
+	stale := reconciler.Status[v1alpha1.ClusterGroup, *v1alpha1.ClusterGroup]{Client: c, Lock: true, Step: func(ctx context.Context, g, _ *v1alpha1.ClusterGroup) (reconciler.Outcome, error) {
 		var other v1alpha1.ClusterGroup
 		if err := c.Get(ctx, req.NamespacedName, &other); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 		other.Labels = map[string]string{"changed": "meanwhile"}
 		if err := c.Update(ctx, &other); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 		g.Status.ClusterCount = count
-		return outcome{written: func() { told = true }}, nil
+		return reconciler.Outcome{Written: func() { told = true }}, nil
 	}}
 	if _, err := stale.Reconcile(ctx, req); !apierrors.IsConflict(err) || told {
 		t.Fatalf("a status derived from a stale object: %v (told %t), want a conflict", err, told)

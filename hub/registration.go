@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // Registration keys of a token's Secret: what an agent needs to register.
@@ -76,8 +77,8 @@ func (r *tokenReconciler) setup(mgr ctrl.Manager) error {
 
 // controller is the reconciler: the status skeleton around issue, with revoke when the token
 // is deleted.
-func (r *tokenReconciler) controller() statusController[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken] {
-	return statusController[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken]{client: r.client, step: r.issue, finalizer: tokenFinalizer, finalize: r.revoke}
+func (r *tokenReconciler) controller() reconciler.Status[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken] {
+	return reconciler.Status[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken]{Client: r.client, Step: r.issue, Finalizer: tokenFinalizer, Finalize: r.revoke}
 }
 
 func registrationAccount(token string) string { return "registration-" + token }
@@ -101,15 +102,15 @@ func (r *tokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegis
 
 // issue gives a token its bearer token, once: a Secret holding a token that may only create
 // and read ClusterRegistrations in the token's namespace.
-func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterRegistrationToken) (outcome, error) {
+func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterRegistrationToken) (reconciler.Outcome, error) {
 	if tok.Status.SecretName != "" {
-		return outcome{}, nil // issued; a token is not re-issued
+		return reconciler.Outcome{}, nil // issued; a token is not re-issued
 	}
 	ns, sa := tok.Namespace, registrationAccount(tok.Name)
 	if err := ensureRole(ctx, r.client, roleSpec{ns: ns, name: sa, subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}, rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create", "get"}},
 	}}); err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	// Unset TTL: the longest token the API server issues (136 years); the hub refuses
 	// registrations past a set TTL itself, as the API server's minimum is 10 minutes.
@@ -121,16 +122,16 @@ func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterReg
 	}
 	tr, err := r.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
-		return outcome{}, fmt.Errorf("failed to issue registration token: %w", err)
+		return reconciler.Outcome{}, fmt.Errorf("failed to issue registration token: %w", err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns},
 		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.ca, RegistrationServer: []byte(r.server),
 			v1alpha1.RegistrationTokenNameKey: []byte(tok.Name)}}
 	if err := r.client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	tok.Status.SecretName, tok.Status.Expires = secret.Name, expires
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }
 
 // registrationReconciler grants a ClusterRegistration: the Cluster, its namespace, the agent's
@@ -195,21 +196,21 @@ func (r *registrationReconciler) setup(mgr ctrl.Manager) error {
 }
 
 // controller is the reconciler: the status skeleton around grant.
-func (r *registrationReconciler) controller() statusController[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration] {
-	return statusController[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration]{client: r.client, step: r.grant}
+func (r *registrationReconciler) controller() reconciler.Status[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration] {
+	return reconciler.Status[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration]{Client: r.client, Step: r.grant}
 }
 
 // grant grants a registration, or says in its status why it does not (yet).
-func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.ClusterRegistration) (outcome, error) {
+func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.ClusterRegistration) (reconciler.Outcome, error) {
 	if reg.Status.Granted {
-		return outcome{}, nil
+		return reconciler.Outcome{}, nil
 	}
 	if len(reg.Spec.PublicKey) != 32 {
 		return r.hold(ctx, reg, v1alpha1.RegistrationRefusedReason, "spec.publicKey must be a 32-byte X25519 key")
 	}
 	tok, why, err := r.token(ctx, reg)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	if why != "" {
 		return r.hold(ctx, reg, v1alpha1.RegistrationRefusedReason, why)
@@ -219,7 +220,7 @@ func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 	err = r.client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, &cl)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	// A Cluster this registration made or claimed already (an earlier attempt that failed
 	// later on) is its own; any other with an agent's identity needs an approval.
@@ -231,18 +232,18 @@ func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 	if wait := r.limits.wait(tok.UID, r.now()); wait > 0 {
 		out, err := r.hold(ctx, reg, v1alpha1.RateLimitedReason,
 			fmt.Sprintf("token %s registered too many clusters lately; this one is granted in %s", tok.Name, wait.Round(time.Second)))
-		out.after = wait
+		out.After = wait
 		return out, err
 	}
 	if !exists {
 		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
 			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)}}}
 		if err := r.client.Create(ctx, &cl); err != nil {
-			return outcome{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
+			return reconciler.Outcome{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
 		}
 	} else if cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) {
 		if err := r.claim(ctx, &cl, reg, tok); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 	}
 	if err := AdmitCluster(ctx, r.client, &cl); err != nil {
@@ -253,32 +254,32 @@ func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 	if takeover {
 		// The cluster's former agent loses its access: its tokens die with its identity.
 		if err := r.client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreNotFound(err) != nil {
-			return outcome{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
+			return reconciler.Outcome{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
 		}
 		log.FromContext(ctx).Info("approved registration takes the cluster over; its former agent is revoked", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "clientID", reg.Spec.ClientID)
 	}
 	if err := grantAccess(ctx, r.client, &cl, nil); err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	if err := r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	seconds := int64(r.tokenTTL.Seconds())
 	tr, err := r.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
-		return outcome{}, fmt.Errorf("failed to issue the agent's token: %w", err)
+		return reconciler.Outcome{}, fmt.Errorf("failed to issue the agent's token: %w", err)
 	}
 	var pub [32]byte
 	copy(pub[:], reg.Spec.PublicKey)
 	sealed, err := box.SealAnonymous(nil, []byte(tr.Status.Token), &pub, rand.Reader)
 	if err != nil {
-		return outcome{}, fmt.Errorf("failed to seal credentials: %w", err)
+		return reconciler.Outcome{}, fmt.Errorf("failed to seal credentials: %w", err)
 	}
 	log.FromContext(ctx).Info("cluster registered", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "token", tok.Name)
 	reg.Status = v1alpha1.ClusterRegistrationStatus{ClusterName: name, Granted: true, Namespace: clusterNS, ClusterNamespace: reg.Namespace, Credentials: sealed,
 		Conditions: reg.Status.Conditions}
 	setReady(&reg.Status.Conditions, true, v1alpha1.SucceededReason, "registered as cluster "+name, reg.Generation)
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }
 
 // token returns the registration's token, or why it registers nothing.
@@ -327,13 +328,13 @@ func (r *registrationReconciler) claim(ctx context.Context, cl *v1alpha1.Cluster
 }
 
 // hold records why a registration is not granted (yet), logging it when that changed.
-func (r *registrationReconciler) hold(ctx context.Context, reg *v1alpha1.ClusterRegistration, reason, msg string) (outcome, error) {
+func (r *registrationReconciler) hold(ctx context.Context, reg *v1alpha1.ClusterRegistration, reason, msg string) (reconciler.Outcome, error) {
 	before := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ReadyCondition)
 	if before == nil || before.Reason != reason || before.Message != msg {
 		log.FromContext(ctx).Info("registration not granted", "registration", reg.Namespace+"/"+reg.Name, "reason", reason, "message", msg)
 	}
 	setReady(&reg.Status.Conditions, false, reason, msg, reg.Generation)
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }
 func setReady(conds *[]metav1.Condition, ok bool, reason, msg string, gen int64) {
 	status := metav1.ConditionFalse

@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -91,7 +92,7 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}}}
 		})).
-		Complete(statusController[v1alpha1.Bundle, *v1alpha1.Bundle]{client: r.client, step: r.step})
+		Complete(reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle]{Client: r.client, Step: r.step})
 }
 
 // clusterPlanningChanged passes the cluster events that change a plan: membership (labels,
@@ -146,19 +147,19 @@ func deploymentPlanChanged(old, new client.Object) bool {
 
 // step plans one pass for a bundle, writes the releases and sets the bundle's status (written
 // by the skeleton, or held back while only progress counts changed).
-func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (outcome, error) {
+func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, error) {
 	if !bun.DeletionTimestamp.IsZero() || !r.shard.owns(bun) {
-		return outcome{}, nil // being removed (bundleRemovalReconciler), or another shard's
+		return reconciler.Outcome{}, nil // being removed (bundleRemovalReconciler), or another shard's
 	}
 	completed := func() { recordCompletion(r.recorder, orig, bun) }
 	if bun.Spec.StagedUpdate != nil {
 		if err := autoRuns(ctx, r.client, bun); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
-		return outcome{written: completed}, r.reportStaged(ctx, bun) // staged runs release
+		return reconciler.Outcome{Written: completed}, r.reportStaged(ctx, bun) // staged runs release
 	}
 	if bun.Spec.Sequence != nil {
-		return outcome{}, nil // released by the sequence controller
+		return reconciler.Outcome{}, nil // released by the sequence controller
 	}
 	// Clusters of the revision's record that have no deployment yet are Pending (§0): the
 	// rollout has not reached them. Releasing one creates its deployment.
@@ -167,27 +168,27 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 	switch {
 	case errors.As(err, &missing) && bun.Spec.TargetRevision != nil:
 		setStalled(bun, missing.Error()) // nothing to roll back to
-		return outcome{}, nil
+		return reconciler.Outcome{}, nil
 	case errors.As(err, &missing):
 		recorded = nil // no revision yet, or one from before records: only existing deployments take part
 	case err != nil:
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	st, err := gatherPlan(ctx, r.client, r.live, r.now(), bun, recorded)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	st.countUnseen(r.released, bun, r.now())
 	in, requeue := st.in, st.requeue
 	if bun.Spec.TargetRevision != nil {
 		if err := r.pin(ctx, bun, st, recorded); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 	}
 	decision := rollout.Plan(in)
 	wrote, err := r.release(ctx, bun, st, recorded, decision)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	if wrote > 0 {
 		recordReleases(r.recorder, bun, in.Revision, decision, func(c string) bool { return slices.Contains(decision.Release, c) })
@@ -203,7 +204,7 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 	if r.staging.active(client.ObjectKeyFromObject(bun)) {
 		requeue = sooner(requeue, time.Second) // what the bundler leaves to this controller is looked at after it
 	}
-	return outcome{after: requeue, hold: wait > 0, written: func() {
+	return reconciler.Outcome{After: requeue, Hold: wait > 0, Written: func() {
 		completed()
 		if significant {
 			r.recordTransitions(orig, bun)
@@ -344,7 +345,7 @@ func (r *rolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", v1alpha1.UnpartitionedClustersReason, unpartitioned, bun.Generation)
 	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", v1alpha1.MaxUnavailable100PercentReason, unsafe, bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
-	if !statusChanged(orig, bun) {
+	if !reconciler.StatusChanged(orig, bun) {
 		return 0, false
 	}
 	significant := orig.Status.ReleasingRevision != st.ReleasingRevision ||

@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -105,24 +106,24 @@ func (r *runReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return runsOf(ctx, c.Namespace, anyRun)
 		})).
-		Complete(statusController[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{client: r.client, lock: true, step: r.step})
+		Complete(reconciler.Status[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{Client: r.client, Lock: true, Step: r.step})
 }
 
 // step moves a run on: it releases what the planner releases, asks for the approvals its gates
 // need, and sets the run's status. The status write is conditional on the run as read, as
 // every write that moves a rollout: progress decided on a stale copy fails with a conflict and
 // is decided again.
-func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpdateRun) (outcome, error) {
+func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpdateRun) (reconciler.Outcome, error) {
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}
 	if err := r.client.Get(ctx, key, &bun); err != nil {
 		if apierrors.IsNotFound(err) && elsewhere(ctx, r.uncached, key, &v1alpha1.Bundle{}) {
-			return outcome{}, nil // another shard's bundle: that shard runs it
+			return reconciler.Outcome{}, nil // another shard's bundle: that shard runs it
 		}
 		return r.fail(run, fmt.Sprintf("bundle %s: %v", run.Spec.Bundle, err))
 	}
 	if !r.shard.owns(&bun) {
-		return outcome{}, nil
+		return reconciler.Outcome{}, nil
 	}
 	in, err := r.gather(ctx, run, &bun)
 	if err != nil {
@@ -130,21 +131,21 @@ func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	}
 	current := false
 	if in.SupersededBy, current, err = r.supersede(ctx, run); err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	in.Current = current && in.Revision == wantedRevision(&bun)
 	fleet, bds, err := r.fleet(ctx, &bun)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	if run.Status.State == "" {
 		if staged, err := r.stagedEverywhere(ctx, &bun, in.Revision, bds); err != nil || !staged {
-			return outcome{}, err // the deployments' creation wakes the run
+			return reconciler.Outcome{}, err // the deployments' creation wakes the run
 		}
 	}
 	approvals, err := r.approvals(ctx, run)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	now := r.now()
 	res := rollout.Step(in, fleet, approvals, now)
@@ -156,22 +157,22 @@ func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	if err := r.release(ctx, &bun, bds, release, res.Status.RevisionIndex); errors.As(err, &missing) {
 		return r.fail(run, missing.Error())
 	} else if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
 			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate, Quorum: int32(gate.Quorum)}}
 		if err := controllerutil.SetControllerReference(run, ar, r.client.Scheme()); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 		if err := r.client.Create(ctx, ar); err != nil && !apierrors.IsAlreadyExists(err) {
-			return outcome{}, fmt.Errorf("failed to create approval request %s: %w", gate.Name, err)
+			return reconciler.Outcome{}, fmt.Errorf("failed to create approval request %s: %w", gate.Name, err)
 		}
 	}
 	setRunStatus(run, res.Status)
-	out := outcome{written: func() { r.recordTransitions(&orig.Status, run) }}
+	out := reconciler.Outcome{Written: func() { r.recordTransitions(&orig.Status, run) }}
 	if !res.WakeAt.IsZero() {
-		out.after = res.WakeAt.Sub(now)
+		out.After = res.WakeAt.Sub(now)
 	}
 	return out, nil
 }
@@ -400,9 +401,9 @@ func finished(s v1alpha1.RunState) bool {
 }
 
 // fail sets a run that cannot go on Failed, with why.
-func (r *runReconciler) fail(run *v1alpha1.StagedUpdateRun, msg string) (outcome, error) {
+func (r *runReconciler) fail(run *v1alpha1.StagedUpdateRun, msg string) (reconciler.Outcome, error) {
 	setRunStatus(run, rollout.RunStatus{State: rollout.RunFailed, Message: msg})
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }
 
 // autoRuns applies R3.14 for a bundle whose staged rollout starts runs by itself: a run for

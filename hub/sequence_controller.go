@@ -24,6 +24,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -66,7 +67,7 @@ func (r *sequenceReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.live.onAgentBack(r.client, r.now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return followers(ctx, c)
 		})).
-		Complete(statusController[v1alpha1.Bundle, *v1alpha1.Bundle]{client: r.client, step: r.step})
+		Complete(reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle]{Client: r.client, Step: r.step})
 }
 
 // sequenceBundles lists the bundles of a namespace that follow a sequence (any, when name is "").
@@ -85,24 +86,24 @@ func sequenceBundles(ctx context.Context, c client.Reader, namespace, name strin
 }
 
 // step releases a sequence bundle's revisions as far as its groups allow and sets its status.
-func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (outcome, error) {
+func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, error) {
 	if bun.Spec.Sequence == nil || !r.shard.owns(bun) {
-		return outcome{}, nil
+		return reconciler.Outcome{}, nil
 	}
 	var seq v1alpha1.RolloutSequence
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: bun.Namespace, Name: bun.Spec.Sequence.Name}, &seq); err != nil {
 		if apierrors.IsNotFound(err) {
 			setStalled(bun, fmt.Sprintf("sequence: RolloutSequence %s not found", bun.Spec.Sequence.Name))
-			return outcome{}, nil
+			return reconciler.Outcome{}, nil
 		}
-		return outcome{}, fmt.Errorf("failed to get sequence: %w", err)
+		return reconciler.Outcome{}, fmt.Errorf("failed to get sequence: %w", err)
 	}
 	plan := sequence(&seq.Spec)
 	prev := rollout.SequenceStatus{Groups: sequenceProgress(bun.Status.Sequence)}
 	plan.Paused = bun.Spec.Paused
 	fleet, bds, err := r.fleet(ctx, bun)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	var revisions []int64
 	for _, rev := range bun.Spec.Revisions {
@@ -114,18 +115,18 @@ func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 	res, err := rollout.StepSequence(&plan, prev, revisions, fleet, now)
 	if err != nil {
 		setStalled(bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
-		return outcome{}, nil
+		return reconciler.Outcome{}, nil
 	}
 	if err := r.release(ctx, bun, bds, res.Release); err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	r.report(bun, bds, res)
-	out := outcome{written: func() {
+	out := reconciler.Outcome{Written: func() {
 		recordCompletion(r.recorder, orig, bun)
 		r.recordTransitions(bun, prev, res.Status)
 	}}
 	if !res.WakeAt.IsZero() {
-		out.after = res.WakeAt.Sub(now)
+		out.After = res.WakeAt.Sub(now)
 	}
 	return out, nil
 }
@@ -243,16 +244,16 @@ func (r *sequenceStatusReconciler) setup(mgr ctrl.Manager) error {
 		For(&v1alpha1.RolloutSequence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, all, builder.WithPredicates(clusterMembershipChanged{})).
-		Complete(statusController[v1alpha1.RolloutSequence, *v1alpha1.RolloutSequence]{client: r.client, lock: true, step: r.step})
+		Complete(reconciler.Status[v1alpha1.RolloutSequence, *v1alpha1.RolloutSequence]{Client: r.client, Lock: true, Step: r.step})
 }
 
 // step reports whether the sequence's chain is valid, its groups' sizes and its bundles.
-func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.RolloutSequence) (outcome, error) {
+func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.RolloutSequence) (reconciler.Outcome, error) {
 	st := &seq.Status
 	st.ObservedGeneration, st.Groups, st.Bundles = seq.Generation, nil, nil
 	bundles, err := sequenceBundles(ctx, r.client, seq.Namespace, seq.Name)
 	if err != nil {
-		return outcome{}, err
+		return reconciler.Outcome{}, err
 	}
 	for _, b := range bundles {
 		st.Bundles = append(st.Bundles, b.Name)
@@ -267,11 +268,11 @@ func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.Ro
 	} else {
 		var clusters v1alpha1.ClusterList
 		if err := r.client.List(ctx, &clusters, client.InNamespace(seq.Namespace)); err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 		groupsOf, err := clusterGroups(ctx, r.client, seq.Namespace)
 		if err != nil {
-			return outcome{}, err
+			return reconciler.Outcome{}, err
 		}
 		fleet := make([]rollout.SequenceCluster, 0, len(clusters.Items))
 		for i := range clusters.Items {
@@ -286,5 +287,5 @@ func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.Ro
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
-	return outcome{}, nil
+	return reconciler.Outcome{}, nil
 }

@@ -7,7 +7,8 @@
 //     Event (counted in flotilla_events_dropped_total) rather than slow the rollout;
 //   - aggregates: an Event repeated on the same object (same reason and note) within
 //     SeriesWindow is counted in memory and written as one series update at most every
-//     FlushInterval, as the events.k8s.io API intends;
+//     FlushInterval, as the events.k8s.io API intends; told again within SameOccurrence of
+//     its first telling, it is the same occurrence and not counted;
 //   - rate-limits per object: an object gets Burst Events, then one every Refill, like the API
 //     server's own spam filter, so no loop can flood the server.
 //
@@ -45,6 +46,8 @@ const (
 	FlushInterval = time.Minute
 	Burst         = 25
 	Refill        = 10 * time.Second
+	// SameOccurrence: an Event told again this soon after its first telling is not counted.
+	SameOccurrence = 10 * time.Second
 )
 
 // Recorder records Events through a client. The zero of *Recorder (nil) records nothing, so code
@@ -53,12 +56,13 @@ type Recorder struct {
 	client     client.Client
 	controller string
 	instance   string
-	now        func() time.Time
 	queue      chan write
 	// onDrop, if set, counts an Event the queue had no room for (a metric).
 	onDrop func()
 	// FlushEvery is how often repeated Events' counts are written; default FlushInterval.
 	FlushEvery time.Duration
+	// Clock is when an Event is told; default time.Now.
+	Clock func() time.Time
 
 	mu     sync.Mutex
 	series map[seriesKey]*series
@@ -69,7 +73,7 @@ type Recorder struct {
 // "flotilla.dev/hub"). It writes once Start runs.
 func New(c client.Client, controller string) *Recorder {
 	host, _ := os.Hostname()
-	return &Recorder{client: c, controller: controller, instance: truncate(controller+"-"+host, 128), now: time.Now, FlushEvery: FlushInterval,
+	return &Recorder{client: c, controller: controller, instance: truncate(controller+"-"+host, 128), Clock: time.Now, FlushEvery: FlushInterval,
 		queue: make(chan write, QueueSize), series: map[seriesKey]*series{}, limits: map[types.UID]*rate.Limiter{}}
 }
 
@@ -96,6 +100,7 @@ type seriesKey struct {
 type series struct {
 	event   *eventsv1.Event // as last written (or being created)
 	count   int32
+	first   time.Time // first observed
 	last    time.Time // last observed
 	written int32     // the count the server has
 	created bool
@@ -112,13 +117,18 @@ func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventRe
 	}
 	note := truncate(fmt.Sprintf(format, args...), 1024)
 	key := seriesKey{uid: obj.GetUID(), typ: typ, reason: string(reason), note: note}
-	now := r.now()
+	now := r.Clock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s := r.series[key]; s != nil && now.Sub(s.last) < SeriesWindow {
-		s.count++
+		// Told again within seconds of its first telling, it is the same occurrence seen twice
+		// (a controller that acted on a cache not showing its own write yet): not counted,
+		// and not worth a write.
+		if now.Sub(s.first) >= SameOccurrence {
+			s.count++
+		}
 		s.last = now
-		return // written by the next flush
+		return // counted: written by the next flush
 	}
 	lim := r.limits[key.uid]
 	if lim == nil {
@@ -140,7 +150,7 @@ func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventRe
 	} else {
 		logger.V(1).Info("event")
 	}
-	r.series[key] = &series{event: ev, count: 1, last: now, written: 1}
+	r.series[key] = &series{event: ev, count: 1, first: now, last: now, written: 1}
 	select {
 	case r.queue <- write{key: key, create: ev.DeepCopy()}:
 	default:
@@ -209,7 +219,7 @@ func (r *Recorder) write(ctx context.Context, w write) {
 // flush writes the counts of series seen again since their last write, and forgets series and
 // limits that have been quiet for SeriesWindow.
 func (r *Recorder) flush(ctx context.Context) {
-	now := r.now()
+	now := r.Clock()
 	var due []*eventsv1.Event
 	r.mu.Lock()
 	for k, s := range r.series {

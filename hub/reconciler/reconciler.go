@@ -1,0 +1,114 @@
+// Package reconciler is the skeleton the hub's controllers and the agent share: a Status
+// reconciler reads an object, lets a step bring the status of a copy up to date, and writes
+// the status only when it changed. It owns nothing of the API; the controllers are the
+// steps.
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// Object is a kind with a status: a pointer to an API type with a Status field.
+type Object[T any] interface {
+	*T
+	client.Object
+}
+
+// Outcome is what a step decided beside the status it set.
+type Outcome struct {
+	// After: look again after this long (a deadline, a write held back); 0: on events only.
+	After time.Duration
+	// Hold: the status changed but is not written now (progress counts within their
+	// throttle); After says when to look again.
+	Hold bool
+	// Written, if set, runs once the status is written: what is told of a change (an Event)
+	// is told when the status shows it.
+	Written func()
+}
+
+// Status reconciles objects of one kind: it reads the object, lets Step set the status of a
+// copy, and writes the status only when it changed (also when the step failed: the status
+// says why, and the error retries it). With Lock, the write is conditional on the object as
+// read: a status derived from a cache that is behind fails with a conflict and is derived
+// again, instead of writing over what the cache does not show yet.
+//
+// With a Finalizer, the reconciler keeps it on the object while it lives and, once the
+// object is deleted, calls Finalize instead of Step until it reports done, then lets the
+// object go. Gone, if set, is called for an object that no longer exists.
+type Status[T any, PT Object[T]] struct {
+	Client client.Client
+	Lock   bool
+	// Step sets obj's status; orig is the object as read, not to be changed.
+	Step func(ctx context.Context, obj, orig PT) (Outcome, error)
+
+	Finalizer string
+	Finalize  func(ctx context.Context, obj PT) (done bool, err error)
+	Gone      func(ctx context.Context, key types.NamespacedName) error
+}
+
+func (s Status[T, PT]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := PT(new(T))
+	if err := s.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if client.IgnoreNotFound(err) == nil && s.Gone != nil {
+			return ctrl.Result{}, s.Gone(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.Finalizer != "" {
+		if !obj.GetDeletionTimestamp().IsZero() {
+			return ctrl.Result{}, s.release(ctx, obj)
+		}
+		if controllerutil.AddFinalizer(obj, s.Finalizer) {
+			if err := s.Client.Update(ctx, obj); err != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of %T %s: %w", obj, req.NamespacedName, err)
+			}
+		}
+	}
+	orig := obj.DeepCopyObject().(PT)
+	out, stepErr := s.Step(ctx, obj, orig)
+	if out.Hold || !StatusChanged(orig, obj) {
+		return ctrl.Result{RequeueAfter: out.After}, stepErr
+	}
+	// The patch's base is the object as the step left it (its own writes of the object's
+	// metadata included) with the status as read: the patch carries the status alone.
+	base := obj.DeepCopyObject().(PT)
+	reflect.ValueOf(base).Elem().FieldByName("Status").Set(reflect.ValueOf(orig).Elem().FieldByName("Status"))
+	patch := client.MergeFrom(base)
+	if s.Lock {
+		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	}
+	if err := client.IgnoreNotFound(s.Client.Status().Patch(ctx, obj, patch)); err != nil {
+		return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("failed to update the status of %T %s: %w", obj, req.NamespacedName, err))
+	}
+	if out.Written != nil {
+		out.Written()
+	}
+	return ctrl.Result{RequeueAfter: out.After}, stepErr
+}
+
+// release finalizes a deleted object and, once that is done, removes its finalizer.
+func (s Status[T, PT]) release(ctx context.Context, obj PT) error {
+	if !controllerutil.ContainsFinalizer(obj, s.Finalizer) {
+		return nil
+	}
+	if done, err := s.Finalize(ctx, obj); err != nil || !done {
+		return err
+	}
+	controllerutil.RemoveFinalizer(obj, s.Finalizer)
+	return client.IgnoreNotFound(s.Client.Update(ctx, obj))
+}
+
+// StatusChanged reports whether two versions of an object differ in their status.
+func StatusChanged(a, b client.Object) bool {
+	return !equality.Semantic.DeepEqual(reflect.ValueOf(a).Elem().FieldByName("Status").Interface(), reflect.ValueOf(b).Elem().FieldByName("Status").Interface())
+}
