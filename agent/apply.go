@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -364,6 +365,7 @@ func (a *Applier) replace(ctx context.Context, o *unstructured.Unstructured, m *
 	}); err != nil {
 		return fmt.Errorf("replaced object not gone (force): %w", err)
 	}
+	log.FromContext(ctx).Info("object replaced: its change cannot be applied in place (force)", "object", MetaOf(o).String())
 	return a.applyOne(ctx, o, m)
 }
 

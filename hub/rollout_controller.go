@@ -191,7 +191,11 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 		return reconciler.Outcome{}, err
 	}
 	if wrote > 0 {
-		recordReleases(r.recorder, bun, in.Revision, decision, func(c string) bool { return slices.Contains(decision.Release, c) })
+		released := make(map[string]bool, len(decision.Release))
+		for _, c := range decision.Release {
+			released[c] = true
+		}
+		recordReleases(r.recorder, bun, in.Revision, decision, func(c string) bool { return released[c] })
 	}
 	wait, significant := r.report(bun, orig, in, decision)
 	requeue = sooner(sooner(requeue, wait), decision.RequeueAfter)

@@ -140,6 +140,9 @@ func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	}
 	if run.Status.State == "" {
 		if staged, err := r.stagedEverywhere(ctx, &bun, in.Revision, bds); err != nil || !staged {
+			if err == nil {
+				log.FromContext(ctx).V(1).Info("run waits for its revision's deployments to be staged before it starts", "run", run.Name, "bundle", bun.Name, "revision", in.Revision)
+			}
 			return reconciler.Outcome{}, err // the deployments' creation wakes the run
 		}
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/flotilla-dev/flotilla/hub"
 )
 
-// DefaultNamespace is the namespace commands work in when neither -n nor the kubeconfig
+// defaultNamespace is the namespace commands work in when neither -n nor the kubeconfig
 // context names one: Fleet's default workspace.
-const DefaultNamespace = "fleet-default"
+const defaultNamespace = "fleet-default"
 
 // hubFlags are kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --server,
 // --user, …), on every command that talks to the hub and with one meaning in all of them.
@@ -30,7 +30,7 @@ func newHubFlags(root *cobra.Command) *hubFlags {
 }
 
 // connect returns a client of the hub and the namespace to work in: -n, else the kubeconfig
-// context's, else DefaultNamespace.
+// context's, else defaultNamespace.
 func (h *hubFlags) connect() (client.Client, string, error) {
 	cfg, err := h.config.ToRESTConfig()
 	if err != nil {
@@ -63,7 +63,7 @@ func (h *hubFlags) namespace() (string, error) {
 	if ctx := raw.Contexts[current]; ctx != nil && ctx.Namespace != "" {
 		return ctx.Namespace, nil
 	}
-	return DefaultNamespace, nil
+	return defaultNamespace, nil
 }
 
 // outputFlag is -o/--output on every command that reads: its own text, json or yaml.

@@ -84,7 +84,7 @@ current-context: plain
 		args []string
 		want string
 	}{
-		{[]string{"--kubeconfig", kubeconfig}, DefaultNamespace},
+		{[]string{"--kubeconfig", kubeconfig}, defaultNamespace},
 		{[]string{"--kubeconfig", kubeconfig, "--context", "team"}, "team-a"},
 		{[]string{"--kubeconfig", kubeconfig, "--context", "team", "-n", "other"}, "other"},
 	} {

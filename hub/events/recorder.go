@@ -106,9 +106,10 @@ type series struct {
 	created bool
 }
 
+// write is an Event to create, with the series it starts.
 type write struct {
 	key    seriesKey
-	create *eventsv1.Event // nil: flush the series' count
+	create *eventsv1.Event
 }
 
 func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventReason, format string, args ...any) {
