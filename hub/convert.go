@@ -55,13 +55,6 @@ func intPtr(v *int32) *int {
 	return new(int(*v))
 }
 
-func int32Ptr(v *int) *int32 {
-	if v == nil {
-		return nil
-	}
-	return new(int32(*v))
-}
-
 func duration(d *metav1.Duration) *rollout.Duration {
 	if d == nil {
 		return nil

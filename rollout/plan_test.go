@@ -15,14 +15,6 @@ func apply(ts []Target, d *Decision, rev int64, ready bool) {
 	releaseTo(ts, rev, ready, d.Release...)
 }
 
-func readyAll(ts []Target, rev int64) {
-	for i := range ts {
-		if d := ts[i].Deployment; d != nil && d.Released == rev {
-			d.Applied, d.Ready = rev, true
-		}
-	}
-}
-
 func TestR1_1_DefaultsReleaseEverything(t *testing.T) {
 	ts := fleet(200, false)
 	d := Plan(&Input{Revision: 2, Targets: ts})

@@ -141,7 +141,7 @@ func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventRe
 	}
 	ev, err := r.event(obj, typ, reason, note, now)
 	if err != nil {
-		log.Log.V(1).Info("event not recorded", "reason", reason, "error", err.Error())
+		log.Log.Info("event not recorded", "reason", reason, "error", err.Error())
 		return
 	}
 	// The log tells the same story, keyed by what it is about (gitrepo, bundle, cluster, …).
@@ -208,7 +208,8 @@ func (r *Recorder) write(ctx context.Context, w write) {
 	defer r.mu.Unlock()
 	s := r.series[w.key]
 	if err != nil {
-		log.FromContext(ctx).V(1).Info("event not written", "reason", w.create.Reason, "error", err.Error())
+		// Said at the default level: a hub whose Events never appear (RBAC, quota) says why.
+		log.FromContext(ctx).Info("event not written", "reason", w.create.Reason, "error", err.Error())
 		delete(r.series, w.key) // the next occurrence tries again
 		return
 	}
@@ -244,7 +245,7 @@ func (r *Recorder) flush(ctx context.Context) {
 		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"series":{"count":%d,"lastObservedTime":%q}}`,
 			ev.Series.Count, ev.Series.LastObservedTime.UTC().Format(metav1.RFC3339Micro)))
 		if err := r.client.Patch(ctx, ev, patch); err != nil {
-			log.FromContext(ctx).V(1).Info("event series not written", "reason", ev.Reason, "error", err.Error())
+			log.FromContext(ctx).Info("event series not written", "reason", ev.Reason, "error", err.Error())
 		}
 	}
 }

@@ -183,9 +183,7 @@ func NormalizeURL(raw string) string {
 		host, path = u.Hostname(), u.Path
 	}
 	path = strings.Trim(strings.TrimSuffix(strings.Trim(path, "/"), ".git"), "/")
-	if strings.HasPrefix(path, "scm/") {
-		path = strings.TrimPrefix(path, "scm/") // Bitbucket Server's HTTP clone path
-	}
+	path = strings.TrimPrefix(path, "scm/") // Bitbucket Server's HTTP clone path
 	// Lower case throughout: hosting services treat owner and repository names
 	// case-insensitively, and a false match only costs one extra poll (the payload is not
 	// trusted anyway).
