@@ -269,10 +269,16 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 			if errors.As(applyErr, new(*RestrictedError)) {
 				reason = v1alpha1.RestrictedReason
 			}
+			if prev := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != applyErr.Error() {
+				// Told when the apply starts failing or fails anew, not at each retry.
+				d.recorder.Warning(bd, v1alpha1.EventApplyFailed, "revision %d: %s", rel.Index, applyErr)
+			}
 			setCondition(bd, v1alpha1.AppliedCondition, false, reason, applyErr.Error())
 		}
 	}
+	wasReady, wasApplied := bd.Status.Ready, bd.Status.AppliedDeploymentID
 	requeue := d.observe(ctx, bd, objs, opts)
+	d.recordReadiness(bd, wasReady && wasApplied == bd.Status.AppliedDeploymentID)
 	if waiting {
 		requeue = time.Second
 	}
@@ -284,6 +290,22 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	bd.Status.State = bdstate.State(bd, bd.Spec.Staged.Index) // the newest revision the agent knows of
 	bd.Status.ObservedGeneration = bd.Generation
 	return reconciler.Outcome{After: requeue}, nil
+}
+
+// recordReadiness tells when the applied revision becomes ready, and when it was ready and is
+// no longer: at most two Events per revision, none while nothing changes.
+func (d *deployer) recordReadiness(bd *v1alpha1.BundleDeployment, wasReady bool) {
+	switch {
+	case bd.Status.AppliedDeploymentID == "" || bd.Status.Ready == wasReady:
+	case bd.Status.Ready:
+		d.recorder.Normal(bd, v1alpha1.EventRevisionReady, "revision %d ready", bd.Status.AppliedRevision)
+	default:
+		msg := "not ready"
+		if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
+			msg = c.Message
+		}
+		d.recorder.Warning(bd, v1alpha1.EventReadinessLost, "revision %d was ready and is not: %s", bd.Status.AppliedRevision, msg)
+	}
 }
 
 // objects reads and parses the released content.
@@ -327,6 +349,7 @@ func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, obj
 	}
 	applies.WithLabelValues("succeeded").Inc()
 	logger.Info("revision applied", "objects", len(objs))
+	d.recorder.Normal(bd, v1alpha1.EventRevisionApplied, "revision %d applied: %d objects, %d pruned", bd.Spec.Released.Index, len(objs), len(res.Pruned))
 	now := metav1.Now()
 	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
 	setCondition(bd, v1alpha1.AppliedCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("revision %d applied", bd.Spec.Released.Index))

@@ -28,13 +28,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // AgentServiceAccount is the identity of a cluster's agent, in the cluster's namespace.
@@ -74,7 +74,7 @@ func (r *accessReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("cluster-access").
 		For(&v1alpha1.Cluster{}, builder.WithPredicates(accessChanged{})).
 		Watches(&v1alpha1.BundleDeployment{}, byContentChange).
-		Complete(r)
+		Complete(r.controller())
 }
 
 // accessChanged passes the Cluster changes access and the agent's Lease depend on (the spec
@@ -99,65 +99,48 @@ func clusterOf(o client.Object) (reconcile.Request, bool) {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
 }
 
-func (r *accessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var c v1alpha1.Cluster
-	if err := r.client.Get(ctx, req.NamespacedName, &c); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !c.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(&c, clusterAccessFinalizer) {
-			return ctrl.Result{}, nil
-		}
-		if err := revokeAccess(ctx, r.client, &c); err != nil {
-			return ctrl.Result{}, err
-		}
-		log.FromContext(ctx).Info("cluster deleted: its agent's identity, roles, deployments and namespace are removed", "cluster", c.Namespace+"/"+c.Name, "namespace", c.Status.Namespace)
-		controllerutil.RemoveFinalizer(&c, clusterAccessFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &c))
-	}
-	if !controllerutil.ContainsFinalizer(&c, clusterAccessFinalizer) {
-		controllerutil.AddFinalizer(&c, clusterAccessFinalizer)
-		if err := r.client.Update(ctx, &c); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to add the access finalizer to cluster %s: %w", c.Name, err)
-		}
-	}
-	if err := AdmitCluster(ctx, r.client, &c); err != nil {
-		var conflict *NamespaceConflictError
-		if errors.As(err, &conflict) {
-			log.FromContext(ctx).Info("cluster not admitted: its namespace belongs to another", "cluster", c.Namespace+"/"+c.Name, "namespace", conflict.Namespace, "owner", conflict.Owner)
-			// Nothing to retry: the namespace stays its owner's until an operator acts.
-			return ctrl.Result{}, r.admitted(ctx, &c, metav1.ConditionFalse, v1alpha1.NamespaceConflictReason, err.Error())
-		}
-		return ctrl.Result{}, err
-	}
-	if err := r.admitted(ctx, &c, metav1.ConditionTrue, "", ""); err != nil {
-		return ctrl.Result{}, err
-	}
-	moved := c.Status.PreviousNamespace != "" && c.Status.AgentNamespace == c.Status.Namespace
-	if err := finishMove(ctx, r.client, &c); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := grantAccessWith(ctx, r.client, &c, nil, accessRewrite{resync: moved, live: r.uncached}); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, r.heartbeats.ensureLease(ctx, r.client, &c)
+func (r *accessReconciler) controller() reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster] {
+	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.client, Step: r.step, Finalizer: clusterAccessFinalizer, Finalize: r.revoke}
 }
 
-// admitted records a failed admission in the Admitted condition, which is present only while
-// admission fails (as kstatus' Stalled is): an admitted cluster costs no write for it.
-func (r *accessReconciler) admitted(ctx context.Context, c *v1alpha1.Cluster, status metav1.ConditionStatus, reason, msg string) error {
-	orig := c.DeepCopy()
-	if status == metav1.ConditionTrue {
-		if !meta.RemoveStatusCondition(&c.Status.Conditions, v1alpha1.AdmittedCondition) {
-			return nil
-		}
-	} else {
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.AdmittedCondition); cond != nil && cond.Status == status && cond.Reason == reason && cond.Message == msg {
-			return nil
-		}
-		setCondition(&c.Status.Conditions, metav1.Condition{Type: v1alpha1.AdmittedCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
+// revoke takes a deleted Cluster's access away (revokeAccess).
+func (r *accessReconciler) revoke(ctx context.Context, c *v1alpha1.Cluster) (reconciler.Outcome, error) {
+	if err := revokeAccess(ctx, r.client, c); err != nil {
+		return reconciler.Outcome{}, err
 	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, c, client.MergeFrom(orig)))
+	log.FromContext(ctx).Info("cluster deleted: its agent's identity, roles, deployments and namespace are removed", "cluster", c.Namespace+"/"+c.Name, "namespace", c.Status.Namespace)
+	return reconciler.Outcome{Done: true}, nil
+}
+
+// step admits a Cluster (its namespace), finishes a move, grants its agent what its
+// deployments need and keeps its Lease. The Admitted condition is present only while
+// admission fails (as kstatus' Stalled is): an admitted cluster costs no write for it.
+func (r *accessReconciler) step(ctx context.Context, c, orig *v1alpha1.Cluster) (reconciler.Outcome, error) {
+	err := AdmitCluster(ctx, r.client, c)
+	// Admission and a move are ordered protocols that record each step themselves: what they
+	// wrote is the status as read from now on.
+	orig.Status = *c.Status.DeepCopy()
+	var conflict *NamespaceConflictError
+	switch {
+	case errors.As(err, &conflict):
+		log.FromContext(ctx).Info("cluster not admitted: its namespace belongs to another", "cluster", c.Namespace+"/"+c.Name, "namespace", conflict.Namespace, "owner", conflict.Owner)
+		// Nothing to retry: the namespace stays its owner's until an operator acts.
+		setCondition(&c.Status.Conditions, metav1.Condition{Type: v1alpha1.AdmittedCondition, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.NamespaceConflictReason, Message: err.Error(), ObservedGeneration: c.Generation})
+		return reconciler.Outcome{}, nil
+	case err != nil:
+		return reconciler.Outcome{}, err
+	}
+	meta.RemoveStatusCondition(&c.Status.Conditions, v1alpha1.AdmittedCondition)
+	moved := c.Status.PreviousNamespace != "" && c.Status.AgentNamespace == c.Status.Namespace
+	if err := finishMove(ctx, r.client, c); err != nil {
+		return reconciler.Outcome{}, err
+	}
+	orig.Status.PreviousNamespace = c.Status.PreviousNamespace
+	if err := grantAccessWith(ctx, r.client, c, nil, accessRewrite{resync: moved, live: r.uncached}); err != nil {
+		return reconciler.Outcome{}, err
+	}
+	return reconciler.Outcome{}, r.heartbeats.ensureLease(ctx, r.client, c)
 }
 
 // revokeAccess removes everything a deleted Cluster's agent could use on the hub: its identity

@@ -29,11 +29,13 @@
 //	registration-token (registration.go)     ClusterRegistrationToken                         its Secret and ServiceAccount, its status
 //	cluster-registration (registration.go)   ClusterRegistration Clusters                     the Cluster, its sealed credentials, status
 //
-// Every controller that writes a status runs on one skeleton, reconciler.Status (package
-// hub/reconciler, shared with the agent): it reads the object, lets the controller's step set
-// the status of a copy, writes the status only when it changed (conditionally on the object as
-// read where a stale cache could mislead), holds and releases finalizers, and tells what changed
-// (Events) once the status shows it.
+// Every controller of an object with a status or a finalizer runs on one skeleton,
+// reconciler.Status (package hub/reconciler, shared with the agent): it reads the object, lets
+// the controller's step set the status of a copy, writes the status only when it changed
+// (conditionally on the object as read where a stale cache could mislead), holds and releases
+// finalizers (the removal controllers only finalize), and tells what changed (Events) once the
+// status shows it. Two are not object reconcilers and do not use it: content-gc collects a
+// namespace, and content-grant prunes RoleBindings, which have no status.
 //
 // Deployment writes go through one component, deployments.go: writeDeployment and restage
 // (conditional on the deployment as read), grantAndWrite (the agent's access first), bounded

@@ -117,20 +117,22 @@ func (s fleetState) Collect(ch chan<- prometheus.Metric) {
 	if err := s.cache.List(ctx, &clusters); err != nil {
 		log.FromContext(ctx).Error(err, "metrics: clusters not listed")
 	}
-	byState = map[[2]string]int{}
-	for _, c := range clusters.Items {
-		byState[[2]string{c.Namespace, orUnknown(c.Status.Display.State)}]++
-	}
-	countGauges(ch, clustersDesc, byState)
+	countGauges(ch, clustersDesc, countDisplayed(clusters.Items, func(c *v1alpha1.Cluster) (string, string) { return c.Namespace, c.Status.Display.State }))
 	var repos v1alpha1.GitRepoList
 	if err := s.cache.List(ctx, &repos); err != nil {
 		log.FromContext(ctx).Error(err, "metrics: gitrepos not listed")
 	}
-	byState = map[[2]string]int{}
-	for _, r := range repos.Items {
-		byState[[2]string{r.Namespace, orUnknown(r.Status.Display.State)}]++
+	countGauges(ch, gitReposDesc, countDisplayed(repos.Items, func(r *v1alpha1.GitRepo) (string, string) { return r.Namespace, r.Status.Display.State }))
+}
+
+// countDisplayed counts objects by namespace and the state they display.
+func countDisplayed[T any](items []T, displayed func(*T) (namespace, state string)) map[[2]string]int {
+	counts := map[[2]string]int{}
+	for i := range items {
+		ns, state := displayed(&items[i])
+		counts[[2]string{ns, orUnknown(state)}]++
 	}
-	countGauges(ch, gitReposDesc, byState)
+	return counts
 }
 
 func countGauges(ch chan<- prometheus.Metric, d *prometheus.Desc, counts map[[2]string]int) {

@@ -84,7 +84,7 @@ func (r *tokenReconciler) controller() reconciler.Status[v1alpha1.ClusterRegistr
 func registrationAccount(token string) string { return "registration-" + token }
 
 // revoke removes what a deleted token held: the hub does not count on a garbage collector.
-func (r *tokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegistrationToken) (bool, error) {
+func (r *tokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegistrationToken) (reconciler.Outcome, error) {
 	ns, sa := tok.Namespace, registrationAccount(tok.Name)
 	for _, o := range []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
@@ -93,11 +93,11 @@ func (r *tokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegis
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns}},
 	} {
 		if err := r.client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
+			return reconciler.Outcome{}, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
 		}
 	}
 	log.FromContext(ctx).Info("registration token deleted: its bearer token is revoked", "token", tok.Namespace+"/"+tok.Name)
-	return true, nil
+	return reconciler.Outcome{Done: true}, nil
 }
 
 // issue gives a token its bearer token, once: a Secret holding a token that may only create

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // Removal. A deleted GitRepo, a bundle that left its repository and a cluster a bundle no
@@ -79,7 +80,7 @@ type deploymentRemovalReconciler struct {
 func (r *deploymentRemovalReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("deployment-removal").
 		For(&v1alpha1.BundleDeployment{}, builder.WithPredicates(held(v1alpha1.UninstallFinalizer))).
-		Complete(r)
+		Complete(r.controller())
 }
 
 // held passes the objects being deleted that carry finalizer: the only ones a removal
@@ -90,13 +91,15 @@ func held(finalizer string) predicate.Funcs {
 	})
 }
 
-func (r *deploymentRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var bd v1alpha1.BundleDeployment
-	if err := r.client.Get(ctx, req.NamespacedName, &bd); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if bd.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bd, v1alpha1.UninstallFinalizer) || !r.shard.owns(&bd) {
-		return ctrl.Result{}, nil
+func (r *deploymentRemovalReconciler) controller() reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment] {
+	return reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: r.client, Finalizer: v1alpha1.UninstallFinalizer, Finalize: r.finalize}
+}
+
+// finalize lets a deleted deployment go when nextRemovalStep says so; the Cluster says when
+// that was without its agent's confirmation.
+func (r *deploymentRemovalReconciler) finalize(ctx context.Context, bd *v1alpha1.BundleDeployment) (reconciler.Outcome, error) {
+	if !r.shard.owns(bd) {
+		return reconciler.Outcome{}, nil
 	}
 	var cl *v1alpha1.Cluster
 	reported := false
@@ -104,20 +107,17 @@ func (r *deploymentRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		cl = found
 		_, reported = r.live.lastSeen(cl)
 	}
-	step := nextRemovalStep(&bd, cl, reported, r.now(), r.timeout)
+	step := nextRemovalStep(bd, cl, reported, r.now(), r.timeout)
 	if !step.release {
-		return ctrl.Result{RequeueAfter: step.wait}, nil
+		return reconciler.Outcome{After: step.wait}, nil
 	}
 	if step.timedOut {
-		if err := r.recordUnconfirmed(ctx, cl, &bd); err != nil {
-			return ctrl.Result{}, err
+		if err := r.recordUnconfirmed(ctx, cl, bd); err != nil {
+			return reconciler.Outcome{}, err
 		}
-		log.FromContext(ctx).Info("deployment removed without its agent's confirmation: the uninstall timeout passed", "deployment", req.String(), "cluster", cl.Name, "timeout", r.timeout)
+		log.FromContext(ctx).Info("deployment removed without its agent's confirmation: the uninstall timeout passed", "deployment", bd.Namespace+"/"+bd.Name, "cluster", cl.Name, "timeout", r.timeout)
 	}
-	if err := releaseFinalizer(ctx, r.client, &bd, v1alpha1.UninstallFinalizer); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to let deployment %s go: %w", req, err)
-	}
-	return ctrl.Result{}, nil
+	return reconciler.Outcome{Done: true}, nil
 }
 
 // unconfirmedShown is how many deployments removed without confirmation a Cluster's condition
@@ -148,16 +148,6 @@ func (r *deploymentRemovalReconciler) recordUnconfirmed(ctx context.Context, cl 
 	return nil
 }
 
-// releaseFinalizer removes finalizer from o, conditional on o being the object read: another
-// writer's change comes first and the removal is decided again.
-func releaseFinalizer(ctx context.Context, c client.Client, o client.Object, finalizer string) error {
-	orig, ok := o.DeepCopyObject().(client.Object)
-	if !ok || !controllerutil.RemoveFinalizer(o, finalizer) {
-		return nil
-	}
-	return client.IgnoreNotFound(c.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
-}
-
 // bundleRemovalReconciler lets a deleted Bundle go once its deployments are gone.
 type bundleRemovalReconciler struct {
 	client client.Client
@@ -172,28 +162,21 @@ func (r *bundleRemovalReconciler) setup(mgr ctrl.Manager) error {
 				q.Add(req)
 			}
 		}}).
-		Complete(r)
+		Complete(r.controller())
 }
 
-func (r *bundleRemovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var bun v1alpha1.Bundle
-	if err := r.client.Get(ctx, req.NamespacedName, &bun); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+func (r *bundleRemovalReconciler) controller() reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle] {
+	return reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle]{Client: r.client, Finalizer: v1alpha1.DeploymentsFinalizer, Finalize: r.finalize}
+}
+
+// finalize lets a deleted Bundle go once its deployments are gone; a deployment's deletion
+// wakes it.
+func (r *bundleRemovalReconciler) finalize(ctx context.Context, bun *v1alpha1.Bundle) (reconciler.Outcome, error) {
+	if !r.shard.owns(bun) {
+		return reconciler.Outcome{}, nil
 	}
-	if bun.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(&bun, v1alpha1.DeploymentsFinalizer) || !r.shard.owns(&bun) {
-		return ctrl.Result{}, nil
-	}
-	bds, err := listDeployments(ctx, r.client, &bun)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(bds) > 0 {
-		return ctrl.Result{}, nil // a deployment's deletion wakes this again
-	}
-	if err := releaseFinalizer(ctx, r.client, &bun, v1alpha1.DeploymentsFinalizer); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to let bundle %s go: %w", req, err)
-	}
-	return ctrl.Result{}, nil
+	bds, err := listDeployments(ctx, r.client, bun)
+	return reconciler.Outcome{Done: err == nil && len(bds) == 0}, err
 }
 
 // removalWaits describes what the deletion of a GitRepo's bundles waits for: the clusters

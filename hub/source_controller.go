@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,6 +26,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -108,7 +107,7 @@ func (r *sourceReconciler) setup(mgr ctrl.Manager) error {
 			}
 		}}).
 		Watches(&v1alpha1.ClusterGroup{}, reRender, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Complete(r)
+		Complete(r.controller())
 }
 
 // gitRepoFinalizer holds a deleted GitRepo until its Bundles and BundleDeployments are gone.
@@ -121,61 +120,66 @@ func (deleting) Update(e event.UpdateEvent) bool {
 	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
 }
 
-// Reconcile registers, updates or removes the GitRepo's poll schedule; a deleted GitRepo's
-// bundles go with it.
-func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var repo v1alpha1.GitRepo
-	key := req.String()
-	err := r.client.Get(ctx, req.NamespacedName, &repo)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("failed to get gitrepo: %w", err)
+func (r *sourceReconciler) controller() reconciler.Status[v1alpha1.GitRepo, *v1alpha1.GitRepo] {
+	return reconciler.Status[v1alpha1.GitRepo, *v1alpha1.GitRepo]{Client: r.client, Step: r.step, Finalizer: gitRepoFinalizer, Finalize: r.finalize, Gone: r.gone}
+}
+
+// gone stops following a GitRepo that no longer exists.
+func (r *sourceReconciler) gone(_ context.Context, key types.NamespacedName) error {
+	r.forget(key.String())
+	return nil
+}
+
+func (r *sourceReconciler) forget(key string) {
+	r.poller.Remove(key)
+	r.mu.Lock()
+	delete(r.schedules, key)
+	delete(r.announced, key)
+	r.mu.Unlock()
+}
+
+// finalize stops following a deleted GitRepo and removes its bundles; it goes once the agents
+// removed their workloads, its status saying meanwhile what it waits for.
+func (r *sourceReconciler) finalize(ctx context.Context, repo *v1alpha1.GitRepo) (reconciler.Outcome, error) {
+	key := repo.Namespace + "/" + repo.Name
+	r.forget(key)
+	if err := removeBundles(ctx, r.client, repo, nil); err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to remove the bundles of deleted gitrepo %s: %w", key, err)
 	}
-	if apierrors.IsNotFound(err) || !repo.DeletionTimestamp.IsZero() {
-		r.poller.Remove(key)
-		r.mu.Lock()
-		delete(r.schedules, key)
-		delete(r.announced, key)
-		r.mu.Unlock()
-		if err != nil || !controllerutil.ContainsFinalizer(&repo, gitRepoFinalizer) {
-			return ctrl.Result{}, nil
-		}
-		// Deleted: its bundles and deployments go once the agents removed their workloads.
-		if err := removeBundles(ctx, r.client, &repo, nil); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to remove the bundles of deleted gitrepo %s: %w", key, err)
-		}
-		waits, err := removalWaits(ctx, r.client, &repo, r.uninstallTimeout)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if waits != "" {
-			// A deployment or Bundle going wakes this again.
-			return ctrl.Result{}, r.deleting(ctx, &repo, waits)
-		}
-		log.FromContext(ctx).Info("gitrepo deleted: its bundles and deployments are removed", "gitrepo", key)
-		controllerutil.RemoveFinalizer(&repo, gitRepoFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, &repo))
-	}
-	if controllerutil.AddFinalizer(&repo, gitRepoFinalizer) {
-		if err := r.client.Update(ctx, &repo); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of gitrepo %s: %w", key, err)
-		}
-	}
-	sched, err := scheduleFor(&repo)
+	waits, err := removalWaits(ctx, r.client, repo, r.uninstallTimeout)
 	if err != nil {
-		return ctrl.Result{}, r.stall(ctx, &repo, v1alpha1.InvalidSpecReason, err.Error())
+		return reconciler.Outcome{}, err
+	}
+	if waits != "" {
+		// A deployment or Bundle going wakes this again.
+		meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.DeletingReason, Message: waits, ObservedGeneration: repo.Generation})
+		displayCondition(repo)
+		return reconciler.Outcome{}, nil
+	}
+	log.FromContext(ctx).Info("gitrepo deleted: its bundles and deployments are removed", "gitrepo", key)
+	return reconciler.Outcome{Done: true}, nil
+}
+
+// step registers or updates the GitRepo's poll schedule and asks for its current commit to be
+// rendered again when what it renders to changed; a spec that cannot be scheduled stalls it.
+func (r *sourceReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRepo) (reconciler.Outcome, error) {
+	key := repo.Namespace + "/" + repo.Name
+	sched, err := scheduleFor(repo)
+	if err != nil {
+		r.stall(repo, v1alpha1.InvalidSpecReason, err.Error())
+		return reconciler.Outcome{}, nil
 	}
 	r.mu.Lock()
 	prev, known := r.schedules[key]
 	r.schedules[key] = sched
-	if repo.Generation != repo.Status.ObservedGeneration || !known && !r.holdsBundlesOf(ctx, &repo) {
+	if repo.Generation != repo.Status.ObservedGeneration || !known && !r.holdsBundlesOf(ctx, repo) {
 		// Targets or paths may have changed, or the GitRepo came from another shard: its
 		// current commit is rendered again, which adopts what it derived.
 		r.rerender[key]++
 	}
 	again := r.rerender[key] > 0
-	r.mu.Unlock()
 	forwarded := repo.Annotations[AnnotationWebhookForwarded]
-	r.mu.Lock()
 	newWebhook := known && forwarded != "" && r.forwarded[key] != forwarded
 	r.forwarded[key] = forwarded
 	r.mu.Unlock()
@@ -187,7 +191,7 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	case again:
 		r.poller.Trigger(key) // look again now
 	}
-	return ctrl.Result{}, nil
+	return reconciler.Outcome{}, nil
 }
 
 func scheduleFor(repo *v1alpha1.GitRepo) (gitsource.Schedule, error) {
@@ -418,8 +422,8 @@ func failedAnew(before, now []metav1.Condition, typ string) *metav1.Condition {
 	return c
 }
 
-func (r *sourceReconciler) stall(ctx context.Context, repo *v1alpha1.GitRepo, reason, msg string) error {
-	orig := repo.DeepCopy()
+// stall marks a GitRepo whose spec cannot be followed: Stalled, and not Ready, for reason.
+func (r *sourceReconciler) stall(repo *v1alpha1.GitRepo, reason, msg string) {
 	for _, t := range []string{v1alpha1.StalledCondition, v1alpha1.ReadyCondition} {
 		status := metav1.ConditionTrue
 		if t == v1alpha1.ReadyCondition {
@@ -429,22 +433,6 @@ func (r *sourceReconciler) stall(ctx context.Context, repo *v1alpha1.GitRepo, re
 	}
 	repo.Status.ObservedGeneration = repo.Generation
 	displayCondition(repo)
-	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)))
-}
-
-// deleting says on a deleted GitRepo what its deletion waits for.
-func (r *sourceReconciler) deleting(ctx context.Context, repo *v1alpha1.GitRepo, waits string) error {
-	orig := repo.DeepCopy()
-	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse,
-		Reason: v1alpha1.DeletingReason, Message: waits, ObservedGeneration: repo.Generation})
-	displayCondition(repo)
-	if equality.Semantic.DeepEqual(orig.Status, repo.Status) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, repo, client.MergeFrom(orig)))
 }
 
 // subscribers lists the GitRepos following a normalized URL, for the webhook receiver.

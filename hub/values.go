@@ -27,35 +27,37 @@ type valuesResolver struct {
 
 func (v *valuesResolver) Values(ctx context.Context, ref bundle.ValuesFrom, _ string) (map[string]any, error) {
 	var data []byte
+	var err error
 	switch {
 	case ref.ConfigMapKeyRef != nil:
-		r := ref.ConfigMapKeyRef
-		ns, err := v.resolveNamespace("configMapKeyRef", r.Namespace)
-		if err != nil {
-			return nil, err
-		}
 		var cm corev1.ConfigMap
-		if err := v.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Name}, &cm); err != nil {
-			return nil, fmt.Errorf("configMapKeyRef: configmap %s: %w", r.Name, err)
-		}
-		data = []byte(cm.Data[orDefault(r.Key, "values.yaml")])
+		err = v.read(ctx, "configMapKeyRef", "configmap", ref.ConfigMapKeyRef, &cm)
+		data = []byte(cm.Data[orDefault(ref.ConfigMapKeyRef.Key, "values.yaml")])
 	case ref.SecretKeyRef != nil:
-		r := ref.SecretKeyRef
-		ns, err := v.resolveNamespace("secretKeyRef", r.Namespace)
-		if err != nil {
-			return nil, err
-		}
 		var s corev1.Secret
-		if err := v.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Name}, &s); err != nil {
-			return nil, fmt.Errorf("secretKeyRef: secret %s: %w", r.Name, err)
-		}
-		data = s.Data[orDefault(r.Key, "values.yaml")]
+		err = v.read(ctx, "secretKeyRef", "secret", ref.SecretKeyRef, &s)
+		data = s.Data[orDefault(ref.SecretKeyRef.Key, "values.yaml")]
+	}
+	if err != nil {
+		return nil, err
 	}
 	var vals map[string]any
 	if err := yaml.Unmarshal(data, &vals); err != nil {
 		return nil, fmt.Errorf("values are not YAML: %w", err)
 	}
 	return vals, nil
+}
+
+// read reads the object a reference (fleet.yaml's field) names into obj.
+func (v *valuesResolver) read(ctx context.Context, field, kind string, ref *bundle.KeyRef, obj client.Object) error {
+	ns, err := v.resolveNamespace(field, ref.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := v.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil {
+		return fmt.Errorf("%s: %s %s: %w", field, kind, ref.Name, err)
+	}
+	return nil
 }
 
 // resolveNamespace is where a reference whose namespace field is ns is read.

@@ -124,6 +124,20 @@ rolloutStrategy:
 		told = eventsOf(t, f, f.ns, hub.EventsController)
 		return told.Tells(story...)
 	})
+	// `kubectl get events -n <cluster namespace>` tells what reached each cluster: the canary
+	// got revision 2, which never became ready; the rest went from 1 to 3.
+	canary := []string{"RevisionApplied: revision 1 applied", "RevisionReady: revision 1 ready",
+		"RevisionApplied: revision 2 applied", "RevisionApplied: revision 3 applied", "RevisionReady: revision 3 ready"}
+	eventually(t, "the canary's cluster namespace tells its part", 30*time.Second, func() bool {
+		told = eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController)
+		return told.Tells(canary...) && told.Count("RevisionReady: revision 2") == 0
+	})
+	for _, w := range workloads[1:] {
+		eventually(t, "the cluster namespace of "+w.Name+" tells its part", 30*time.Second, func() bool {
+			told = eventsOf(t, f, f.clusterNamespaces[w.Name], agent.EventsController)
+			return told.Tells("revision 1 ready", "revision 3 applied", "revision 3 ready") && told.Count("revision 2") == 0
+		})
+	}
 }
 
 // eventsOf is what `kubectl get events -n ns` shows of a controller's Events.

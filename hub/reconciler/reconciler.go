@@ -34,6 +34,8 @@ type Outcome struct {
 	// Written, if set, runs once the status is written: what is told of a change (an Event)
 	// is told when the status shows it.
 	Written func()
+	// Done (Finalize only): the cleanup is finished and the finalizer may go.
+	Done bool
 }
 
 // Status reconciles objects of one kind: it reads the object, lets Step set the status of a
@@ -43,8 +45,10 @@ type Outcome struct {
 // again, instead of writing over what the cache does not show yet.
 //
 // With a Finalizer, the reconciler keeps it on the object while it lives and, once the
-// object is deleted, calls Finalize instead of Step until it reports done, then lets the
-// object go. Gone, if set, is called for an object that no longer exists.
+// object is deleted, calls Finalize instead of Step until it reports Done, then lets the
+// object go; the status Finalize sets (what the deletion waits for) is written as a step's
+// is. Without a Step, the reconciler only finalizes: another writer adds the finalizer. Gone,
+// if set, is called for an object that no longer exists.
 type Status[T any, PT Object[T]] struct {
 	Client client.Client
 	Lock   bool
@@ -52,8 +56,9 @@ type Status[T any, PT Object[T]] struct {
 	Step func(ctx context.Context, obj, orig PT) (Outcome, error)
 
 	Finalizer string
-	Finalize  func(ctx context.Context, obj PT) (done bool, err error)
-	Gone      func(ctx context.Context, key types.NamespacedName) error
+	// Finalize cleans up after a deleted object; Outcome.Done lets the object go.
+	Finalize func(ctx context.Context, obj PT) (Outcome, error)
+	Gone     func(ctx context.Context, key types.NamespacedName) error
 }
 
 func (s Status[T, PT]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -64,18 +69,22 @@ func (s Status[T, PT]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if s.Finalizer != "" {
-		if !obj.GetDeletionTimestamp().IsZero() {
-			return ctrl.Result{}, s.release(ctx, obj)
+	step := s.Step
+	switch {
+	case s.Finalizer != "" && !obj.GetDeletionTimestamp().IsZero():
+		if !controllerutil.ContainsFinalizer(obj, s.Finalizer) {
+			return ctrl.Result{}, nil
 		}
-		if controllerutil.AddFinalizer(obj, s.Finalizer) {
-			if err := s.Client.Update(ctx, obj); err != nil {
-				return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of %T %s: %w", obj, req.NamespacedName, err)
-			}
+		step = s.finalize
+	case step == nil:
+		return ctrl.Result{}, nil
+	case s.Finalizer != "" && controllerutil.AddFinalizer(obj, s.Finalizer):
+		if err := s.Client.Update(ctx, obj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add the finalizer of %T %s: %w", obj, req.NamespacedName, err)
 		}
 	}
 	orig := obj.DeepCopyObject().(PT)
-	out, stepErr := s.Step(ctx, obj, orig)
+	out, stepErr := step(ctx, obj, orig)
 	if out.Hold || !StatusChanged(orig, obj) {
 		return ctrl.Result{RequeueAfter: out.After}, stepErr
 	}
@@ -96,16 +105,21 @@ func (s Status[T, PT]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	return ctrl.Result{RequeueAfter: out.After}, stepErr
 }
 
-// release finalizes a deleted object and, once that is done, removes its finalizer.
-func (s Status[T, PT]) release(ctx context.Context, obj PT) error {
-	if !controllerutil.ContainsFinalizer(obj, s.Finalizer) {
-		return nil
+// finalize is the step of a deleted object: Finalize, and once it is done the finalizer's
+// removal, conditional on the object as read (another writer's change comes first and the
+// removal is decided again).
+func (s Status[T, PT]) finalize(ctx context.Context, obj, _ PT) (Outcome, error) {
+	out, err := s.Finalize(ctx, obj)
+	if err != nil || !out.Done {
+		return out, err
 	}
-	if done, err := s.Finalize(ctx, obj); err != nil || !done {
-		return err
-	}
+	before := obj.DeepCopyObject().(PT)
 	controllerutil.RemoveFinalizer(obj, s.Finalizer)
-	return client.IgnoreNotFound(s.Client.Update(ctx, obj))
+	if err := s.Client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return Outcome{}, client.IgnoreNotFound(err)
+	}
+	// The object may be gone: a status set on the way has nowhere to go.
+	return Outcome{Hold: true}, nil
 }
 
 // StatusChanged reports whether two versions of an object differ in their status.

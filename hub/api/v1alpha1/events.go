@@ -28,8 +28,13 @@ const (
 	// On Clusters.
 	EventClusterOffline EventReason = "ClusterOffline"
 	EventClusterOnline  EventReason = "ClusterOnline"
-	// On BundleDeployments, by the cluster's agent.
-	EventDriftCorrected EventReason = "DriftCorrected"
+	// On BundleDeployments, by the cluster's agent: `kubectl get events -n <cluster namespace>`
+	// tells what reached the cluster and how it went.
+	EventRevisionApplied EventReason = "RevisionApplied"
+	EventApplyFailed     EventReason = "ApplyFailed"
+	EventRevisionReady   EventReason = "RevisionReady"
+	EventReadinessLost   EventReason = "ReadinessLost"
+	EventDriftCorrected  EventReason = "DriftCorrected"
 )
 
 // Action is what was done, for the Event's action field (events.k8s.io/v1 requires one).
@@ -51,8 +56,10 @@ func (r EventReason) Action() string {
 		return "Complete"
 	case EventClusterOffline, EventClusterOnline:
 		return "Heartbeat"
-	case EventDriftCorrected:
+	case EventRevisionApplied, EventApplyFailed, EventDriftCorrected:
 		return "Apply"
+	case EventRevisionReady, EventReadinessLost:
+		return "Observe"
 	}
 	return "Report"
 }
