@@ -19,10 +19,32 @@ func Plan(in *Input) *Decision {
 	if !slices.IsSortedFunc(sorted, byName) {
 		slices.SortFunc(sorted, byName)
 	}
+	var d *Decision
 	if in.Placement != nil {
-		return planRollingUpdate(in, sorted)
+		d = planRollingUpdate(in, sorted)
+	} else {
+		d = planPartitions(in, sorted)
 	}
-	return planPartitions(in, sorted)
+	groups, globalMax := budgetGroups(in, sorted, d)
+	if q := quarantined(in.Quarantine, in.Revision); q != nil {
+		return planRollback(in, sorted, *q, groups, globalMax)
+	}
+	failure, wake := judge(in, sorted, groups, globalMax)
+	switch {
+	case failure != nil && failure.Action == FailureRollback:
+		rb := planRollback(in, sorted, *failure, groups, globalMax)
+		rb.Failure = failure
+		return rb
+	case failure != nil:
+		d.Failure, d.Outcome = failure, OutcomeFailed
+		d.Paused = failure.Message
+	case d.Complete:
+		d.Outcome = OutcomeCompleted
+	}
+	if !wake.IsZero() {
+		d.RequeueAfter = requeueAt(d.RequeueAfter, in.Now, wake)
+	}
+	return d
 }
 
 // planPartitions is §1. Partitions are visited in order; a partition with clusters still to

@@ -27,6 +27,22 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 		s.fleet[fleet[i].Name] = &fleet[i]
 	}
 	st := &s.st
+	switch {
+	case st.State == RunRollingBack:
+		s.trackMembership(fleet)
+		s.rollBack()
+		return s.result()
+	case st.State == RunCompleted:
+		// A regression within the health window fails a finished stage after all (R5.1).
+		s.watchRegressions()
+		for i := range st.Stages {
+			if st.Stages[i].State == RunFailed {
+				st.State, st.Message = RunFailed, "stopped: "+st.Stages[i].Message
+				s.failedRun()
+				return s.result()
+			}
+		}
+	}
 	if st.State.Terminal() {
 		s.trackMembership(fleet)
 		s.releaseToJoiners()
@@ -38,10 +54,15 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 			return s.result()
 		}
 	}
+	if q := quarantined(run.Quarantine, run.Revision); q != nil {
+		st.State, st.Message = RunFailed, fmt.Sprintf("revision %d is quarantined: it failed (%s) and was rolled back; a new revision, or a retry of this one, lifts it (R5.5)", run.Revision, q.Rule)
+		return s.result()
+	}
 	s.trackMembership(fleet)
 	s.applyAction()
 	s.applySkips()
 	s.progressInFlight()
+	s.watchRegressions()
 	switch st.State {
 	case RunStopping:
 		if s.inFlight() == 0 {
@@ -64,6 +85,7 @@ func Step(run *Run, fleet []RunCluster, approvals map[string]Approval, now time.
 	for i := range st.Stages {
 		st.FailureCount += st.Stages[i].FailureCount
 	}
+	s.failedRun()
 	s.releaseToJoiners()
 	return s.result()
 }
@@ -79,10 +101,13 @@ type stepper struct {
 	release []string
 	waiting []ApprovalGate
 	wake    time.Time
+	// failure is the run's failure when this step found it; restore, the rollback's releases.
+	failure *Failure
+	restore []Restore
 }
 
 func (s *stepper) result() StepResult {
-	return StepResult{Status: s.st, Release: s.release, Approvals: s.waiting, WakeAt: s.wake}
+	return StepResult{Status: s.st, Release: s.release, Approvals: s.waiting, WakeAt: s.wake, Failure: s.failure, Restore: s.restore}
 }
 
 func (s *stepper) wakeAt(t time.Time) {
@@ -279,7 +304,7 @@ func (s *stepper) trackMembership(fleet []RunCluster) {
 // nothing yet: the joiner follows once the stage is done.
 func (s *stepper) releaseToJoiners() {
 	st := &s.st
-	if !s.run.Current || s.run.Paused || st.Strategy == nil || len(st.Unstaged) == 0 {
+	if !s.run.Current || s.run.Paused || st.Strategy == nil || len(st.Unstaged) == 0 || st.Failure != nil {
 		return
 	}
 	for _, name := range st.Unstaged {

@@ -79,21 +79,43 @@ func (s *stepper) stopAfter(stage *StageStatus, why string) {
 	s.st.State, s.st.Message = RunFailed, "stopped: "+why
 }
 
+// stageSize is how many clusters stage si has.
+func (s *stepper) stageSize(si int) int {
+	size := 0
+	for _, g := range s.st.Stages[si].Groups {
+		size += len(g.Clusters)
+	}
+	return size
+}
+
+// stageCap is how many clusters of stage si may be in flight at once (R3.5).
+func (s *stepper) stageCap(si int) int {
+	spec := &s.st.Strategy.Stages[si]
+	size := s.stageSize(si)
+	if len(spec.Groups) == 0 || spec.MaxConcurrency.IsSet() {
+		return spec.MaxConcurrency.Or(Int(1)).ScaleDown(size)
+	}
+	return size // R3.5 Decision: with groups, an unset stage value adds no cap
+}
+
 // runGroups advances the groups of stage si in parallel and returns why the stage failed, or "".
 func (s *stepper) runGroups(si int) string {
-	stage := &s.st.Stages[si]
-	spec := &s.st.Strategy.Stages[si]
-	size := 0
+	if failure := s.overBudget(si); failure != "" {
+		return failure
+	}
 	inFlight := 0
-	for _, g := range stage.Groups {
-		size += len(g.Clusters)
+	for _, g := range s.st.Stages[si].Groups {
 		inFlight += countState(g.Clusters, RunRunning)
 	}
-	stageCap := size // R3.5 Decision: with groups, an unset stage value adds no cap
-	if len(spec.Groups) == 0 || spec.MaxConcurrency.IsSet() {
-		stageCap = spec.MaxConcurrency.Or(Int(1)).ScaleDown(size)
-	}
-	stageBudget := spec.MaxAllowedFailures.ScaleUp(size)
+	return s.runGroupsUnder(si, s.stageCap(si), inFlight)
+}
+
+// overBudget says why stage si is over its failure budgets (R3.10), or "": a group over its
+// own is marked failed. The first time, the run's Failure records it (R5.3).
+func (s *stepper) overBudget(si int) string {
+	stage := &s.st.Stages[si]
+	spec := &s.st.Strategy.Stages[si]
+	stageBudget := spec.MaxAllowedFailures.ScaleUp(s.stageSize(si))
 	var failure string
 	if stage.FailureCount > stageBudget && (len(spec.Groups) == 0 || spec.MaxAllowedFailures.IsSet()) {
 		failure = fmt.Sprintf("stage %s: %d failures, more than maxAllowedFailures %d (%s)", stage.Name, stage.FailureCount, stageBudget, spec.MaxAllowedFailures.Or(Int(0)))
@@ -114,8 +136,16 @@ func (s *stepper) runGroups(si int) string {
 		}
 	}
 	if failure != "" {
-		return failure
+		s.recordFailure(failure)
 	}
+	return failure
+}
+
+// runGroupsUnder starts and finishes the groups of stage si, at most stageCap clusters of the
+// stage in flight (inFlight are now).
+func (s *stepper) runGroupsUnder(si, stageCap, inFlight int) string {
+	stage := &s.st.Stages[si]
+	spec := &s.st.Strategy.Stages[si]
 	for gi := range stage.Groups {
 		g := &stage.Groups[gi]
 		if g.State.Terminal() {

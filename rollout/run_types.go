@@ -27,10 +27,16 @@ const (
 	RunSkipped    RunState = "Skipped"
 	RunFailed     RunState = "Failed"
 	RunCompleted  RunState = "Completed"
+	// RunRollingBack: the run failed under onFailure Rollback and restores every cluster that
+	// received its revision (R5.4); RunRolledBack once it has.
+	RunRollingBack RunState = "RollingBack"
+	RunRolledBack  RunState = "RolledBack"
 )
 
 // terminal reports whether nothing more happens in this state.
-func (s RunState) Terminal() bool { return s == RunCompleted || s == RunFailed || s == RunSkipped }
+func (s RunState) Terminal() bool {
+	return s == RunCompleted || s == RunFailed || s == RunSkipped || s == RunRolledBack
+}
 
 // Skip is what a person chose to skip (R3.11): a stage; with Group, a group; with Cluster, a
 // cluster; with Gate ("Before" or "After"), that gate of the stage (or of the group).
@@ -59,7 +65,10 @@ type Run struct {
 	// it. Only then does a cluster that joined after the run started receive the revision, once
 	// its stage is done.
 	Current bool
-	Status  RunStatus
+	// Quarantine are the bundle's revisions that failed and were rolled back (R5.5): a run of
+	// one fails at once, releasing nothing.
+	Quarantine []Failure
+	Status     RunStatus
 }
 
 // RunCluster is a targeted cluster as a run sees it.
@@ -87,6 +96,8 @@ type RunStatus struct {
 	Stages        []StageStatus   `json:"stages,omitempty"`
 	Unstaged      []string        `json:"unstagedClusters,omitempty"`
 	SupersededBy  string          `json:"supersededBy,omitempty"`
+	// Failure is the run's failure over its budgets (R5.3), once it failed.
+	Failure *Failure `json:"failure,omitempty"`
 }
 
 // StageStatus is one stage's progress.
@@ -169,6 +180,11 @@ type StepResult struct {
 	// WakeAt is when to step again without an event (a timed wait, a scheduled start, a
 	// window opening, a cluster timeout); zero when only events matter.
 	WakeAt time.Time
+	// Failure is set in the step in which the run failed (R5.3); with Action Rollback the
+	// caller records it as a quarantine of the revision (R5.5).
+	Failure *Failure
+	// Restore are the clusters a rollback releases their last good revision now (R5.4).
+	Restore []Restore
 }
 
 // ValidateTransition applies R3.7 to a change of a run's requested state: Initialize→Run,

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,9 +14,14 @@ import (
 type Sequence struct {
 	Groups    []SequenceGroup   `json:"groups"`
 	Revisions []RevisionControl `json:"revisions,omitempty"`
+	// FailurePolicy is how every group's soak watches its members (§5).
+	FailurePolicy
 	// Paused is the bundle's pause (R1.13): no cluster is released; groups in flight keep
 	// their state.
 	Paused bool `json:"-"`
+	// Quarantine are the revisions that failed and are rolled back (R5.5): no group releases
+	// them; every cluster that received one gets its last good revision back (R5.4).
+	Quarantine []Failure `json:"-"`
 }
 
 // SequenceGroup is one link: its clusters (by selector or cluster group) and its soak time.
@@ -53,6 +59,11 @@ const (
 	SeqSoaking       SequenceState = "SOAKING"
 	SeqForcedSoaking SequenceState = "FORCED_SOAKING"
 	SeqComplete      SequenceState = "COMPLETE"
+	// SeqFailed: a member failed the revision (R5.2, R5.3); the group holds it, or the
+	// revision is rolled back (onFailure).
+	SeqFailed SequenceState = "FAILED"
+	// SeqRolledBack: the revision was rolled back from the group's clusters (R5.4).
+	SeqRolledBack SequenceState = "ROLLED_BACK"
 )
 
 // Soak limits (R4.2, R4.5).
@@ -115,6 +126,14 @@ type SequenceResult struct {
 	// WakeAt is when to step again without an event (a soak ends, a forced soak starts, a
 	// window opens); zero when only events matter.
 	WakeAt time.Time
+	// Failures are the revisions a group failed in this step (R5.3); those whose action is
+	// Rollback are quarantined from now on: the caller records them and passes them back in
+	// Sequence.Quarantine.
+	Failures []Failure
+	// Restore are the clusters a rollback releases their last good revision now (R5.4).
+	Restore []Restore
+	// Outcome is how the newest revision's rollout ended, "" while it goes on (R5.6).
+	Outcome Outcome
 }
 
 // ChainOrder validates the chain (R4.1) and returns the groups in order, first group first.
@@ -220,8 +239,30 @@ func (s *Sequence) soak(g SequenceGroup, rev int64) time.Duration {
 }
 
 // StepSequence moves every revision through the chain by one decision. revisions are the
-// bundle's known revision indexes; prev is the status last written.
+// bundle's known revision indexes; prev is the status last written. A revision that fails
+// under onFailure Rollback is quarantined within the same step: its rollback starts at once.
 func StepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet []SequenceCluster, now time.Time) (SequenceResult, error) {
+	res, err := stepSequence(seq, prev, revisions, fleet, now)
+	if err != nil {
+		return res, err
+	}
+	var fresh []Failure
+	for _, f := range res.Failures {
+		if f.Action == FailureRollback && quarantined(seq.Quarantine, f.Revision) == nil {
+			fresh = append(fresh, f)
+		}
+	}
+	if len(fresh) == 0 {
+		return res, nil
+	}
+	withQuarantine := *seq
+	withQuarantine.Quarantine = append(slices.Clone(seq.Quarantine), fresh...)
+	again, err := stepSequence(&withQuarantine, res.Status, revisions, fleet, now)
+	again.Failures = res.Failures
+	return again, err
+}
+
+func stepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet []SequenceCluster, now time.Time) (SequenceResult, error) {
 	order, err := seq.ChainOrder()
 	if err != nil {
 		return SequenceResult{Status: prev}, err
@@ -261,7 +302,14 @@ func StepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 			}
 			rs.Message = ""
 			ctl := seq.control(r)
-			switch {
+			var failure *Failure
+			switch q := quarantined(seq.Quarantine, r); {
+			case q != nil:
+				rs = rolledBack(rs, q, seen)
+			case rs.State == SeqComplete && seq.regressedWithinWindow(rs, members, now, wake) != nil:
+				// A regression within the health window after the soak: the group fails
+				// the revision after all, and its downstream stops receiving it (R5.1).
+				rs, failure = seq.judge(g, rs, members, now, wake)
 			case rs.State == SeqComplete:
 				// Final: a completed revision stays qualified. A cluster that joined the group
 				// since gets it, when it is what the group runs now.
@@ -284,7 +332,10 @@ func StepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 			case len(members) == 0:
 				rs.State, rs.Message, rs.FinishedAt = SeqComplete, "empty group: passed through (R4.8)", now
 			default:
-				rs = progressRevision(seq, g, rs, members, ctl, now, res.Release, wake)
+				rs, failure = progressRevision(seq, g, rs, members, ctl, now, res.Release, wake)
+			}
+			if failure != nil {
+				res.Failures = append(res.Failures, *failure)
 			}
 			cur[r] = rs
 			gs.Revisions = append(gs.Revisions, rs)
@@ -292,13 +343,87 @@ func StepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 		res.Status.Groups = append(res.Status.Groups, gs)
 		upstream = cur
 	}
+	rollingBack := map[int64]bool{}
+	for _, q := range seq.Quarantine {
+		if q.Action == FailureRollback {
+			restores, left := seq.restore(q, fleet, now, wake)
+			res.Restore = append(res.Restore, restores...)
+			rollingBack[q.Revision] = left > 0
+		}
+	}
+	if len(revs) > 0 {
+		res.Outcome = sequenceOutcome(res.Status, revs[len(revs)-1], rollingBack)
+	}
 	return res, nil
 }
 
+// rolledBack is a group's state for a quarantined revision: the group whose member failed
+// keeps FAILED and its message; every other group that had the revision shows it rolled back.
+func rolledBack(rs SequenceRevisionStatus, q *Failure, seen bool) SequenceRevisionStatus {
+	switch {
+	case rs.State == SeqFailed:
+		rs.Message = q.Message
+	case !seen || rs.State == SeqIneligible:
+		rs.State, rs.Message = SeqIneligible, "revision quarantined: it failed and was rolled back (R5.5)"
+	default:
+		rs.State, rs.Message = SeqRolledBack, fmt.Sprintf("rolled back: revision %d failed (%s) (R5.4)", q.Revision, q.Rule)
+	}
+	rs.SoakUntil = time.Time{}
+	return rs
+}
+
+// restore releases their last good revision to the clusters that received the quarantined
+// revision q: at once, with no budget (a sequence has none), waiting only for the maintenance
+// window of a cluster that did not fail. It returns the restores and how many clusters are
+// still to restore or being restored.
+func (seq *Sequence) restore(q Failure, fleet []SequenceCluster, now time.Time, wake func(time.Time)) ([]Restore, int) {
+	cands := make([]restoreCandidate, 0, len(fleet))
+	for i := range fleet {
+		c := &fleet[i]
+		failed := slices.Contains(q.Clusters, c.Name)
+		held := !failed && (c.Paused || seq.Paused || !c.Availability.OpenAt(now))
+		if held && !c.Paused && !seq.Paused {
+			if next, ok := c.Availability.NextOpening(now); ok {
+				wake(next)
+			}
+		}
+		cands = append(cands, restoreCandidate{name: c.Name, d: c.Deployment, failed: failed, held: held})
+	}
+	return planRestores(q.Revision, cands, noLimit)
+}
+
+// sequenceOutcome is how the newest revision's rollout ended: Completed once the last group
+// completed it, Failed while a group holds it failed, RolledBack once its rollback is done.
+func sequenceOutcome(st SequenceStatus, newest int64, rollingBack map[int64]bool) Outcome {
+	if busy, ok := rollingBack[newest]; ok {
+		if busy {
+			return ""
+		}
+		return OutcomeRolledBack
+	}
+	if len(st.Groups) == 0 {
+		return ""
+	}
+	outcome := OutcomeCompleted
+	for _, g := range st.Groups {
+		for _, r := range g.Revisions {
+			switch {
+			case r.Index != newest:
+			case r.State == SeqFailed:
+				return OutcomeFailed
+			case r.State != SeqComplete:
+				outcome = ""
+			}
+		}
+	}
+	return outcome
+}
+
 // eligible reports whether group k may receive revision r: the first group any revision that
-// is not cancelled, later groups what their upstream completed (R4.3, R4.10).
+// is neither cancelled nor quarantined, later groups what their upstream completed (R4.3,
+// R4.10, R5.5).
 func eligible(k int, upstream map[int64]SequenceRevisionStatus, r int64, seq *Sequence) bool {
-	if seq.control(r).Cancelled {
+	if seq.control(r).Cancelled || quarantined(seq.Quarantine, r) != nil {
 		return false
 	}
 	return k == 0 || upstream[r].State == SeqComplete
@@ -306,8 +431,13 @@ func eligible(k int, upstream map[int64]SequenceRevisionStatus, r int64, seq *Se
 
 // progressRevision releases the group's target revision where windows allow, and moves its
 // state through IN_PROGRESS, SOAKING (or FORCED_SOAKING) and COMPLETE.
-func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, ctl RevisionControl, now time.Time, release map[string]int64, wake func(time.Time)) SequenceRevisionStatus {
+func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, ctl RevisionControl, now time.Time, release map[string]int64, wake func(time.Time)) (SequenceRevisionStatus, *Failure) {
 	r := rs.Index
+	if rs.State == SeqFailed {
+		// Judged again below: under Pause a group whose members recovered goes on, and its
+		// soak starts over.
+		rs.State = SeqInProgress
+	}
 	rs.Counts = Counts{}
 	needing, done, waiting := 0, 0, 0
 	var invalid []string // clusters held by a window that does not compile
@@ -356,6 +486,10 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		needing, done = len(members), len(members)
 	}
 	soak := seq.soak(g, r)
+	var failure *Failure
+	if rs, failure = seq.judge(g, rs, members, now, wake); failure != nil {
+		return rs, failure
+	}
 	switch rs.State {
 	case SeqSoaking:
 		if !rs.FinishedAt.IsZero() {
@@ -399,7 +533,62 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	case ahead:
 		rs.Message = "every cluster already runs a newer revision (R4.7)"
 	}
-	return rs
+	return rs, nil
+}
+
+// judge applies §5 to a group's revision in flight or soaking: a member that failed it (its
+// apply failed, it regressed under onRegression Fail, or it is not Ready failureTimeout after
+// its release) fails the group (FAILED); under Restart, a regressed member sends a soaking
+// group back to IN_PROGRESS, its soak starting over once every member is Ready again.
+func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, now time.Time, wake func(time.Time)) (SequenceRevisionStatus, *Failure) {
+	r := rs.Index
+	var failed, regressed []string
+	rule := RuleFailureBudget
+	for _, c := range members {
+		f, since := faultOf(c.Deployment, r, c.Offline)
+		if f == faultRegression {
+			regressed = append(regressed, c.Name)
+		}
+		at, counts := seq.failedAt(f, since)
+		switch {
+		case !counts:
+		case now.Before(at):
+			wake(at)
+		default:
+			failed = append(failed, c.Name)
+			if f == faultRegression {
+				rule = RuleRegression
+			}
+		}
+	}
+	if len(failed) > 0 {
+		action := seq.action()
+		what := fmt.Sprintf("group %s failed revision %d", g.Name, r)
+		msg := failureMessage(rule, action, what, failed)
+		rs.State, rs.Message, rs.FinishedAt, rs.SoakUntil = SeqFailed, msg, time.Time{}, time.Time{}
+		return rs, &Failure{Revision: r, Rule: rule, Action: action, Clusters: failed, Message: msg}
+	}
+	if len(regressed) > 0 && seq.regression() == RegressionRestart && (rs.State == SeqSoaking || rs.State == SeqForcedSoaking || rs.State == SeqComplete) {
+		rs.State, rs.FinishedAt, rs.SoakUntil = SeqInProgress, time.Time{}, time.Time{}
+		rs.Message = fmt.Sprintf("soak starts over once %s are Ready again (onRegression: Restart, R5.2)", abbreviate(regressed, 5))
+	}
+	return rs, nil
+}
+
+// regressedWithinWindow returns a member that regressed on a completed revision within the
+// health window after its soak (R5.1), nil when none did or the window is closed.
+func (seq *Sequence) regressedWithinWindow(rs SequenceRevisionStatus, members []*SequenceCluster, now time.Time, wake func(time.Time)) *SequenceCluster {
+	end := rs.SoakUntil.Add(seq.window())
+	if seq.window() == 0 || rs.SoakUntil.IsZero() || !now.Before(end) || seq.regression() == RegressionIgnore {
+		return nil
+	}
+	wake(end)
+	for _, c := range members {
+		if f, _ := faultOf(c.Deployment, rs.Index, c.Offline); f == faultRegression {
+			return c
+		}
+	}
+	return nil
 }
 
 // catchUp releases revision r, which the group has completed, to its members that do not run it

@@ -14,6 +14,9 @@ type StagedStrategy struct {
 	// ClusterTimeout is how long a cluster may take to become Ready after its release before it
 	// counts as failed. Default 10m.
 	ClusterTimeout *Duration `json:"clusterTimeout,omitempty"`
+	// FailurePolicy is how the run answers a failing revision (§5); a run times clusters out
+	// with ClusterTimeout, so its failureTimeout is not used.
+	FailurePolicy
 }
 
 // Stage is one stage (R3.1).
@@ -129,6 +132,10 @@ func ValidateStaged(s *StagedStrategy) error {
 	}
 	if len(s.Stages) == 0 {
 		add("stages", "at least one stage is required")
+	}
+	s.FailurePolicy.validate("", add)
+	if s.FailureTimeout != nil {
+		add("failureTimeout", "staged runs time clusters out with clusterTimeout")
 	}
 	stageNames := map[string]bool{}
 	for i, st := range s.Stages {

@@ -48,6 +48,17 @@ type Deployment struct {
 	Modified bool
 	// AppliedAt is when Applied was applied (R2.5 counts from it).
 	AppliedAt time.Time
+	// ReleasedAt is when Released was released.
+	ReleasedAt time.Time
+	// WasReady: Applied has been Ready since it was applied; NotReady now is a regression
+	// (R5.1). NotReadyAt is when it stopped being Ready (or its agent went offline).
+	WasReady   bool
+	NotReadyAt time.Time
+	// LastGood is the newest revision that was Ready on the cluster before Released was
+	// released (0: none); a rollback releases it again (R5.4). Rollback: Released is such a
+	// restore.
+	LastGood int64
+	Rollback bool
 }
 
 // ClusterGroup is a named set of clusters, with labels that clusterGroupSelector matches.
@@ -72,6 +83,9 @@ type Strategy struct {
 	AutoPartitionThreshold   *int         `json:"autoPartitionThreshold,omitempty"`
 	MaxNew                   *int         `json:"maxNew,omitempty"`
 	Partitions               []Partition  `json:"partitions,omitempty"`
+	// FailurePolicy is how the rollout answers a failing revision (§5), for partitions and
+	// placements alike.
+	FailurePolicy
 }
 
 // Partition is a manual partition (R1.3).
@@ -135,6 +149,12 @@ type Input struct {
 	Paused bool
 	// Now is the current time (R2.5).
 	Now time.Time
+	// CompletedAt is when the rollout of Revision completed, zero while it has not: a
+	// regression counts until the health window after it has passed (R5.1).
+	CompletedAt time.Time
+	// Quarantine are the revisions that failed under onFailure Rollback (R5.5). When Revision
+	// is one, the pass rolls it back (R5.4) instead of releasing it.
+	Quarantine []Failure
 }
 
 // Decision is the outcome of one planning pass.
@@ -159,6 +179,13 @@ type Decision struct {
 	More bool
 	// Complete: every cluster that should run Revision runs it and is Ready.
 	Complete bool
+	// Outcome is how the rollout of Revision ended, "" while it goes on (R5.6).
+	Outcome Outcome
+	// Failure is the revision's failure found in this pass (R5.3); with Action Rollback the
+	// caller records it as a quarantine, and Restore already rolls it back.
+	Failure *Failure
+	// Restore are the clusters a rollback releases their last good revision now (R5.4).
+	Restore []Restore
 	// N is the cluster count the thresholds are computed against: the targets (§1), or the
 	// clusters the placement picks (§2, R2.2).
 	N int
