@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -142,10 +143,18 @@ func TestR1_9_GlobalBudgetCapsAcrossPartitions(t *testing.T) {
 	}
 }
 
+// R1.10, with R5.3: progress comes from readiness events only; the one timed wake-up a §1
+// decision asks for is the failure timeout of a cluster not Ready yet.
 func TestR1_10_NoArtificialDelay(t *testing.T) {
 	tl := Simulate(Simulation{Clusters: simFleet(300), Strategy: Strategy{MaxUnavailable: Percent(10), AutoPartitionSize: Percent(10)}, Observe: func(in *Input, d *Decision) {
-		if d.RequeueAfter != 0 {
-			t.Fatalf("§1 decision asks for a timed wake-up (%s): progress must come from events", d.RequeueAfter)
+		var deadline time.Duration
+		for _, tg := range in.Targets {
+			if dep := tg.Deployment; dep != nil && dep.Released == in.Revision && !dep.Ready {
+				deadline = requeueAt(deadline, in.Now, dep.ReleasedAt.Add(DefaultFailureTimeout))
+			}
+		}
+		if d.RequeueAfter != deadline {
+			t.Fatalf("§1 decision asks for a timed wake-up (%s), not the next failure timeout (%s): progress must come from events", d.RequeueAfter, deadline)
 		}
 	}})
 	if !tl.Completed {

@@ -235,3 +235,17 @@ func (t *MicroTime) UnmarshalJSON(data []byte) error {
 	t.Time = parsed
 	return nil
 }
+
+// Outcome is how a run ended (R5.6): RolledBack, Failed (held by its policy, or stopped
+// after a rejection), Completed; "" while it goes on.
+func (st RunStatus) Outcome() Outcome {
+	switch st.State {
+	case RunRolledBack:
+		return OutcomeRolledBack
+	case RunCompleted, RunSkipped:
+		return OutcomeCompleted
+	case RunFailed:
+		return OutcomeFailed
+	}
+	return ""
+}

@@ -30,7 +30,9 @@ type RunMoment struct {
 	Started   []string      `json:"started,omitempty"`
 	Completed []string      `json:"completed,omitempty"`
 	Failed    []string      `json:"failed,omitempty"`
-	Gate      string        `json:"gate"`
+	// RolledBack are the clusters a rollback released their last good revision (R5.4).
+	RolledBack []string `json:"rolledBack,omitempty"`
+	Gate       string   `json:"gate"`
 }
 
 // RunTimeline is a run simulation's result.
@@ -44,6 +46,9 @@ type RunTimeline struct {
 	Duration time.Duration
 	// Stuck says why an unfinished run cannot move on (for example an approval nobody gives).
 	Stuck string
+	// Outcome is how the run ended (R5.6), and Failure the failure that fired, if any.
+	Outcome Outcome
+	Failure *Failure
 }
 
 // SimulateRun steps a run the way the controller would: on every change it causes, when a
@@ -61,25 +66,21 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 	if horizon == 0 {
 		horizon = 400 * 24 * time.Hour
 	}
+	agents := newSimAgents(sim.Clusters, readyAfter, false)
 	fleet := make([]RunCluster, len(sim.Clusters))
 	index := map[string]int{}
-	readyAt := make([]time.Duration, len(sim.Clusters))
 	for i, c := range sim.Clusters {
-		fleet[i] = RunCluster{Name: c.Name, Labels: c.Labels, Availability: &sim.Clusters[i].Availability,
-			Deployment: &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, AppliedAt: simStart.Add(-24 * time.Hour)}}
+		fleet[i] = RunCluster{Name: c.Name, Labels: c.Labels, Availability: &sim.Clusters[i].Availability}
 		index[c.Name] = i
-		readyAt[i] = -1
 	}
 	run := &Run{Name: name, Strategy: sim.Strategy, Revision: 2, Action: ActionRun, Skips: sim.Skips}
 	approvedAt := map[string]time.Duration{}
 	var tl RunTimeline
 	var now time.Duration
 	for steps := 0; now <= horizon && steps < 100000; steps++ {
+		agents.advance(now)
 		for i := range fleet {
-			if readyAt[i] >= 0 && readyAt[i] <= now {
-				fleet[i].Deployment.Ready = true
-				readyAt[i] = -1
-			}
+			fleet[i].Deployment = agents.deps[i]
 		}
 		approvals := map[string]Approval{}
 		for n, at := range approvedAt {
@@ -97,17 +98,13 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 			tl.Plan = res.Status.clone()
 		}
 		for _, n := range res.Release {
-			i := index[n]
-			if fleet[i].Deployment.Released == 2 {
-				continue
+			if i := index[n]; fleet[i].Deployment.Released != 2 {
+				agents.release(i, 2, now, false)
 			}
-			fleet[i].Deployment = &Deployment{Staged: 2, Released: 2, Applied: 2, AppliedAt: simStart.Add(now)}
-			if !sim.Clusters[i].Fail {
-				readyAt[i] = now + readyAfter
-				if sim.Clusters[i].ReadyAfter > 0 {
-					readyAt[i] = now + sim.Clusters[i].ReadyAfter
-				}
-			}
+		}
+		rolledBack := agents.restore(res.Restore, index, now)
+		if res.Failure != nil && tl.Failure == nil {
+			tl.Failure = res.Failure
 		}
 		gate := ""
 		approvedNow := false
@@ -123,24 +120,21 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		if gate == "" && res.Status.State == RunRunning {
 			gate = res.Status.Message
 		}
-		tl.record(now, prev, res.Status, gate)
+		tl.record(now, prev, res.Status, gate, rolledBack)
 		tl.Final, tl.Duration = res.Status, now
 		switch res.Status.State {
-		case RunCompleted, RunFailed, RunStopped:
-			tl.Completed = res.Status.State == RunCompleted
-			if !tl.Completed {
-				tl.Stuck = res.Status.Message
-			}
+		case RunCompleted:
+			tl.Completed, tl.Outcome = true, OutcomeCompleted
+		case RunFailed, RunStopped, RunRolledBack:
+			tl.Stuck, tl.Outcome = res.Status.Message, res.Status.Outcome()
 			return tl
 		}
-		if approvedNow || len(res.Release) > 0 && changed(prev, res.Status) {
+		if approvedNow || len(rolledBack) > 0 || len(res.Release) > 0 && changed(prev, res.Status) {
 			continue
 		}
 		var next []time.Duration
-		for _, at := range readyAt {
-			if at > now {
-				next = append(next, at)
-			}
+		if at, ok := agents.next(now); ok {
+			next = append(next, at)
 		}
 		for _, at := range approvedAt {
 			if at > now {
@@ -149,6 +143,9 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		}
 		if !res.WakeAt.IsZero() {
 			next = append(next, res.WakeAt.Sub(simStart))
+		}
+		if tl.Completed && (len(next) == 0 || slices.Min(next) > now+sim.Strategy.window()) {
+			return tl // nothing more can happen within the health window after completion
 		}
 		if len(next) == 0 {
 			tl.Stuck = res.Status.Message
@@ -165,7 +162,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 
 // record notes the clusters that started, completed or failed between two statuses, and the
 // gate the run waits at.
-func (tl *RunTimeline) record(at time.Duration, prev, cur RunStatus, gate string) {
+func (tl *RunTimeline) record(at time.Duration, prev, cur RunStatus, gate string, rolledBack []string) {
 	before := map[string]RunState{}
 	for _, s := range prev.Stages {
 		for _, g := range s.Groups {
@@ -174,7 +171,7 @@ func (tl *RunTimeline) record(at time.Duration, prev, cur RunStatus, gate string
 			}
 		}
 	}
-	m := RunMoment{At: at, Gate: gate}
+	m := RunMoment{At: at, Gate: gate, RolledBack: rolledBack}
 	for _, s := range cur.Stages {
 		for _, g := range s.Groups {
 			for _, c := range g.Clusters {
@@ -192,7 +189,7 @@ func (tl *RunTimeline) record(at time.Duration, prev, cur RunStatus, gate string
 			}
 		}
 	}
-	if len(m.Started)+len(m.Completed)+len(m.Failed) == 0 && (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate == gate) {
+	if len(m.Started)+len(m.Completed)+len(m.Failed)+len(m.RolledBack) == 0 && (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate == gate) {
 		return
 	}
 	if n := len(tl.Steps); n > 0 && tl.Steps[n-1].At == at {
@@ -200,6 +197,7 @@ func (tl *RunTimeline) record(at time.Duration, prev, cur RunStatus, gate string
 		last.Started = append(last.Started, m.Started...)
 		last.Completed = append(last.Completed, m.Completed...)
 		last.Failed = append(last.Failed, m.Failed...)
+		last.RolledBack = append(last.RolledBack, m.RolledBack...)
 		last.Gate = gate
 		return
 	}

@@ -29,7 +29,9 @@ type SequenceMoment struct {
 	At       time.Duration `json:"at"`
 	Started  []string      `json:"started,omitempty"`
 	Complete []string      `json:"completed,omitempty"`
-	Gate     string        `json:"gate"`
+	// RolledBack are the clusters a rollback released their last good revision (R5.4).
+	RolledBack []string `json:"rolledBack,omitempty"`
+	Gate       string   `json:"gate"`
 }
 
 // SequenceTimeline is a sequence simulation's result.
@@ -41,6 +43,10 @@ type SequenceTimeline struct {
 	Duration  time.Duration
 	Stuck     string
 	Err       error
+	// Outcome is how the newest revision's rollout ended (R5.6), and Failure the failure that
+	// fired, if any.
+	Outcome Outcome
+	Failure *Failure
 }
 
 // SimulateSequence steps the sequence as the controller would until the newest revision is
@@ -63,15 +69,14 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 	if horizon == 0 {
 		horizon = 2 * 365 * 24 * time.Hour
 	}
+	agents := newSimAgents(sim.Clusters, readyAfter, false)
 	fleet := make([]SequenceCluster, len(sim.Clusters))
-	readyAt := make([]time.Duration, len(fleet))
 	index := map[string]int{}
 	for i, c := range sim.Clusters {
-		fleet[i] = SequenceCluster{Name: c.Name, Labels: c.Labels, Groups: c.Groups, Availability: &sim.Clusters[i].Availability,
-			Deployment: &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true}}
-		readyAt[i] = -1
+		fleet[i] = SequenceCluster{Name: c.Name, Labels: c.Labels, Groups: c.Groups, Availability: &sim.Clusters[i].Availability}
 		index[c.Name] = i
 	}
+	seq := sim.Sequence
 	var last int64
 	for _, r := range sim.Revisions {
 		last = max(last, r.Index)
@@ -79,11 +84,9 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 	var status SequenceStatus
 	var now time.Duration
 	for steps := 0; now <= horizon && steps < 100000; steps++ {
+		agents.advance(now)
 		for i := range fleet {
-			if readyAt[i] >= 0 && readyAt[i] <= now {
-				fleet[i].Deployment.Ready = true
-				readyAt[i] = -1
-			}
+			fleet[i].Deployment = agents.deps[i]
 		}
 		var revs []int64
 		for _, r := range sim.Revisions {
@@ -91,7 +94,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 				revs = append(revs, r.Index)
 			}
 		}
-		res, err := StepSequence(&sim.Sequence, status, revs, fleet, simStart.Add(now))
+		res, err := StepSequence(&seq, status, revs, fleet, simStart.Add(now))
 		if err != nil {
 			tl.Err = err
 			return tl
@@ -101,32 +104,35 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		}
 		m := SequenceMoment{At: now}
 		for _, name := range sortedKeys(res.Release) {
-			i, r := index[name], res.Release[name]
-			fleet[i].Deployment = &Deployment{Staged: r, Released: r, Applied: r, AppliedAt: simStart.Add(now)}
-			readyAt[i] = -1
-			if !sim.Clusters[i].Fail {
-				readyAt[i] = now + max(readyAfter, sim.Clusters[i].ReadyAfter)
+			agents.release(index[name], res.Release[name], now, false)
+			m.Started = append(m.Started, fmt.Sprintf("%s@%d", name, res.Release[name]))
+		}
+		m.RolledBack = agents.restore(res.Restore, index, now)
+		for _, f := range res.Failures {
+			seq.Quarantine = quarantine(seq.Quarantine, &f)
+			if tl.Failure == nil {
+				tl.Failure = &f
 			}
-			m.Started = append(m.Started, fmt.Sprintf("%s@%d", name, r))
 		}
 		m.Complete, m.Gate = sequenceChanges(status, res.Status)
 		status = res.Status
-		if len(m.Started)+len(m.Complete) > 0 || (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate != m.Gate) || len(tl.Steps) == 0 {
+		if len(m.Started)+len(m.Complete)+len(m.RolledBack) > 0 || (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate != m.Gate) || len(tl.Steps) == 0 {
 			tl.Steps = append(tl.Steps, m)
 		}
-		tl.Final, tl.Duration = status, now
-		if lastGroup := status.Groups[len(status.Groups)-1]; last > 0 && revisionState(lastGroup, last) == SeqComplete {
+		tl.Final, tl.Duration, tl.Outcome = status, now, res.Outcome
+		switch {
+		case res.Outcome == OutcomeRolledBack:
+			return tl
+		case len(status.Groups) > 0 && last > 0 && revisionState(status.Groups[len(status.Groups)-1], last) == SeqComplete:
 			tl.Completed = true
 			return tl
 		}
-		if len(res.Release) > 0 || len(m.Complete) > 0 {
+		if len(res.Release) > 0 || len(m.Complete) > 0 || len(m.RolledBack) > 0 {
 			continue
 		}
 		var next []time.Duration
-		for _, at := range readyAt {
-			if at > now {
-				next = append(next, at)
-			}
+		if at, ok := agents.next(now); ok {
+			next = append(next, at)
 		}
 		for _, r := range sim.Revisions {
 			if r.At > now {
@@ -177,6 +183,8 @@ func sequenceChanges(prev, cur SequenceStatus) (complete []string, gate string) 
 				switch r.State {
 				case SeqSoaking, SeqForcedSoaking:
 					gate = fmt.Sprintf("%s soaks revision %d until %s", g.Name, r.Index, r.SoakUntil.UTC().Format(time.RFC3339))
+				case SeqFailed:
+					gate = fmt.Sprintf("%s, revision %d: %s", g.Name, r.Index, r.Message)
 				case SeqInProgress, SeqPending:
 					if r.Message != "" {
 						gate = fmt.Sprintf("%s, revision %d: %s", g.Name, r.Index, r.Message)

@@ -12,8 +12,12 @@ type SimCluster struct {
 	Groups []string          `json:"groups,omitempty"`
 	// ReadyAfter is how long the cluster takes from release to Ready; 0 uses the simulation's.
 	ReadyAfter time.Duration `json:"-"`
-	// Fail: the cluster applies the revision but never becomes Ready.
-	Fail bool `json:"-"`
+	// Fail: the cluster applies the new revision but never becomes Ready; with FailAfter, its
+	// apply fails that long after the release. RegressAfter: Ready first, NotReady that long
+	// after its release (R5.1).
+	Fail         bool          `json:"-"`
+	FailAfter    time.Duration `json:"-"`
+	RegressAfter time.Duration `json:"-"`
 	// Offline: the agent is gone from OfflineAt on; it applies nothing and counts as unavailable.
 	Offline   bool          `json:"-"`
 	OfflineAt time.Duration `json:"-"`
@@ -47,7 +51,9 @@ type Moment struct {
 	At       time.Duration `json:"at"`
 	Released []string      `json:"released,omitempty"`
 	Removed  []string      `json:"removed,omitempty"`
-	Paused   string        `json:"paused"`
+	// RolledBack are the clusters a rollback released their last good revision (R5.4).
+	RolledBack []string `json:"rolledBack,omitempty"`
+	Paused     string   `json:"paused"`
 	// Ready is the number of clusters Ready on the revision after this step.
 	Ready int `json:"ready"`
 }
@@ -64,14 +70,19 @@ type Timeline struct {
 	Stuck string
 	// Passes is the number of planning passes.
 	Passes int
+	// Outcome is how the rollout ended (R5.6), and Failure the failure that fired, if any.
+	Outcome Outcome
+	Failure *Failure
 }
 
 // simStart is the simulated clock's origin. Any fixed instant would do.
 var simStart = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 
 // Simulate runs the planner as the hub would: a pass at start, right after every pass that
-// wrote something, whenever a cluster becomes ready, goes offline or leaves the targets, and
-// when a decision asks to be woken (R2.5). Clusters apply a release at once and become Ready ReadyAfter later.
+// wrote something, whenever a cluster becomes ready, fails, goes offline or leaves the targets,
+// and when a decision asks to be woken (R2.5, R5.3). Clusters apply a release at once and
+// become Ready ReadyAfter later. A failure under onFailure Rollback is recorded as the hub
+// records it, and the rollback plays out.
 func Simulate(sim Simulation) Timeline {
 	readyAfter := sim.ReadyAfter
 	if readyAfter == 0 {
@@ -85,28 +96,27 @@ func Simulate(sim Simulation) Timeline {
 	if sim.FirstDeployment {
 		rev = 1
 	}
+	agents := newSimAgents(sim.Clusters, readyAfter, sim.FirstDeployment)
 	targets := make([]Target, len(sim.Clusters))
-	readyAt := make([]time.Duration, len(sim.Clusters)) // -1: no pending readiness
+	index := make(map[string]int, len(sim.Clusters))
 	for i, c := range sim.Clusters {
 		targets[i] = Target{Cluster: c.Name, Labels: c.Labels, Groups: c.Groups}
-		readyAt[i] = -1
-		if !sim.FirstDeployment {
-			targets[i].Deployment = &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, AppliedAt: simStart.Add(-24 * time.Hour)}
-		}
+		index[c.Name] = i
 	}
 	var tl Timeline
 	var now time.Duration
+	var q []Failure
+	var completedAt time.Time
 	lastPaused := ""
 	for now <= horizon {
+		agents.advance(now)
 		for i, c := range sim.Clusters {
 			targets[i].Offline = c.Offline && c.OfflineAt <= now
 			targets[i].Excluded = c.Excluded && c.ExcludedAt <= now
-			if readyAt[i] >= 0 && readyAt[i] <= now && !targets[i].Offline {
-				targets[i].Deployment.Ready = true
-				readyAt[i] = -1
-			}
+			targets[i].Deployment = agents.deps[i]
 		}
-		in := &Input{Revision: rev, Strategy: sim.Strategy, Placement: sim.Placement, Targets: targets, Groups: sim.Groups, Now: simStart.Add(now)}
+		in := &Input{Revision: rev, Strategy: sim.Strategy, Placement: sim.Placement, Targets: targets, Groups: sim.Groups, Now: simStart.Add(now),
+			CompletedAt: completedAt, Quarantine: q}
 		d := Plan(in)
 		tl.Passes++
 		if tl.First == nil {
@@ -115,48 +125,39 @@ func Simulate(sim Simulation) Timeline {
 		if sim.Observe != nil {
 			sim.Observe(in, d)
 		}
-		byName := make(map[string]int, len(targets))
-		for i := range targets {
-			byName[targets[i].Cluster] = i
-		}
 		for _, name := range d.Release {
-			i := byName[name]
-			t := &targets[i]
-			t.Deployment = &Deployment{Staged: rev, Released: rev}
-			if t.Offline {
-				continue
-			}
-			t.Deployment.Applied = rev
-			t.Deployment.AppliedAt = simStart.Add(now)
-			readyAt[i] = -1
-			if !sim.Clusters[i].Fail {
-				wait := sim.Clusters[i].ReadyAfter
-				if wait == 0 {
-					wait = readyAfter
-				}
-				readyAt[i] = now + wait
-			}
+			agents.release(index[name], rev, now, false)
 		}
 		for _, name := range d.Remove {
-			i := byName[name]
-			targets[i].Deployment = nil
-			readyAt[i] = -1
+			agents.deps[index[name]] = nil
 		}
-		changed := len(d.Release) > 0 || len(d.Remove) > 0
+		rolledBack := agents.restore(d.Restore, index, now)
+		q = quarantine(q, d.Failure)
+		if d.Failure != nil && tl.Failure == nil {
+			tl.Failure = d.Failure
+		}
+		changed := len(d.Release) > 0 || len(d.Remove) > 0 || len(rolledBack) > 0
 		if changed || d.Paused != lastPaused {
-			tl.record(Moment{At: now, Released: d.Release, Removed: d.Remove, Paused: d.Paused, Ready: countReady(targets, rev)})
+			tl.record(Moment{At: now, Released: d.Release, Removed: d.Remove, RolledBack: rolledBack, Paused: d.Paused, Ready: countReady(targets, rev)})
 			lastPaused = d.Paused
 		}
 		tl.Duration = now
-		if d.Complete {
-			tl.Completed = true
+		tl.Outcome = d.Outcome
+		switch {
+		case d.Outcome == OutcomeRolledBack:
+			tl.Stuck = d.Paused
 			return tl
+		case d.Complete && completedAt.IsZero():
+			tl.Completed, completedAt = true, simStart.Add(now)
 		}
 		if changed {
 			// The writes of this pass are events: the hub plans again at once.
 			continue
 		}
-		next, ok := nextEvent(sim.Clusters, readyAt, now, d.RequeueAfter)
+		next, ok := nextEvent(sim.Clusters, agents, now, d.RequeueAfter)
+		if !completedAt.IsZero() && (!ok || simStart.Add(next).After(completedAt.Add(sim.Strategy.window()))) {
+			return tl // nothing more can happen within the health window after completion
+		}
 		if !ok {
 			tl.Stuck = stuckReason(d)
 			return tl
@@ -173,6 +174,7 @@ func (tl *Timeline) record(s Moment) {
 		last := &tl.Steps[n-1]
 		last.Released = append(last.Released, s.Released...)
 		last.Removed = append(last.Removed, s.Removed...)
+		last.RolledBack = append(last.RolledBack, s.RolledBack...)
 		last.Paused, last.Ready = s.Paused, s.Ready
 		return
 	}
@@ -180,12 +182,12 @@ func (tl *Timeline) record(s Moment) {
 }
 
 // nextEvent is the earliest future moment at which something changes.
-func nextEvent(clusters []SimCluster, readyAt []time.Duration, now, requeue time.Duration) (time.Duration, bool) {
+func nextEvent(clusters []SimCluster, agents *simAgents, now, requeue time.Duration) (time.Duration, bool) {
 	var times []time.Duration
-	for i, c := range clusters {
-		if readyAt[i] > now {
-			times = append(times, readyAt[i])
-		}
+	if at, ok := agents.next(now); ok {
+		times = append(times, at)
+	}
+	for _, c := range clusters {
 		if c.Offline && c.OfflineAt > now {
 			times = append(times, c.OfflineAt)
 		}
