@@ -414,7 +414,8 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	if err != nil {
 		return nil, nil, false, &RenderError{Err: err}
 	}
-	spec.Revisions, spec.LatestRevision, spec.TargetRevision = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision
+	// What people set (a rollback, a retry) stays; the rest is what the repository says.
+	spec.Revisions, spec.LatestRevision, spec.TargetRevision, spec.Retry = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision, bun.Spec.Retry
 	aggregate := aggregateID(targets)
 	var latest *v1alpha1.BundleRevision
 	if n := len(spec.Revisions); n > 0 {

@@ -113,6 +113,7 @@ func rolloutStrategy(s *v1alpha1.RolloutStrategy) (rollout.Strategy, error) {
 		return out, err
 	}
 	out.AutoPartitionThreshold, out.MaxNew = intPtr(s.AutoPartitionThreshold), intPtr(s.MaxNew)
+	out.FailurePolicy = failurePolicy(s.FailurePolicy)
 	for i, p := range s.Partitions {
 		mu, err := intOrPercent(p.MaxUnavailable, fmt.Sprintf("rolloutStrategy.partitions[%d].maxUnavailable", i))
 		if err != nil {
@@ -130,7 +131,7 @@ func placement(p *v1alpha1.Placement) (*rollout.Placement, error) {
 	}
 	out := &rollout.Placement{Type: rollout.PlacementType(p.Type), NumberOfClusters: intPtr(p.NumberOfClusters), ClusterNames: p.ClusterNames}
 	if ru := p.RollingUpdate; ru != nil {
-		out.RollingUpdate = &rollout.RollingUpdate{UnavailablePeriodSeconds: intPtr(ru.UnavailablePeriodSeconds)}
+		out.RollingUpdate = &rollout.RollingUpdate{UnavailablePeriodSeconds: intPtr(ru.UnavailablePeriodSeconds), FailurePolicy: failurePolicy(ru.FailurePolicy)}
 		var err error
 		if out.RollingUpdate.MaxUnavailable, err = intOrPercent(ru.MaxUnavailable, "placement.rollingUpdate.maxUnavailable"); err != nil {
 			return nil, err
@@ -148,7 +149,7 @@ func stagedStrategy(s *v1alpha1.StagedUpdateStrategySpec) (rollout.StagedStrateg
 	if s == nil {
 		return out, nil
 	}
-	out.ClusterTimeout = duration(s.ClusterTimeout)
+	out.ClusterTimeout, out.FailurePolicy = duration(s.ClusterTimeout), failurePolicy(s.FailurePolicy)
 	for i, st := range s.Stages {
 		field := fmt.Sprintf("stages[%d]", i)
 		stage := rollout.Stage{Name: st.Name, LabelSelector: selector(st.LabelSelector), Selector: st.Selector, SortingLabelKey: st.SortingLabelKey,
@@ -182,7 +183,7 @@ func stagedStrategySpec(s *rollout.StagedStrategy) *v1alpha1.StagedUpdateStrateg
 	if s == nil {
 		return nil
 	}
-	out := &v1alpha1.StagedUpdateStrategySpec{ClusterTimeout: metaDuration(s.ClusterTimeout)}
+	out := &v1alpha1.StagedUpdateStrategySpec{ClusterTimeout: metaDuration(s.ClusterTimeout), FailurePolicy: failurePolicySpec(s.FailurePolicy)}
 	for _, st := range s.Stages {
 		stage := v1alpha1.StageConfig{Name: st.Name, LabelSelector: labelSelector(st.LabelSelector), Selector: st.Selector, SortingLabelKey: st.SortingLabelKey,
 			MaxConcurrency: intOrString(st.MaxConcurrency), MaxAllowedFailures: intOrString(st.MaxAllowedFailures),
@@ -254,7 +255,7 @@ func metaTime(t time.Time) *metav1.Time {
 // runStatus converts what a run reported, for the planner's next step.
 func runStatus(st *v1alpha1.StagedUpdateRunStatus) (rollout.RunStatus, error) {
 	out := rollout.RunStatus{State: rollout.RunState(st.State), Message: st.Message, RevisionIndex: st.RevisionIndex, FailureCount: int(st.FailureCount),
-		Unstaged: st.UnstagedClusters, SupersededBy: st.SupersededBy}
+		Unstaged: st.UnstagedClusters, SupersededBy: st.SupersededBy, Failure: failureOf(st.Failure)}
 	if st.StartedAt != nil {
 		out.StartedAt = rollout.MicroTime{Time: st.StartedAt.Time}
 	}
@@ -286,7 +287,7 @@ func runStatus(st *v1alpha1.StagedUpdateRunStatus) (rollout.RunStatus, error) {
 // adds observedGeneration and the conditions).
 func runStatusOf(st rollout.RunStatus) v1alpha1.StagedUpdateRunStatus {
 	out := v1alpha1.StagedUpdateRunStatus{State: v1alpha1.RunState(st.State), Message: st.Message, RevisionIndex: st.RevisionIndex, FailureCount: int32(st.FailureCount),
-		Strategy: stagedStrategySpec(st.Strategy), UnstagedClusters: st.Unstaged, SupersededBy: st.SupersededBy}
+		Strategy: stagedStrategySpec(st.Strategy), UnstagedClusters: st.Unstaged, SupersededBy: st.SupersededBy, Failure: revisionFailure(st.Failure)}
 	if !st.StartedAt.IsZero() {
 		out.StartedAt = &metav1.MicroTime{Time: st.StartedAt.Time}
 	}
@@ -325,7 +326,7 @@ func taskStatuses(ts []rollout.TaskStatus) []v1alpha1.TaskStatus {
 
 // sequence converts a RolloutSequence's spec (§4).
 func sequence(s *v1alpha1.RolloutSequenceSpec) rollout.Sequence {
-	var out rollout.Sequence
+	out := rollout.Sequence{FailurePolicy: failurePolicy(s.FailurePolicy)}
 	for _, g := range s.Groups {
 		out.Groups = append(out.Groups, rollout.SequenceGroup{Name: g.Name, Upstream: g.Upstream, ClusterSelector: selector(g.ClusterSelector), Selector: g.Selector,
 			ClusterGroup: g.ClusterGroup, Soak: duration(g.Soak)})
@@ -399,6 +400,50 @@ func deploymentOptions(o bundle.DeploymentOptions) v1alpha1.DeploymentOptions {
 	for _, p := range o.ComparePatches {
 		// Remove operations are pointers by now (bundle.deploymentOptions).
 		out.ComparePatches = append(out.ComparePatches, v1alpha1.ComparePatch{APIVersion: p.APIVersion, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
+	}
+	return out
+}
+
+// failurePolicy converts a strategy's failure policy (§5).
+func failurePolicy(p v1alpha1.FailurePolicy) rollout.FailurePolicy {
+	return rollout.FailurePolicy{OnRegression: rollout.RegressionAction(p.OnRegression), OnFailure: rollout.FailureAction(p.OnFailure),
+		FailureTimeout: duration(p.FailureTimeout), HealthWindow: duration(p.HealthWindow)}
+}
+
+// failurePolicySpec is failurePolicy's inverse: a run's status keeps the strategy it froze.
+func failurePolicySpec(p rollout.FailurePolicy) v1alpha1.FailurePolicy {
+	return v1alpha1.FailurePolicy{OnRegression: string(p.OnRegression), OnFailure: string(p.OnFailure),
+		FailureTimeout: metaDuration(p.FailureTimeout), HealthWindow: metaDuration(p.HealthWindow)}
+}
+
+// failureOf converts a recorded failure (R5.6), for the planner: a run's, or a quarantine.
+func failureOf(f *v1alpha1.RevisionFailure) *rollout.Failure {
+	if f == nil {
+		return nil
+	}
+	return &rollout.Failure{Revision: f.Revision, Rule: f.Rule, Action: rollout.FailureAction(f.Action), Clusters: f.Clusters, Message: f.Message, At: f.At.Time}
+}
+
+// maxFailedNamed is how many failed clusters a recorded failure names.
+const maxFailedNamed = 50
+
+// revisionFailure is failureOf's inverse: a failure as the API records it.
+func revisionFailure(f *rollout.Failure) *v1alpha1.RevisionFailure {
+	if f == nil {
+		return nil
+	}
+	clusters := f.Clusters
+	if len(clusters) > maxFailedNamed {
+		clusters = clusters[:maxFailedNamed]
+	}
+	return &v1alpha1.RevisionFailure{Revision: f.Revision, Rule: f.Rule, Action: string(f.Action), Clusters: clusters, Message: f.Message, At: metav1.Time{Time: f.At}}
+}
+
+// quarantineOf converts a Bundle's quarantined revisions, for the planners (R5.5).
+func quarantineOf(q []v1alpha1.RevisionFailure) []rollout.Failure {
+	out := make([]rollout.Failure, 0, len(q))
+	for i := range q {
+		out = append(out, *failureOf(&q[i]))
 	}
 	return out
 }

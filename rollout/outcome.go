@@ -129,6 +129,8 @@ type Failure struct {
 	Action   FailureAction `json:"action"`
 	Clusters []string      `json:"clusters"`
 	Message  string        `json:"message"`
+	// At is when the failure was found.
+	At time.Time `json:"at"`
 }
 
 // Restore is a cluster that a rollback releases again (R5.4): To is its last good revision, 0

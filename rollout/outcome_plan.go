@@ -42,7 +42,7 @@ func budgetGroups(in *Input, sorted []*Target, d *Decision) ([]budgetGroup, int)
 // window after it completed. It returns the failure, or nil and when to look again (zero when
 // no failure is pending).
 func judge(in *Input, sorted []*Target, groups []budgetGroup, globalMax int) (*Failure, time.Time) {
-	p := in.Strategy.FailurePolicy
+	p := in.policy()
 	if !in.CompletedAt.IsZero() && !in.Now.Before(in.CompletedAt.Add(p.window())) {
 		return nil, time.Time{}
 	}
@@ -98,7 +98,7 @@ func judge(in *Input, sorted []*Target, groups []budgetGroup, globalMax int) (*F
 	}
 	action := p.action()
 	what := fmt.Sprintf("revision %d failed (%s) on", in.Revision, abbreviate(over, 2))
-	return &Failure{Revision: in.Revision, Rule: rule, Action: action, Clusters: failed, Message: failureMessage(rule, action, what, failed)}, time.Time{}
+	return &Failure{Revision: in.Revision, Rule: rule, Action: action, Clusters: failed, Message: failureMessage(rule, action, what, failed), At: in.Now}, time.Time{}
 }
 
 // planRollback is R5.4 for a continuous rollout: every cluster still on the quarantined
@@ -159,6 +159,15 @@ func planRollback(in *Input, sorted []*Target, q Failure, groups []budgetGroup, 
 		d.Paused = stop + "; " + d.Paused
 	}
 	return d
+}
+
+// policy is the failure policy of the rollout: its placement's rolling update's (§2), or its
+// strategy's (§1).
+func (in *Input) policy() FailurePolicy {
+	if in.Placement != nil && in.Placement.RollingUpdate != nil {
+		return in.Placement.RollingUpdate.FailurePolicy
+	}
+	return in.Strategy.FailurePolicy
 }
 
 // noLimit lets every healthy restore start at once.

@@ -25,7 +25,7 @@ func (s *stepper) recordFailure(why string) {
 	}
 	p := s.st.Strategy.FailurePolicy
 	action := p.action()
-	f := &Failure{Revision: s.st.RevisionIndex, Rule: RuleFailureBudget, Action: action, Clusters: sortedNames(failed)}
+	f := &Failure{Revision: s.st.RevisionIndex, Rule: RuleFailureBudget, Action: action, Clusters: sortedNames(failed), At: s.now}
 	f.Message = failureMessage(RuleFailureBudget, action, why+"; failed", f.Clusters)
 	s.st.Failure = f
 	s.failure = f

@@ -66,7 +66,7 @@ func TestR5_1_R5_2_ARegressionDuringASoakFailsTheGroupUnderFail(t *testing.T) {
 			}
 			if c.failure {
 				f := res.Failures[0]
-				want := Failure{Revision: 2, Rule: RuleRegression, Action: FailurePause, Clusters: []string{"d1"}, Message: f.Message}
+				want := Failure{Revision: 2, Rule: RuleRegression, Action: FailurePause, Clusters: []string{"d1"}, Message: f.Message, At: at}
 				if diff := cmp.Diff(want, f); diff != "" || !strings.Contains(f.Message, "group dev failed revision 2: d1 (R5.2)") {
 					t.Errorf("failure (-want +got):\n%s\n%s", diff, f.Message)
 				}

@@ -566,7 +566,7 @@ func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members [
 		what := fmt.Sprintf("group %s failed revision %d", g.Name, r)
 		msg := failureMessage(rule, action, what, failed)
 		rs.State, rs.Message, rs.FinishedAt, rs.SoakUntil = SeqFailed, msg, time.Time{}, time.Time{}
-		return rs, &Failure{Revision: r, Rule: rule, Action: action, Clusters: failed, Message: msg}
+		return rs, &Failure{Revision: r, Rule: rule, Action: action, Clusters: failed, Message: msg, At: now}
 	}
 	if len(regressed) > 0 && seq.regression() == RegressionRestart && (rs.State == SeqSoaking || rs.State == SeqForcedSoaking || rs.State == SeqComplete) {
 		rs.State, rs.FinishedAt, rs.SoakUntil = SeqInProgress, time.Time{}, time.Time{}

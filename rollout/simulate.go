@@ -155,7 +155,7 @@ func Simulate(sim Simulation) Timeline {
 			continue
 		}
 		next, ok := nextEvent(sim.Clusters, agents, now, d.RequeueAfter)
-		if !completedAt.IsZero() && (!ok || simStart.Add(next).After(completedAt.Add(sim.Strategy.window()))) {
+		if !completedAt.IsZero() && (!ok || simStart.Add(next).After(completedAt.Add(in.policy().window()))) {
 			return tl // nothing more can happen within the health window after completion
 		}
 		if !ok {

@@ -130,6 +130,8 @@ type RollingUpdate struct {
 	MaxUnavailable           IntOrPercent `json:"maxUnavailable,omitempty"`
 	MaxSurge                 IntOrPercent `json:"maxSurge,omitempty"`
 	UnavailablePeriodSeconds *int         `json:"unavailablePeriodSeconds,omitempty"`
+	// FailurePolicy is how the rolling update answers a failing revision (§5).
+	FailurePolicy
 }
 
 // Input is everything Plan decides from. Plan does not modify it.

@@ -29,6 +29,9 @@ func Validate(s *Strategy, p *Placement) error {
 		if s != nil && p.RollingUpdate != nil && !s.isEmpty() {
 			add("placement.rollingUpdate", "cannot be combined with rolloutStrategy: choose one way to roll out")
 		}
+		if s != nil && p.RollingUpdate != nil && s.FailurePolicy != (FailurePolicy{}) {
+			add("rolloutStrategy", "a rolling update's failure policy belongs under placement.rollingUpdate (onFailure, onRegression, failureTimeout, healthWindow)")
+		}
 	}
 	return joinErrors(errs)
 }
@@ -50,6 +53,7 @@ func validateStrategy(s *Strategy, add addFunc) {
 			add(field, "%v", err)
 		}
 	}
+	s.FailurePolicy.validate(f, add)
 	checkRange(f+"maxUnavailable", s.MaxUnavailable)
 	checkRange(f+"maxUnavailablePartitions", s.MaxUnavailablePartitions)
 	checkRange(f+"autoPartitionSize", s.AutoPartitionSize)
@@ -117,6 +121,7 @@ func validatePlacement(p *Placement, add addFunc) {
 		seen[n] = true
 	}
 	if ru := p.RollingUpdate; ru != nil {
+		ru.FailurePolicy.validate(f+"rollingUpdate.", add)
 		for _, c := range []struct {
 			field string
 			v     IntOrPercent

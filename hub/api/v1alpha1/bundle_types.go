@@ -35,6 +35,10 @@ type BundleSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	TargetRevision *int64 `json:"targetRevision,omitempty"`
+	// Retry, set by a person (`flotilla rollout retry`), lifts the quarantine of a revision
+	// that failed before it was asked (R5.5): the revision rolls out again.
+	// +optional
+	Retry *RevisionRetry `json:"retry,omitempty"`
 
 	// RolloutStrategy is fleet.yaml's continuous rollout (ROLLOUT.md §1).
 	// +optional
@@ -124,6 +128,15 @@ type BundleStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
 	Sequence []SequenceGroupStatus `json:"sequence,omitempty"`
+	// Outcome is how the newest revision's rollout stands: Completed, Failed or RolledBack,
+	// with the failure that fired (R5.6).
+	// +optional
+	Outcome *RolloutResult `json:"outcome,omitempty"`
+	// Quarantined are the revisions that failed and were rolled back (R5.5): nothing releases
+	// them until a person retries one (spec.retry) or a newer revision replaces them.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Quarantined []RevisionFailure `json:"quarantined,omitempty"`
 	// +optional
 	Display Display `json:"display,omitempty"`
 	// +optional

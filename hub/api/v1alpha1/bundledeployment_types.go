@@ -29,9 +29,17 @@ type BundleDeploymentSpec struct {
 	// Released is the revision the agent may apply now; absent until the rollout reaches the cluster.
 	// +optional
 	Released *RevisionRef `json:"released,omitempty"`
-	// Rollback marks a release of an older index than staged on purpose.
+	// Rollback marks a release of an older index than staged on purpose; without released,
+	// a rollback that removes the bundle (the cluster had no earlier revision, R5.4).
 	// +optional
 	Rollback bool `json:"rollback,omitempty"`
+	// ReleasedAt is when released was released.
+	// +optional
+	ReleasedAt *metav1.Time `json:"releasedAt,omitempty"`
+	// LastGood is the newest revision that was Ready on the cluster before released; an
+	// automatic rollback releases it again (R5.4).
+	// +optional
+	LastGood *RevisionRef `json:"lastGood,omitempty"`
 	// Paused stops the agent from applying anything new.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -123,6 +131,10 @@ type BundleDeploymentStatus struct {
 	// AppliedAt is when that apply succeeded (R2.5 counts from it).
 	// +optional
 	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
+	// ReadyAt is when the applied revision first became Ready; it stays while the revision is
+	// applied, so that NotReady after it is a regression (R5.1).
+	// +optional
+	ReadyAt *metav1.Time `json:"readyAt,omitempty"`
 	// Ready is true when every applied resource is ready.
 	// +optional
 	Ready bool `json:"ready,omitempty"`

@@ -21,6 +21,8 @@ type RolloutSequenceSpec struct {
 	// +listType=map
 	// +listMapKey=index
 	Revisions []SequenceRevisionControl `json:"revisions,omitempty"`
+	// FailurePolicy is how every group's soak watches its members (§5).
+	FailurePolicy `json:",inline"`
 }
 
 // SequenceGroup is one link of the chain.
@@ -74,7 +76,7 @@ type SoakOverride struct {
 }
 
 // SequenceState is a group's state for one revision (R4.6).
-// +kubebuilder:validation:Enum=INELIGIBLE;PENDING;IN_PROGRESS;SOAKING;FORCED_SOAKING;COMPLETE
+// +kubebuilder:validation:Enum=INELIGIBLE;PENDING;IN_PROGRESS;SOAKING;FORCED_SOAKING;COMPLETE;FAILED;ROLLED_BACK
 type SequenceState string
 
 const (
@@ -84,6 +86,10 @@ const (
 	SequenceSoaking       SequenceState = "SOAKING"
 	SequenceForcedSoaking SequenceState = "FORCED_SOAKING"
 	SequenceComplete      SequenceState = "COMPLETE"
+	// SequenceFailed: a member failed the revision (R5.2, R5.3); SequenceRolledBack: the
+	// revision was rolled back from the group (R5.4).
+	SequenceFailed     SequenceState = "FAILED"
+	SequenceRolledBack SequenceState = "ROLLED_BACK"
 )
 
 // RolloutSequenceStatus reports the groups and the bundles that follow the sequence. Each

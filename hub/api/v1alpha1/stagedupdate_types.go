@@ -6,6 +6,7 @@ import (
 )
 
 // StagedUpdateStrategySpec is an ordered list of stages (ROLLOUT.md R3.1).
+// +kubebuilder:validation:XValidation:rule="!has(self.failureTimeout)",message="failureTimeout: a staged run times clusters out with clusterTimeout"
 type StagedUpdateStrategySpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=31
@@ -17,6 +18,9 @@ type StagedUpdateStrategySpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="clusterTimeout must be at least 10s"
 	ClusterTimeout *metav1.Duration `json:"clusterTimeout,omitempty"`
+	// FailurePolicy is how a run answers a revision that fails (§5); failureTimeout is
+	// clusterTimeout's here.
+	FailurePolicy `json:",inline"`
 }
 
 // StageConfig is one stage: a label-selected set of clusters updated together.
@@ -188,7 +192,7 @@ const (
 )
 
 // RunState is the state of a run, stage, group or cluster (R3.11).
-// +kubebuilder:validation:Enum=NotStarted;Pending;Running;Stopping;Stopped;Skipped;Failed;Completed
+// +kubebuilder:validation:Enum=NotStarted;Pending;Running;Stopping;Stopped;Skipped;Failed;Completed;RollingBack;RolledBack
 type RunState string
 
 const (
@@ -200,6 +204,9 @@ const (
 	RunSkipped    RunState = "Skipped"
 	RunFailed     RunState = "Failed"
 	RunCompleted  RunState = "Completed"
+	// RunRollingBack and RunRolledBack: the run failed under onFailure Rollback (R5.4).
+	RunRollingBack RunState = "RollingBack"
+	RunRolledBack  RunState = "RolledBack"
 )
 
 // StagedUpdateRunSpec names what to roll out and how (R3.7).
@@ -275,6 +282,9 @@ type StagedUpdateRunStatus struct {
 	// by a person, by a rollback or by a new revision (R3.14).
 	// +optional
 	SupersededBy string `json:"supersededBy,omitempty"`
+	// Failure is what failed the run over its budgets and what its policy did (R5.3, R5.6).
+	// +optional
+	Failure *RevisionFailure `json:"failure,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -43,6 +43,8 @@ type RolloutStrategy struct {
 	// +listType=map
 	// +listMapKey=name
 	Partitions []Partition `json:"partitions,omitempty"`
+	// FailurePolicy is how the rollout answers a revision that fails (§5).
+	FailurePolicy `json:",inline"`
 }
 
 // Partition is a manually defined set of clusters rolled out together (R1.3).
@@ -113,4 +115,6 @@ type RollingUpdate struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	UnavailablePeriodSeconds *int32 `json:"unavailablePeriodSeconds,omitempty"`
+	// FailurePolicy is how the rolling update answers a revision that fails (§5).
+	FailurePolicy `json:",inline"`
 }
