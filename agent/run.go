@@ -248,6 +248,10 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	var applyErr error
 	rel := bd.Spec.Released
 	waiting := false
+	if rel == nil && bd.Spec.Rollback && bd.Status.AppliedDeploymentID != "" {
+		// A rollback to no earlier revision: the bundle leaves the cluster (R5.4).
+		return reconciler.Outcome{}, d.rollBackToNothing(ctx, bd)
+	}
 	if rel != nil && !bd.Spec.Paused {
 		objs, applyErr = d.objects(ctx, bd.Spec.BundleNamespace, rel.ContentID)
 		switch {
@@ -308,6 +312,22 @@ func (d *deployer) recordReadiness(bd *v1alpha1.BundleDeployment, wasReady bool)
 	}
 }
 
+// rollBackToNothing removes what a deployment applied when a rollback leaves the cluster no
+// earlier revision to run, and reports it gone.
+func (d *deployer) rollBackToNothing(ctx context.Context, bd *v1alpha1.BundleDeployment) error {
+	if err := d.uninstall(ctx, bd.Name); err != nil {
+		return fmt.Errorf("failed to remove %s for its rollback: %w", bd.Name, err)
+	}
+	log.FromContext(ctx).Info("rolled back: the bundle had no earlier revision here and is removed", "bundle", bd.Spec.Bundle, "revision", bd.Status.AppliedRevision)
+	d.recorder.Normal(bd, v1alpha1.EventRevisionApplied, "rolled back: revision %d removed, the cluster had no earlier revision", bd.Status.AppliedRevision)
+	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt, bd.Status.ReadyAt = 0, "", nil, nil
+	bd.Status.Ready, bd.Status.Modified, bd.Status.NonReadyResources, bd.Status.ModifiedResources = false, false, nil, nil
+	setCondition(bd, v1alpha1.AppliedCondition, true, v1alpha1.SucceededReason, "rolled back: nothing of the bundle runs here")
+	bd.Status.State = bdstate.State(bd, bd.Spec.Staged.Index)
+	bd.Status.ObservedGeneration = bd.Generation
+	return nil
+}
+
 // objects reads and parses the released content.
 func (d *deployer) objects(ctx context.Context, namespace, contentID string) ([]*unstructured.Unstructured, error) {
 	data, err := contentstore.Read(ctx, d.hubReader, namespace, contentID)
@@ -352,6 +372,7 @@ func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, obj
 	d.recorder.Normal(bd, v1alpha1.EventRevisionApplied, "revision %d applied: %d objects, %d pruned", bd.Spec.Released.Index, len(objs), len(res.Pruned))
 	now := metav1.Now()
 	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
+	bd.Status.ReadyAt = nil // the new revision has not been ready yet
 	setCondition(bd, v1alpha1.AppliedCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("revision %d applied", bd.Spec.Released.Index))
 	return nil
 }
@@ -378,6 +399,11 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 		return d.opts.ResyncInterval
 	}
 	bd.Status.Ready, bd.Status.NonReadyResources = len(notReady) == 0, summaries(notReady)
+	if bd.Status.Ready && bd.Status.ReadyAt == nil {
+		// Once, per applied revision: NotReady after it is a regression the hub watches (R5.1).
+		now := metav1.Now()
+		bd.Status.ReadyAt = &now
+	}
 	if bd.Status.Ready {
 		setCondition(bd, v1alpha1.ReadyCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("%d resources ready", len(inv)))
 	} else {

@@ -100,7 +100,8 @@ func clusterOf(o client.Object) (reconcile.Request, bool) {
 }
 
 func (r *accessReconciler) controller() reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster] {
-	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.client, Step: r.step, Finalizer: clusterAccessFinalizer, Finalize: r.revoke}
+	// Conditional: the Cluster's conditions have other writers (cluster-status, removals).
+	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.client, Lock: true, Step: r.step, Finalizer: clusterAccessFinalizer, Finalize: r.revoke}
 }
 
 // revoke takes a deleted Cluster's access away (revokeAccess).

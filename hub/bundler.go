@@ -310,7 +310,7 @@ func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 						continue
 					}
 					release := p.release[c.cluster.Name]
-					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release); err != nil {
+					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release, b.now()); err != nil {
 						return err
 					}
 					if release {

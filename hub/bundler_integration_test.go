@@ -287,12 +287,21 @@ func reportApplied(t *testing.T, c client.Client, bd v1alpha1.BundleDeployment, 
 	t.Helper()
 	orig := bd.DeepCopy()
 	applied := metav1.NewTime(at)
+	if bd.Status.AppliedDeploymentID != bd.Spec.Released.DeploymentID {
+		bd.Status.ReadyAt = nil // as an agent does: a new revision has not been ready yet
+	}
 	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &applied
 	bd.Status.Ready, bd.Status.State = ready, v1alpha1.StateReady
+	readyCond := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason}
+	if ready && bd.Status.ReadyAt == nil {
+		bd.Status.ReadyAt = &applied
+	}
 	if !ready {
 		bd.Status.State = v1alpha1.StateNotReady
+		readyCond.Status, readyCond.Reason = metav1.ConditionFalse, v1alpha1.NotReadyReason
 	}
 	meta.SetStatusCondition(&bd.Status.Conditions, metav1.Condition{Type: v1alpha1.AppliedCondition, Status: metav1.ConditionTrue, Reason: "Applied"})
+	meta.SetStatusCondition(&bd.Status.Conditions, readyCond)
 	if err := c.Status().Patch(context.Background(), &bd, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}

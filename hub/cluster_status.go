@@ -79,7 +79,9 @@ func (r *clusterStatusReconciler) setup(mgr ctrl.Manager) error {
 
 // controller is the reconciler: the status skeleton around step.
 func (r *clusterStatusReconciler) controller() reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster] {
-	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.client, Step: r.step}
+	// Conditional: the Cluster's conditions have other writers (cluster-access, removals), whose
+	// conditions a write from a cache that is behind would drop.
+	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.client, Lock: true, Step: r.step}
 }
 
 // step writes the cluster's bundle counts and whether its agent is online. A merge patch of

@@ -66,6 +66,10 @@ func contentRefsOf(o client.Object) []contentRef {
 	if r := bd.Spec.Released; r != nil && r.ContentID != bd.Spec.Staged.ContentID {
 		refs = append(refs, contentRef{bd.Spec.BundleNamespace, r.ContentID})
 	}
+	// The last good revision stays readable (and kept): a rollback may release it (R5.4).
+	if g := bd.Spec.LastGood; g != nil && !slices.ContainsFunc(refs, func(r contentRef) bool { return r.ID == g.ContentID }) {
+		refs = append(refs, contentRef{bd.Spec.BundleNamespace, g.ContentID})
+	}
 	return refs
 }
 

@@ -251,7 +251,7 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	// The rollout controller's release of a cluster the cache shows no deployment of yet
 	// confirms the same way.
 	bun := &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}}
-	if _, err := grantAndWrite(ctx, staleGrants{c}, c, bun, cl, nil, revisionTarget{Ref: ref(2, "shared")}, true); err != nil {
+	if _, err := grantAndWrite(ctx, staleGrants{c}, c, bun, cl, nil, revisionTarget{Ref: ref(2, "shared")}, true, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got := ownContent(); len(got) != 0 {

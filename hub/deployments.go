@@ -24,18 +24,57 @@ import (
 // show yet is not made twice.
 
 // stageTarget points a deployment's staged revision at t, marking a step back as a rollback;
-// with release, the agent may apply it at once. It reports whether anything changed.
-func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) bool {
+// with release, the agent may apply it at once (released at now). It reports whether anything
+// changed.
+func stageTarget(bd *v1alpha1.BundleDeployment, t revisionTarget, release bool, now time.Time) bool {
 	before := bd.DeepCopy()
 	bd.Spec.Staged, bd.Spec.Options = t.Ref, t.Options
 	switch {
-	case release:
+	case release && (bd.Spec.Released == nil || *bd.Spec.Released != t.Ref):
+		recordLastGood(bd)
 		ref := t.Ref
-		bd.Spec.Released, bd.Spec.Rollback = &ref, false
+		bd.Spec.Released, bd.Spec.Rollback, bd.Spec.ReleasedAt = &ref, false, &metav1.Time{Time: now.Truncate(time.Second)}
+	case release:
+		bd.Spec.Rollback = false
 	case bd.Spec.Released != nil && bd.Spec.Released.Index > t.Ref.Index:
 		bd.Spec.Rollback = true
 	}
 	return !equality.Semantic.DeepEqual(before.Spec, bd.Spec)
+}
+
+// recordLastGood keeps, before a new release, the revision the cluster ran Ready: what a
+// rollback gives it back (R5.4). A revision that never was Ready there, or a restore, leaves
+// the last good one as it was.
+func recordLastGood(bd *v1alpha1.BundleDeployment) {
+	cur := bd.Spec.Released
+	if cur == nil || bd.Status.ReadyAt == nil || bd.Status.AppliedDeploymentID != cur.DeploymentID {
+		return
+	}
+	good := *cur
+	bd.Spec.LastGood = &good
+}
+
+// restoreTarget releases a deployment its last good revision again, or nothing when it has
+// none (the agent removes the bundle): a rollback (R5.4). It reports whether anything changed.
+func restoreTarget(bd *v1alpha1.BundleDeployment, now time.Time) bool {
+	before := bd.DeepCopy()
+	if g := bd.Spec.LastGood; g != nil {
+		good := *g
+		bd.Spec.Released = &good
+	} else {
+		bd.Spec.Released = nil
+	}
+	bd.Spec.Rollback, bd.Spec.ReleasedAt = true, &metav1.Time{Time: now.Truncate(time.Second)}
+	return !equality.Semantic.DeepEqual(before.Spec, bd.Spec)
+}
+
+// restore writes a rollback's release of the deployment's last good revision (restoreTarget).
+func restore(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment, now time.Time) error {
+	orig, bd := bd, bd.DeepCopy()
+	if !restoreTarget(bd, now) {
+		return nil
+	}
+	return updateDeployment(ctx, c, bd, orig)
 }
 
 // updateDeployment writes a deployment's spec change. bd is the cached deployment with the
@@ -88,8 +127,17 @@ type patchOp struct {
 // written false: every later write of the deployment would carry the field.
 func deploymentPatch(bd, orig *v1alpha1.BundleDeployment) []patchOp {
 	ops := []patchOp{{"test", "/metadata/generation", orig.Generation}, {"add", "/spec/staged", bd.Spec.Staged}}
-	if bd.Spec.Released != nil {
+	switch {
+	case bd.Spec.Released != nil:
 		ops = append(ops, patchOp{"add", "/spec/released", bd.Spec.Released})
+	case orig.Spec.Released != nil:
+		ops = append(ops, patchOp{Op: "remove", Path: "/spec/released"})
+	}
+	if bd.Spec.ReleasedAt != nil && !bd.Spec.ReleasedAt.Equal(orig.Spec.ReleasedAt) {
+		ops = append(ops, patchOp{"add", "/spec/releasedAt", bd.Spec.ReleasedAt})
+	}
+	if bd.Spec.LastGood != nil && (orig.Spec.LastGood == nil || *orig.Spec.LastGood != *bd.Spec.LastGood) {
+		ops = append(ops, patchOp{"add", "/spec/lastGood", bd.Spec.LastGood})
 	}
 	if !equality.Semantic.DeepEqual(orig.Spec.Options, bd.Spec.Options) {
 		ops = append(ops, patchOp{"add", "/spec/options", bd.Spec.Options})
@@ -113,7 +161,7 @@ func deploymentPatch(bd, orig *v1alpha1.BundleDeployment) []patchOp {
 // if bd is nil, and releases it too when release is set; it returns the deployment as written.
 // bd itself is not changed (it may be the cache's). Nothing is written when nothing changes; a
 // cluster not admitted yet has no namespace to stage into.
-func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool, now time.Time) (*v1alpha1.BundleDeployment, error) {
 	if cl.Status.Namespace == "" {
 		return bd, nil
 	}
@@ -123,7 +171,7 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 		bd = &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: DeploymentName(bun.Namespace, bun.Name), Namespace: cl.Status.Namespace, Labels: labels,
 			Finalizers: []string{v1alpha1.UninstallFinalizer}},
 			Spec: v1alpha1.BundleDeploymentSpec{Bundle: bun.Name, BundleNamespace: bun.Namespace}}
-		stageTarget(bd, t, release)
+		stageTarget(bd, t, release, now)
 		err := c.Create(ctx, bd)
 		if !apierrors.IsAlreadyExists(err) {
 			if err != nil {
@@ -143,7 +191,7 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 	}
 	orig, bd := bd, bd.DeepCopy()
 	bd.Labels = labels
-	if stageTarget(bd, t, release) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
+	if stageTarget(bd, t, release, now) || !equality.Semantic.DeepEqual(orig.Labels, bd.Labels) {
 		return bd, updateDeployment(ctx, c, bd, orig)
 	}
 	return bd, nil
@@ -154,7 +202,7 @@ func writeDeployment(ctx context.Context, c client.Client, bun *v1alpha1.Bundle,
 // Content the cache shows no grant of is looked up in live (uncached) before it is written into
 // the cluster's own Role: the bundler's shared grant of a commit may be a moment ahead of the
 // cache, and content written into a Role stays there until the cluster's next revision.
-func grantAndWrite(ctx context.Context, c client.Client, live client.Reader, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+func grantAndWrite(ctx context.Context, c client.Client, live client.Reader, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool, now time.Time) (*v1alpha1.BundleDeployment, error) {
 	// Only the default shard grants (see shard); another shard's deployments wait for it.
 	ownGrants := shard("").owns(bun)
 	if ownGrants && (bd == nil || bd.Spec.Staged.ContentID != t.Ref.ContentID) && !hasContent(ctx, c, cl, bun.Namespace, t.Ref.ContentID) &&
@@ -163,14 +211,14 @@ func grantAndWrite(ctx context.Context, c client.Client, live client.Reader, bun
 			return nil, fmt.Errorf("failed to grant cluster %s its content: %w", cl.Name, err)
 		}
 	}
-	return writeDeployment(ctx, c, bun, cl, bd, t, release)
+	return writeDeployment(ctx, c, bun, cl, bd, t, release, now)
 }
 
 // restage stages (and with release, releases) t on an existing deployment and returns it as
 // written; bd itself, possibly the cache's, is not changed.
-func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool) (*v1alpha1.BundleDeployment, error) {
+func restage(ctx context.Context, c client.Client, bd *v1alpha1.BundleDeployment, t revisionTarget, release bool, now time.Time) (*v1alpha1.BundleDeployment, error) {
 	orig, bd := bd, bd.DeepCopy()
-	if stageTarget(bd, t, release) {
+	if stageTarget(bd, t, release, now) {
 		return bd, updateDeployment(ctx, c, bd, orig)
 	}
 	return bd, nil

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -44,10 +45,50 @@ func TestStageTarget(t *testing.T) {
 	}
 	for _, c := range cases {
 		bd := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Staged: c.staged, Released: c.released}}
-		changed := stageTarget(bd, revisionTarget{Ref: c.target}, c.release)
+		changed := stageTarget(bd, revisionTarget{Ref: c.target}, c.release, time.Now())
 		if changed != c.wantChanged || bd.Spec.Staged != c.target || *bd.Spec.Released != *c.wantReleased || bd.Spec.Rollback != c.wantRollback {
 			t.Errorf("%s: changed %v staged %v released %v rollback %v", c.name, changed, bd.Spec.Staged, bd.Spec.Released, bd.Spec.Rollback)
 		}
+	}
+}
+
+// R5.4: a release records the revision the cluster ran Ready as its last good one, in the same
+// write; a revision never Ready there, or a restore, leaves it; a restore gives it back.
+func TestReleasesRecordTheLastGoodRevision(t *testing.T) {
+	r1, r2, r3 := ref(1, "1"), ref(2, "2"), ref(3, "3")
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	readyAt := metav1.NewTime(now.Add(-time.Hour))
+	running := func(released v1alpha1.RevisionRef, ready bool, lastGood *v1alpha1.RevisionRef) *v1alpha1.BundleDeployment {
+		bd := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Staged: released, Released: &released, LastGood: lastGood}}
+		bd.Status.AppliedDeploymentID = released.DeploymentID
+		if ready {
+			bd.Status.ReadyAt = &readyAt
+		}
+		return bd
+	}
+	for _, c := range []struct {
+		name string
+		bd   *v1alpha1.BundleDeployment
+		want *v1alpha1.RevisionRef
+	}{
+		{"Ready on 2: 2 is the last good one", running(r2, true, &r1), &r2},
+		{"2 never Ready: 1 stays", running(r2, false, &r1), &r1},
+		{"first release: none", &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Staged: r1}}, nil},
+	} {
+		if !stageTarget(c.bd, revisionTarget{Ref: r3}, true, now) || !reflect.DeepEqual(c.bd.Spec.LastGood, c.want) || !c.bd.Spec.ReleasedAt.Time.Equal(now) {
+			t.Errorf("%s: last good %v, released at %v", c.name, c.bd.Spec.LastGood, c.bd.Spec.ReleasedAt)
+		}
+	}
+	failing := running(r3, true, &r2)
+	if !restoreTarget(failing, now) || *failing.Spec.Released != r2 || !failing.Spec.Rollback || *failing.Spec.LastGood != r2 {
+		t.Errorf("restore: released %v rollback %v last good %v", failing.Spec.Released, failing.Spec.Rollback, failing.Spec.LastGood)
+	}
+	first := running(r1, true, nil)
+	if !restoreTarget(first, now) || first.Spec.Released != nil || !first.Spec.Rollback {
+		t.Errorf("restore without a last good revision: released %v rollback %v, want nothing released", first.Spec.Released, first.Spec.Rollback)
+	}
+	if ops := deploymentPatch(first, running(r1, true, nil)); !slices.ContainsFunc(ops, func(op patchOp) bool { return op.Op == "remove" && op.Path == "/spec/released" }) {
+		t.Errorf("the patch of a restore to nothing %+v does not remove the release", ops)
 	}
 }
 
@@ -68,6 +109,8 @@ func TestDeploymentPatchSendsWhatChanged(t *testing.T) {
 	}
 	rolledBack := base()
 	rolledBack.Spec.Rollback = true
+	unreleased := base()
+	unreleased.Spec.Released = nil
 	for _, tc := range []struct {
 		name   string
 		change func(bd *v1alpha1.BundleDeployment)
@@ -76,7 +119,7 @@ func TestDeploymentPatchSendsWhatChanged(t *testing.T) {
 	}{
 		{"a release", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Released = r2, &r2 }, base(),
 			[]string{"add /spec/staged", "add /spec/released"}},
-		{"staged only, nothing released yet", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Released = r2, nil }, base(),
+		{"staged only, nothing released yet", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged = r2 }, unreleased,
 			[]string{"add /spec/staged"}},
 		{"new options", func(bd *v1alpha1.BundleDeployment) { bd.Spec.Staged, bd.Spec.Options.DefaultNamespace = r2, "shop" }, base(),
 			[]string{"add /spec/staged", "add /spec/released", "add /spec/options"}},
@@ -270,7 +313,7 @@ func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T
 		t.Helper()
 		orig, next := cached, cached.DeepCopy()
 		next.ManagedFields = nil // the hub's cache keeps none
-		stageTarget(next, revisionTarget{Ref: rev}, true)
+		stageTarget(next, revisionTarget{Ref: rev}, true, time.Now())
 		if err := updateDeployment(ctx, c, next, orig); err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +353,7 @@ func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T
 	r4, r5 := ref(4, "4"), ref(5, "5")
 	release(cached.DeepCopy(), r4)
 	stale := cached.DeepCopy()
-	stageTarget(stale, revisionTarget{Ref: r5}, true)
+	stageTarget(stale, revisionTarget{Ref: r5}, true, time.Now())
 	if err := updateDeployment(ctx, c, stale, &cached); !apierrors.IsConflict(err) {
 		t.Errorf("a second writer deciding on the same copy: %v, want a conflict", err)
 	}

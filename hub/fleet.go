@@ -157,8 +157,13 @@ func readMembers(ctx context.Context, c client.Reader, revisions *revisionStore,
 	}
 	out := make([]member, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, member{cluster: p.cluster, deployment: bdstate.Deployment(p.bd), availability: availability(p.cluster),
-			offline: live.offline(p.cluster, now), since: since[p.cluster.Name]})
+		m := member{cluster: p.cluster, deployment: bdstate.Deployment(p.bd), availability: availability(p.cluster),
+			offline: live.offline(p.cluster, now), since: since[p.cluster.Name]}
+		if m.offline {
+			seen, _ := live.lastSeen(p.cluster)
+			markOffline(m.deployment, seen)
+		}
+		out = append(out, m)
 	}
 	return out, byCluster(ps), nil
 }

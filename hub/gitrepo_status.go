@@ -61,9 +61,16 @@ func (r *repoStatusReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRe
 func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
 	sum := v1alpha1.StateCounts{}
 	var waiting []string
+	var outcome outcomeState // the most pressing outcome of a failure policy among the bundles (R5.6)
 	for i := range bundles {
 		counts, msg := bundleSummary(&bundles[i])
 		sum = sum.Add(counts)
+		if state, why := outcomeWaiting(&bundles[i]); state != "" {
+			msg = why
+			if outcomeRank[state] > outcomeRank[outcome] {
+				outcome = state
+			}
+		}
 		if msg != "" {
 			waiting = append(waiting, bundles[i].Name+": "+msg)
 		}
@@ -73,6 +80,9 @@ func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
 	repo.Status.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
 	repo.Status.Display.State = worstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
 		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
+	if outcome != "" {
+		repo.Status.Display.State = string(outcome)
+	}
 	repo.Status.Display.Message = strings.Join(waiting, "; ")
 	displayCondition(repo)
 }

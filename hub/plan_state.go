@@ -42,7 +42,8 @@ func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.T
 	if err != nil {
 		return nil, err
 	}
-	st := &planState{in: &rollout.Input{Revision: wantedRevision(bun), Paused: bun.Spec.Paused, Now: now},
+	rev := wantedRevision(bun)
+	st := &planState{in: &rollout.Input{Revision: rev, Paused: bun.Spec.Paused, Now: now, Quarantine: activeQuarantine(bun), CompletedAt: completedAt(bun, rev)},
 		bds: map[string]*v1alpha1.BundleDeployment{}, clusters: map[string]*v1alpha1.Cluster{}}
 	in := st.in
 	if in.Strategy, err = rolloutStrategy(bun.Spec.RolloutStrategy); err != nil {
@@ -80,7 +81,11 @@ func gatherPlan(ctx context.Context, c client.Reader, live *liveness, now time.T
 		if ok, left := live.check(c, now); ok {
 			st.requeue = sooner(st.requeue, left+time.Second)
 		} else {
-			_, t.Offline = live.lastSeen(c) // a cluster that never reported is not offline, just pending
+			var seen time.Time
+			seen, t.Offline = live.lastSeen(c) // a cluster that never reported is not offline, just pending
+			if t.Offline {
+				markOffline(t.Deployment, seen)
+			}
 		}
 		in.Targets = append(in.Targets, t)
 	}
@@ -110,6 +115,7 @@ func (st *planState) countUnseen(r *releases, bun *v1alpha1.Bundle, now time.Tim
 			d = *t.Deployment
 		}
 		d.Staged, d.Released, d.Applied, d.ApplyFailed = ref.Index, ref.Index, 0, false
+		d.ReleasedAt, d.WasReady, d.NotReadyAt, d.Rollback = now, false, time.Time{}, false
 		t.Deployment = &d
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,7 +158,10 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 		if err := autoRuns(ctx, r.client, bun); err != nil {
 			return reconciler.Outcome{}, err
 		}
-		return reconciler.Outcome{Written: completed}, r.reportStaged(ctx, bun) // staged runs release
+		return reconciler.Outcome{Written: func() {
+			completed()
+			recordOutcome(r.recorder, orig, bun)
+		}}, r.reportStaged(ctx, bun) // staged runs release
 	}
 	if bun.Spec.Sequence != nil {
 		return reconciler.Outcome{}, nil // released by the sequence controller
@@ -186,8 +191,18 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 		}
 	}
 	decision := rollout.Plan(in)
+	if recordQuarantine(bun, decision.Failure) {
+		// The quarantine is recorded before anything is rolled back: the next pass, right
+		// after its write, restores.
+		setOutcome(bun, in.Revision, "", decision.Failure, st.bds, r.now())
+		applyOutcome(bun)
+		return reconciler.Outcome{After: nextBatch, Written: func() { recordOutcome(r.recorder, orig, bun) }}, nil
+	}
 	wrote, err := r.release(ctx, bun, st, recorded, decision)
 	if err != nil {
+		return reconciler.Outcome{}, err
+	}
+	if err := restoreDeployments(ctx, r.client, r.writes, st.bds, decision.Restore, r.now()); err != nil {
 		return reconciler.Outcome{}, err
 	}
 	if wrote > 0 {
@@ -197,7 +212,7 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 		}
 		recordReleases(r.recorder, bun, in.Revision, decision, func(c string) bool { return released[c] })
 	}
-	wait, significant := r.report(bun, orig, in, decision)
+	wait, significant := r.report(bun, orig, in, decision, st.bds)
 	requeue = sooner(sooner(requeue, wait), decision.RequeueAfter)
 	if decision.More && wrote > 0 {
 		// The partition has clusters beyond this batch: the next pass checks its threshold
@@ -210,6 +225,7 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 	}
 	return reconciler.Outcome{After: requeue, Hold: wait > 0, Written: func() {
 		completed()
+		recordOutcome(r.recorder, orig, bun)
 		if significant {
 			r.recordTransitions(orig, bun)
 		}
@@ -251,7 +267,7 @@ func (r *rolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 		if !ok {
 			continue
 		}
-		bd, err := grantAndWrite(ctx, r.client, r.uncached, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster])
+		bd, err := grantAndWrite(ctx, r.client, r.uncached, bun, st.clusters[t.Cluster], st.bds[t.Cluster], w, release[t.Cluster], r.now())
 		if err != nil {
 			return err
 		}
@@ -298,7 +314,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		g.Go(func() error {
 			cl := st.clusters[w.cluster]
 			err := r.writes.do(gctx, func() error {
-				_, err := grantAndWrite(gctx, r.client, r.uncached, bun, cl, w.bd, w.target, true)
+				_, err := grantAndWrite(gctx, r.client, r.uncached, bun, cl, w.bd, w.target, true, now)
 				return err
 			})
 			switch {
@@ -332,7 +348,7 @@ func (r *rolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 // is written at most every progressEvery per bundle. A new revision, readiness reached or lost,
 // and a pause or its reason are significant: written at once, and told (recordTransitions).
 // report returns how long the write is held back (0: write now) and whether it is significant.
-func (r *rolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision) (time.Duration, bool) {
+func (r *rolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision, bds map[string]*v1alpha1.BundleDeployment) (time.Duration, bool) {
 	st := &bun.Status
 	counts := rollout.Counts{}
 	for _, c := range d.Clusters {
@@ -349,10 +365,14 @@ func (r *rolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", v1alpha1.UnpartitionedClustersReason, unpartitioned, bun.Generation)
 	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", v1alpha1.MaxUnavailable100PercentReason, unsafe, bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
+	recordQuarantine(bun, nil) // drops what a retry lifted
+	setOutcome(bun, in.Revision, d.Outcome, d.Failure, bds, r.now())
+	applyOutcome(bun)
 	if !reconciler.StatusChanged(orig, bun) {
 		return 0, false
 	}
-	significant := orig.Status.ReleasingRevision != st.ReleasingRevision ||
+	significant := orig.Status.ReleasingRevision != st.ReleasingRevision || !equality.Semantic.DeepEqual(orig.Status.Outcome, st.Outcome) ||
+		len(orig.Status.Quarantined) != len(st.Quarantined) ||
 		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
 		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
 	return r.progress.hold(bun.UID, significant, r.now()), significant
@@ -447,6 +467,22 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	}
 	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
+	// The current run's failure is the bundle's: one that rolled back quarantines its revision
+	// for the bundle's other runs (R5.5).
+	recordQuarantine(bun, nil)
+	var failure *rollout.Failure
+	var outcome rollout.Outcome
+	if current != nil {
+		failure = failureOf(current.Status.Failure)
+		recordQuarantine(bun, failure)
+		st, err := runStatus(&current.Status)
+		if err != nil {
+			return err
+		}
+		outcome = st.Outcome()
+	}
+	setOutcome(bun, p.revision, outcome, failure, byCluster(ps), r.now())
+	applyOutcome(bun)
 	return nil
 }
 

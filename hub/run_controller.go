@@ -162,6 +162,13 @@ func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	} else if err != nil {
 		return reconciler.Outcome{}, err
 	}
+	// A failure that rolls back is written with the run's status first; the restores follow
+	// from the next step, which that write wakes (a hub stopping in between rolls back then).
+	if res.Failure == nil {
+		if err := restoreDeployments(ctx, r.client, nil, bds, res.Restore, now); err != nil {
+			return reconciler.Outcome{}, err
+		}
+	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
 			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate, Quorum: int32(gate.Quorum)}}
@@ -203,7 +210,7 @@ func (r *runReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, bds m
 			}
 			want = t
 		}
-		if _, err := restage(ctx, r.client, bd, want, true); err != nil {
+		if _, err := restage(ctx, r.client, bd, want, true, r.now()); err != nil {
 			return err
 		}
 	}
@@ -227,7 +234,7 @@ func onRevisionButStagedElse(bds map[string]*v1alpha1.BundleDeployment, revision
 // gather reads the run and its strategy in the planner's terms. The strategy object is read
 // only until the run has frozen its own copy.
 func (r *runReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRun, bun *v1alpha1.Bundle) (*rollout.Run, error) {
-	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), Paused: bun.Spec.Paused}
+	in := &rollout.Run{Name: run.Name, Action: rollout.RunAction(run.Spec.State), Paused: bun.Spec.Paused, Quarantine: activeQuarantine(bun)}
 	var err error
 	if in.Status, err = runStatus(&run.Status); err != nil {
 		return nil, err
@@ -377,6 +384,16 @@ func (r *runReconciler) recordTransitions(was *v1alpha1.StagedUpdateRunStatus, r
 			r.recorder.Normal(run, v1alpha1.EventStageCompleted, "stage %s %s (%d failed clusters)", s.Name, strings.ToLower(string(s.State)), s.FailureCount)
 		}
 		r.recordGates(run, "stage "+s.Name, old.AfterTasks, s.AfterTasks)
+	}
+	if f := run.Status.Failure; f != nil && run.Status.State != was.State {
+		switch run.Status.State {
+		case v1alpha1.RunRollingBack:
+			r.recorder.Warning(run, v1alpha1.EventRollbackStarted, "revision %d failed (%s): %s", f.Revision, f.Rule, f.Message)
+		case v1alpha1.RunRolledBack:
+			r.recorder.Normal(run, v1alpha1.EventRolledBack, "%s", run.Status.Message)
+		case v1alpha1.RunFailed:
+			r.recorder.Warning(run, v1alpha1.EventRolloutFailed, "revision %d failed (%s): %s", f.Revision, f.Rule, f.Message)
+		}
 	}
 	if !meta.IsStatusConditionTrue(was.Conditions, v1alpha1.SupersededCondition) && meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.SupersededCondition) {
 		r.recorder.Normal(run, v1alpha1.EventRunSuperseded, "%s: clusters in flight finish, nothing new starts", meta.FindStatusCondition(run.Status.Conditions, v1alpha1.SupersededCondition).Message)

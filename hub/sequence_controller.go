@@ -99,8 +99,9 @@ func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 		return reconciler.Outcome{}, fmt.Errorf("failed to get sequence: %w", err)
 	}
 	plan := sequence(&seq.Spec)
-	prev := rollout.SequenceStatus{Groups: sequenceProgress(bun.Status.Sequence)}
-	plan.Paused = bun.Spec.Paused
+	// A retried revision starts over from the first group (R5.5).
+	prev := rollout.SequenceStatus{Groups: forgetRevisions(sequenceProgress(bun.Status.Sequence), liftedRevisions(bun))}
+	plan.Paused, plan.Quarantine = bun.Spec.Paused, activeQuarantine(bun)
 	fleet, bds, err := r.fleet(ctx, bun)
 	if err != nil {
 		return reconciler.Outcome{}, err
@@ -117,16 +118,34 @@ func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 		setStalled(bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
 		return reconciler.Outcome{}, nil
 	}
-	if err := r.release(ctx, bun, bds, res.Release); err != nil {
-		return reconciler.Outcome{}, err
+	fresh := false
+	for i := range res.Failures {
+		fresh = recordQuarantine(bun, &res.Failures[i]) || fresh
+	}
+	recordQuarantine(bun, nil) // drops what a retry lifted
+	if !fresh {
+		// A failure that rolls back is recorded first: this step's releases and restores wait
+		// for the next, right after its status write.
+		if err := r.release(ctx, bun, bds, res.Release); err != nil {
+			return reconciler.Outcome{}, err
+		}
+		if err := restoreDeployments(ctx, r.client, nil, bds, res.Restore, now); err != nil {
+			return reconciler.Outcome{}, err
+		}
 	}
 	r.report(bun, bds, res)
+	setOutcome(bun, bun.Spec.LatestRevision, res.Outcome, newestFailure(res.Failures, bun.Spec.LatestRevision), bds, now)
+	applyOutcome(bun)
 	out := reconciler.Outcome{Written: func() {
 		recordCompletion(r.recorder, orig, bun)
+		recordOutcome(r.recorder, orig, bun)
 		r.recordTransitions(bun, prev, res.Status)
 	}}
 	if !res.WakeAt.IsZero() {
 		out.After = res.WakeAt.Sub(now)
+	}
+	if fresh {
+		out.After = nextBatch
 	}
 	return out, nil
 }
@@ -164,7 +183,7 @@ func (r *sequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 		if bd == nil || want.Ref.Index == 0 {
 			continue // the revision did not deploy to this cluster
 		}
-		if _, err := restage(ctx, r.client, bd, want, true); err != nil {
+		if _, err := restage(ctx, r.client, bd, want, true, r.now()); err != nil {
 			return err
 		}
 	}
@@ -227,6 +246,8 @@ func (r *sequenceReconciler) recordTransitions(bun *v1alpha1.Bundle, was, now ro
 				r.recorder.Normal(bun, v1alpha1.EventGroupReleased, "group %s: revision %d released to %d clusters", g.Name, rv.Index, g.Clusters)
 			case rv.State == rollout.SeqComplete:
 				r.recorder.Normal(bun, v1alpha1.EventGroupCompleted, "group %s: revision %d complete", g.Name, rv.Index)
+			case rv.State == rollout.SeqFailed:
+				r.recorder.Warning(bun, v1alpha1.EventGroupFailed, "group %s: %s", g.Name, rv.Message)
 			}
 		}
 	}
@@ -288,4 +309,15 @@ func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.Ro
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	return reconciler.Outcome{}, nil
+}
+
+// forgetRevisions drops the groups' progress on revisions, which start over.
+func forgetRevisions(groups []rollout.SequenceGroupStatus, revisions []int64) []rollout.SequenceGroupStatus {
+	if len(revisions) == 0 {
+		return groups
+	}
+	for i := range groups {
+		groups[i].Revisions = slices.DeleteFunc(groups[i].Revisions, func(r rollout.SequenceRevisionStatus) bool { return slices.Contains(revisions, r.Index) })
+	}
+	return groups
 }

@@ -152,6 +152,12 @@ func (f *simFleet) dump() string {
 	for _, c := range bun.Status.Conditions {
 		fmt.Fprintf(&b, "  condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
+	if o := bun.Status.Outcome; o != nil {
+		fmt.Fprintf(&b, "  outcome of revision %d: %q, failure %+v, restored %d\n", o.Revision, o.Outcome, o.Failure, o.RestoredRevision)
+	}
+	for _, q := range bun.Status.Quarantined {
+		fmt.Fprintf(&b, "  quarantined: revision %d (%s, %s) on %v\n", q.Revision, q.Rule, q.Action, q.Clusters)
+	}
 	for _, p := range bun.Status.Partitions {
 		fmt.Fprintf(&b, "  partition %s: %d clusters, maxUnavailable %d, unavailable %d, ready %t\n", p.Name, p.Count, p.MaxUnavailable, p.Unavailable, p.Ready)
 	}

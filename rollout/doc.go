@@ -50,6 +50,17 @@
 // cluster that joins a group gets the revision the group completed; one that only newer
 // revisions were rendered for (SequenceCluster.Since) waits for the group's next.
 //
+// §5, outcome-gated rollouts, for every strategy (outcome.go; outcome_plan.go for §1–§2,
+// outcome_run.go for §3, judge and restore in sequence.go for §4). Each strategy embeds a
+// FailurePolicy. A cluster fails a revision by its apply, by regressing (Ready since its apply,
+// NotReady or offline now: Deployment.WasReady) or by not getting Ready in time; the strategy's
+// gate judges whether that exceeds what it tolerates, and onFailure holds it (Pause) or rolls it
+// back: Decision.Restore, StepResult.Restore and SequenceResult.Restore list the clusters to
+// release their last good revision (Deployment.LastGood) again, under the strategy's budgets.
+// A Failure with Action Rollback is for the caller to record; passed back as a quarantine
+// (Input.Quarantine, Run.Quarantine, Sequence.Quarantine) it keeps the revision from being
+// released anywhere. The simulations play it all: SimCluster.Fail, FailAfter and RegressAfter.
+//
 // Selector, ParseSelector: label selectors in structured or string form (R3.6).
 //
 // # Determinism and cost

@@ -225,8 +225,9 @@ func (c *restoreCandidate) restoring(r int64) bool {
 
 // planRestores releases the last good revision to the candidates still on revision r: failed
 // ones at once, the others as many as limit allows given how many are being restored now. It
-// returns the restores, in the candidates' order, and how many candidates are still on r or
-// being restored after them (0: the rollback is done).
+// returns the restores, in the candidates' order, and how many candidates are still on r, being
+// restored by these restores, or being restored and not available again (0: the rollback is
+// done).
 func planRestores(r int64, cands []restoreCandidate, limit func(busy int) int) (restores []Restore, left int) {
 	busy := 0
 	for i := range cands {
@@ -244,6 +245,7 @@ func planRestores(r int64, cands []restoreCandidate, limit func(busy int) int) (
 			}
 		case c.failed:
 			restores = append(restores, Restore{Cluster: c.name, To: c.d.LastGood})
+			left++ // done once written: the step that writes it does not end the rollback
 		case c.held || allowed <= 0:
 			left++
 		default:

@@ -141,7 +141,9 @@ func planRollback(in *Input, sorted []*Target, q Failure, groups []budgetGroup, 
 		d.Restore = append(d.Restore, restores...)
 		left += groupLeft
 		for _, r := range restores {
-			if !failed[r.Cluster] {
+			if failed[r.Cluster] {
+				groupLeft-- // a failed cluster holds no group back (R5.4)
+			} else {
 				globalBusy++
 			}
 		}
@@ -153,7 +155,7 @@ func planRollback(in *Input, sorted []*Target, q Failure, groups []budgetGroup, 
 		d.Clusters[i] = ClusterStatus{Name: t.Cluster, State: ClusterState(t.Deployment, q.Revision), Unavailable: unavailable(t, q.Revision)}
 	}
 	d.Paused = fmt.Sprintf("revision %d is quarantined (R5.5): %s", q.Revision, q.Message)
-	if left == 0 && len(d.Restore) == 0 {
+	if left == 0 {
 		d.Outcome = OutcomeRolledBack
 	} else if stop != "" {
 		d.Paused = stop + "; " + d.Paused

@@ -126,7 +126,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		case RunCompleted:
 			tl.Completed, tl.Outcome = true, OutcomeCompleted
 		case RunFailed, RunStopped, RunRolledBack:
-			tl.Stuck, tl.Outcome = res.Status.Message, res.Status.Outcome()
+			tl.Completed, tl.Stuck, tl.Outcome = false, res.Status.Message, res.Status.Outcome()
 			return tl
 		}
 		if approvedNow || len(rolledBack) > 0 || len(res.Release) > 0 && changed(prev, res.Status) {

@@ -537,9 +537,11 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 }
 
 // judge applies §5 to a group's revision in flight or soaking: a member that failed it (its
-// apply failed, it regressed under onRegression Fail, or it is not Ready failureTimeout after
-// its release) fails the group (FAILED); under Restart, a regressed member sends a soaking
-// group back to IN_PROGRESS, its soak starting over once every member is Ready again.
+// apply failed, it regressed under onRegression Fail, or, when the sequence sets a
+// failureTimeout, it is not Ready that long after its release) fails the group (FAILED); under
+// Restart, a regressed member sends a soaking group back to IN_PROGRESS, its soak starting over
+// once every member is Ready again. Without a failureTimeout a member that is slow to become
+// Ready is progressing, and R4.5's forced soak bounds the wait, as before §5.
 func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, now time.Time, wake func(time.Time)) (SequenceRevisionStatus, *Failure) {
 	r := rs.Index
 	var failed, regressed []string
@@ -548,6 +550,9 @@ func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members [
 		f, since := faultOf(c.Deployment, r, c.Offline)
 		if f == faultRegression {
 			regressed = append(regressed, c.Name)
+		}
+		if f == faultNotReady && seq.FailureTimeout == nil {
+			continue
 		}
 		at, counts := seq.failedAt(f, since)
 		switch {

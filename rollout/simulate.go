@@ -145,7 +145,7 @@ func Simulate(sim Simulation) Timeline {
 		tl.Outcome = d.Outcome
 		switch {
 		case d.Outcome == OutcomeRolledBack:
-			tl.Stuck = d.Paused
+			tl.Completed, tl.Stuck = false, d.Paused
 			return tl
 		case d.Complete && completedAt.IsZero():
 			tl.Completed, completedAt = true, simStart.Add(now)

@@ -37,7 +37,7 @@ func newRootCommand() *cobra.Command {
 	}
 	h := newHubFlags(root)
 	root.AddCommand(newPlanCommand(), newRenderCommand(), newStatusCommand(h), newQuickstartCommand(), newApproveCommand(h), newRunCommand(h), newSkipCommand(h),
-		newRollbackCommand(h), newAgentCommand(h), newClusterCommand(h), newVersionCommand(), newImageCommand(), newDevCommand())
+		newRollbackCommand(h), newRolloutCommand(h), newAgentCommand(h), newClusterCommand(h), newVersionCommand(), newImageCommand(), newDevCommand())
 	return root
 }
 

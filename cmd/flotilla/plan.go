@@ -25,6 +25,7 @@ type planOptions struct {
 	approveAfter    time.Duration
 	readyAfter      time.Duration
 	fail            []string
+	regress         []string
 	offline         []string
 	firstDeployment bool
 	output          *outputFlag
@@ -43,6 +44,7 @@ object with "clusters" and "clusterGroups" ({name, labels}) lists. The rollout i
 rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSequence (--sequence).`,
 		Example: `  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml
   flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml --ready-after 2m --fail prod-eu-3 -o json
+  flotilla plan --clusters clusters.yaml --sequence sequence.yaml --regress dev-1@45m
   flotilla plan --clusters clusters.yaml --strategy staged.yaml --approve-after 15m
   flotilla plan --clusters clusters.yaml --sequence sequence.yaml`,
 		Args: cobra.NoArgs,
@@ -55,8 +57,9 @@ rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSe
 	f.StringVar(&o.sequenceFile, "sequence", "", "RolloutSequence (or its spec) to simulate")
 	f.DurationVar(&o.approveAfter, "approve-after", -1, "simulated time a person takes to approve a gate; unset: nobody approves and the plan stops at the gate")
 	f.DurationVar(&o.readyAfter, "ready-after", 30*time.Second, "simulated time from release to Ready")
-	f.StringSliceVar(&o.fail, "fail", nil, "clusters that apply the revision but never become Ready")
-	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline")
+	f.StringSliceVar(&o.fail, "fail", nil, "clusters that fail the new revision: NAME never becomes Ready, NAME@AFTER fails its apply AFTER its release (e.g. c1@5m)")
+	f.StringSliceVar(&o.regress, "regress", nil, "clusters that become Ready on the new revision and NotReady AFTER its release: NAME@AFTER (e.g. c1@30m)")
+	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline: NAME from the start, NAME@AFTER from AFTER on")
 	f.BoolVar(&o.firstDeployment, "first-deployment", false, "simulate a first deployment instead of an update")
 	o.output = addOutputFlag(cmd, "table")
 	_ = cmd.MarkFlagRequired("clusters")
@@ -91,16 +94,27 @@ func (o *planOptions) run(out io.Writer) error {
 	for _, c := range clusters {
 		known[c.Name] = true
 	}
-	for flag, list := range map[string][]string{"--fail": o.fail, "--offline": o.offline} {
-		for _, n := range list {
-			if !known[n] {
-				return badInput("%s: cluster %q is not in %s", flag, n, o.clustersFile)
-			}
-		}
+	fail, err := clusterTimes("--fail", o.fail, false, known, o.clustersFile)
+	if err != nil {
+		return err
+	}
+	regress, err := clusterTimes("--regress", o.regress, true, known, o.clustersFile)
+	if err != nil {
+		return err
+	}
+	offline, err := clusterTimes("--offline", o.offline, false, known, o.clustersFile)
+	if err != nil {
+		return err
 	}
 	for i := range clusters {
-		clusters[i].Fail = contains(o.fail, clusters[i].Name)
-		clusters[i].Offline = contains(o.offline, clusters[i].Name)
+		c := &clusters[i]
+		if after, ok := fail[c.Name]; ok {
+			c.Fail, c.FailAfter = after == 0, after
+		}
+		c.RegressAfter = regress[c.Name]
+		if at, ok := offline[c.Name]; ok {
+			c.Offline, c.OfflineAt = true, at
+		}
 	}
 	switch {
 	case o.strategyFile != "":
@@ -195,6 +209,30 @@ func cleanDecodeError(err error) error {
 	return fmt.Errorf("%s", msg)
 }
 
+// clusterTimes parses a flag's NAME[@AFTER] values (AFTER required with needAfter) into the
+// time after release each named cluster does what the flag says (0: from the start).
+func clusterTimes(flag string, values []string, needAfter bool, known map[string]bool, file string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, v := range values {
+		name, after, timed := strings.Cut(v, "@")
+		if !known[name] {
+			return nil, badInput("%s: cluster %q is not in %s", flag, name, file)
+		}
+		var d time.Duration
+		switch {
+		case timed:
+			var err error
+			if d, err = time.ParseDuration(after); err != nil || d <= 0 {
+				return nil, badInput("%s %s: AFTER must be a positive duration such as 30m", flag, v)
+			}
+		case needAfter:
+			return nil, badInput("%s %s: give the time after the release, as NAME@AFTER (e.g. %s@30m)", flag, v, name)
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -210,6 +248,8 @@ type planReport struct {
 	Unpartitioned  []string          `json:"unpartitioned"`
 	Steps          []reportStep      `json:"steps"`
 	Completed      bool              `json:"completed"`
+	Outcome        rollout.Outcome   `json:"outcome,omitempty"`
+	Failure        *rollout.Failure  `json:"failure,omitempty"`
 	Duration       string            `json:"duration"`
 	Stuck          string            `json:"stuck,omitempty"`
 	Warnings       []string          `json:"warnings,omitempty"`
@@ -227,15 +267,16 @@ type reportPartition struct {
 }
 
 type reportStep struct {
-	At       string   `json:"at"`
-	Released []string `json:"released"`
-	Removed  []string `json:"removed,omitempty"`
-	Paused   string   `json:"paused"`
-	Ready    int      `json:"ready"`
+	At         string   `json:"at"`
+	Released   []string `json:"released"`
+	Removed    []string `json:"removed,omitempty"`
+	RolledBack []string `json:"rolledBack"`
+	Paused     string   `json:"paused"`
+	Ready      int      `json:"ready"`
 }
 
 func newPlanReport(tl rollout.Timeline, clusters int) planReport {
-	r := planReport{Completed: tl.Completed, Duration: tl.Duration.String(), Stuck: tl.Stuck, Clusters: clusters, Passes: tl.Passes,
+	r := planReport{Completed: tl.Completed, Outcome: tl.Outcome, Failure: tl.Failure, Duration: tl.Duration.String(), Stuck: tl.Stuck, Clusters: clusters, Passes: tl.Passes,
 		Unpartitioned: []string{}, Partitions: []reportPartition{}, Steps: []reportStep{}}
 	if d := tl.First; d != nil {
 		for _, p := range d.Partitions {
@@ -254,7 +295,7 @@ func newPlanReport(tl rollout.Timeline, clusters int) planReport {
 		if released == nil {
 			released = []string{}
 		}
-		r.Steps = append(r.Steps, reportStep{At: s.At.String(), Released: released, Removed: s.Removed, Paused: s.Paused, Ready: s.Ready})
+		r.Steps = append(r.Steps, reportStep{At: s.At.String(), Released: released, Removed: s.Removed, RolledBack: nonNil(s.RolledBack), Paused: s.Paused, Ready: s.Ready})
 	}
 	return r
 }
@@ -287,13 +328,10 @@ func (r planReport) writeTable(out io.Writer, fleet fleetRollout) error {
 		if len(s.Removed) > 0 {
 			what += fmt.Sprintf(" (removed %d: %s)", len(s.Removed), shortList(s.Removed, 3))
 		}
+		what += rolledBackNote(s.RolledBack)
 		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\n", s.At, what, s.Ready, r.Clusters, s.Paused)
 	}
-	if r.Completed {
-		fmt.Fprintf(w, "\nCompleted after %s (%d planning passes).\n", r.Duration, r.Passes)
-	} else {
-		fmt.Fprintf(w, "\nNot completed: stuck after %s: %s\n", r.Duration, r.Stuck)
-	}
+	writeEnd(w, planEnd{completed: r.Completed, eta: fmt.Sprintf("%s (%d planning passes)", r.Duration, r.Passes), stuck: r.Stuck, duration: r.Duration, outcome: r.Outcome, failure: r.Failure})
 	return w.Flush()
 }
 

@@ -42,13 +42,15 @@ func loadSpec(path, kind string, out any) error {
 
 // stagedReport is plan's output for a staged run.
 type stagedReport struct {
-	Stages    []reportStage   `json:"stages"`
-	Steps     []reportRunStep `json:"steps"`
-	Completed bool            `json:"completed"`
-	ETA       string          `json:"eta"`
-	State     string          `json:"state"`
-	Stuck     string          `json:"stuck,omitempty"`
-	Failures  int             `json:"failures"`
+	Stages    []reportStage    `json:"stages"`
+	Steps     []reportRunStep  `json:"steps"`
+	Completed bool             `json:"completed"`
+	Outcome   rollout.Outcome  `json:"outcome,omitempty"`
+	Failure   *rollout.Failure `json:"failure,omitempty"`
+	ETA       string           `json:"eta"`
+	State     string           `json:"state"`
+	Stuck     string           `json:"stuck,omitempty"`
+	Failures  int              `json:"failures"`
 }
 
 type reportStage struct {
@@ -63,11 +65,12 @@ type reportGroup struct {
 }
 
 type reportRunStep struct {
-	At        string   `json:"at"`
-	Started   []string `json:"started"`
-	Completed []string `json:"completed"`
-	Failed    []string `json:"failed,omitempty"`
-	Gate      string   `json:"gate"`
+	At         string   `json:"at"`
+	Started    []string `json:"started"`
+	Completed  []string `json:"completed"`
+	Failed     []string `json:"failed,omitempty"`
+	RolledBack []string `json:"rolledBack"`
+	Gate       string   `json:"gate"`
 }
 
 func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) error {
@@ -85,7 +88,7 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 	if strings.HasPrefix(tl.Stuck, "waiting for approval") && o.approveAfter < 0 {
 		tl.Stuck += " (nobody approves in this plan: pass --approve-after to simulate a person)"
 	}
-	r := stagedReport{Completed: tl.Completed, State: string(tl.Final.State), Stuck: tl.Stuck, Failures: tl.Final.FailureCount, Stages: []reportStage{}, Steps: []reportRunStep{}}
+	r := stagedReport{Completed: tl.Completed, Outcome: tl.Outcome, Failure: tl.Failure, State: string(tl.Final.State), Stuck: tl.Stuck, Failures: tl.Final.FailureCount, Stages: []reportStage{}, Steps: []reportRunStep{}}
 	if tl.Completed {
 		r.ETA = tl.Duration.String()
 	}
@@ -108,7 +111,7 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 		r.Stages = append(r.Stages, rs)
 	}
 	for _, s := range tl.Steps {
-		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Completed), Failed: s.Failed, Gate: s.Gate})
+		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Completed), Failed: s.Failed, RolledBack: nonNil(s.RolledBack), Gate: s.Gate})
 	}
 	if o.output.format != o.output.text {
 		return o.output.print(out, r)
@@ -126,9 +129,9 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 		if len(s.Failed) > 0 {
 			done += " failed: " + shortList(s.Failed, 3)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3), done, s.Gate)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3)+rolledBackNote(s.RolledBack), done, s.Gate)
 	}
-	writeEnd(w, r.Completed, r.ETA, tl.Duration, r.Stuck)
+	writeEnd(w, planEnd{completed: r.Completed, eta: r.ETA, duration: tl.Duration.String(), stuck: r.Stuck, outcome: r.Outcome, failure: r.Failure})
 	return w.Flush()
 }
 
@@ -137,6 +140,8 @@ type sequenceReport struct {
 	Groups    []reportSeqGroup `json:"groups"`
 	Steps     []reportRunStep  `json:"steps"`
 	Completed bool             `json:"completed"`
+	Outcome   rollout.Outcome  `json:"outcome,omitempty"`
+	Failure   *rollout.Failure `json:"failure,omitempty"`
 	ETA       string           `json:"eta"`
 	Stuck     string           `json:"stuck,omitempty"`
 }
@@ -160,7 +165,7 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 	if tl.Err != nil {
 		return badInput("%s: %v", o.sequenceFile, tl.Err)
 	}
-	r := sequenceReport{Completed: tl.Completed, Stuck: tl.Stuck, Groups: []reportSeqGroup{}, Steps: []reportRunStep{}}
+	r := sequenceReport{Completed: tl.Completed, Outcome: tl.Outcome, Failure: tl.Failure, Stuck: tl.Stuck, Groups: []reportSeqGroup{}, Steps: []reportRunStep{}}
 	if tl.Completed {
 		r.ETA = tl.Duration.String()
 	}
@@ -179,7 +184,7 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 		r.Groups = append(r.Groups, rg)
 	}
 	for _, s := range tl.Steps {
-		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Complete), Gate: s.Gate})
+		r.Steps = append(r.Steps, reportRunStep{At: s.At.String(), Started: nonNil(s.Started), Completed: nonNil(s.Complete), RolledBack: nonNil(s.RolledBack), Gate: s.Gate})
 	}
 	if o.output.format != o.output.text {
 		return o.output.print(out, r)
@@ -191,18 +196,42 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 	}
 	fmt.Fprintln(w, "\nAT\tRELEASED\tCOMPLETED\tWAITING")
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3), shortList(s.Completed, 3), s.Gate)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3)+rolledBackNote(s.RolledBack), shortList(s.Completed, 3), s.Gate)
 	}
-	writeEnd(w, r.Completed, r.ETA, tl.Duration, r.Stuck)
+	writeEnd(w, planEnd{completed: r.Completed, eta: r.ETA, duration: tl.Duration.String(), stuck: r.Stuck, outcome: r.Outcome, failure: r.Failure})
 	return w.Flush()
 }
 
-func writeEnd(w io.Writer, completed bool, eta string, d time.Duration, stuck string) {
-	if completed {
-		fmt.Fprintf(w, "\nCompleted after %s.\n", eta)
-		return
+// planEnd is how a simulated rollout ended, for the last lines of the text output.
+type planEnd struct {
+	completed            bool
+	eta, duration, stuck string
+	outcome              rollout.Outcome
+	failure              *rollout.Failure
+}
+
+func writeEnd(w io.Writer, e planEnd) {
+	switch {
+	case e.outcome == rollout.OutcomeRolledBack:
+		fmt.Fprintf(w, "\nRolled back after %s: %s\n", e.duration, e.failure.Message)
+	case e.completed && e.failure == nil:
+		fmt.Fprintf(w, "\nCompleted after %s.\n", e.eta)
+	case e.outcome == rollout.OutcomeFailed && e.failure != nil:
+		fmt.Fprintf(w, "\nFailed after %s: %s\n", e.duration, e.failure.Message)
+	default:
+		fmt.Fprintf(w, "\nNot completed: stopped after %s: %s\n", e.duration, e.stuck)
 	}
-	fmt.Fprintf(w, "\nNot completed: stopped after %s: %s\n", d, stuck)
+	if e.outcome != "" {
+		fmt.Fprintf(w, "Outcome: %s\n", e.outcome)
+	}
+}
+
+// rolledBackNote says which clusters a step rolled back, for the steps table.
+func rolledBackNote(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (rolled back %d: %s)", len(names), shortList(names, 3))
 }
 
 func nonNil(s []string) []string {

@@ -109,7 +109,10 @@ func TestPlanTableShowsStuckRollout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
-	for _, want := range []string{"PARTITION", "canary", "never released", "Not completed: stuck after 30s: 1 partitions NotReady (canary)"} {
+	// A canary that never becomes Ready holds the rollout, and after failureTimeout (10m) the
+	// rollout has failed (R5.3); Pause, the default, keeps it where it is.
+	for _, want := range []string{"PARTITION", "canary", "never released", "1 partitions NotReady (canary)",
+		"Failed after 10m0s: revision 2 failed (partition canary: 1 failing, more than its maxUnavailable 0) on: canary-2 (R5.3); the rollout holds (onFailure: Pause)", "Outcome: Failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
@@ -131,32 +133,63 @@ continuous rollout releases it partition by partition; a staged bundle gets a ne
 runs in flight stop. The next commit that changes the bundle ends the rollback.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := h.connect()
-			if err != nil {
-				return err
-			}
-			me, err := operate.Whoami(cmd.Context(), c) // recorded on the bundle as who rolled back
-			if err != nil {
-				return err
-			}
-			res, err := operate.Rollback(cmd.Context(), c, ns, args[0], to, me)
-			if err != nil {
-				return asInput(err)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "bundle %s: rolling back to revision %d\n", args[0], to)
-			for _, s := range res.Superseded {
-				fmt.Fprintf(out, "stopped run %s\n", s)
-			}
-			if res.Run != "" {
-				fmt.Fprintf(out, "started run %s\n", res.Run)
-			}
-			return nil
+			return h.actOnBundle(cmd, args[0], fmt.Sprintf("rolling back to revision %d", to), func(ctx context.Context, c client.Client, ns, me string) (operate.RollbackResult, error) {
+				return operate.Rollback(ctx, c, ns, args[0], to, me)
+			})
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "revision index to deploy (see `flotilla status` or the bundle's spec.revisions)")
 	_ = cmd.MarkFlagRequired("to-revision")
 	return cmd
+}
+
+// actOnBundle runs an action a person takes on a bundle's rollout (rollback, retry) as the user
+// the hub's API server knows them by (recorded on the bundle), and says what it did.
+func (h *hubFlags) actOnBundle(cmd *cobra.Command, bundle, what string, act func(ctx context.Context, c client.Client, ns, me string) (operate.RollbackResult, error)) error {
+	c, ns, err := h.connect()
+	if err != nil {
+		return err
+	}
+	me, err := operate.Whoami(cmd.Context(), c)
+	if err != nil {
+		return err
+	}
+	res, err := act(cmd.Context(), c, ns, me)
+	if err != nil {
+		return asInput(err)
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "bundle %s: %s\n", bundle, what)
+	for _, s := range res.Superseded {
+		fmt.Fprintf(out, "stopped run %s\n", s)
+	}
+	if res.Run != "" {
+		fmt.Fprintf(out, "started run %s\n", res.Run)
+	}
+	return nil
+}
+
+func newRolloutCommand(h *hubFlags) *cobra.Command {
+	root := &cobra.Command{Use: "rollout", Short: "Act on a bundle's rollout"}
+	var revision int64
+	retry := &cobra.Command{
+		Use:   "retry BUNDLE --revision N",
+		Short: "Roll out again a revision that failed and was rolled back",
+		Long: `Retry lifts the quarantine of revision N of the bundle (ROLLOUT.md R5.5): a revision whose
+failure policy rolled it back is released nowhere until a newer revision replaces it or a person
+retries it. The revision then rolls out again under the bundle's strategy, watched as before: a
+staged bundle gets a new run, a sequence starts it over from its first group.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return h.actOnBundle(cmd, args[0], fmt.Sprintf("revision %d rolls out again", revision), func(ctx context.Context, c client.Client, ns, me string) (operate.RollbackResult, error) {
+				return operate.Retry(ctx, c, ns, args[0], revision, me)
+			})
+		},
+	}
+	retry.Flags().Int64Var(&revision, "revision", 0, "the quarantined revision to roll out again (see `flotilla status`)")
+	_ = retry.MarkFlagRequired("revision")
+	root.AddCommand(retry)
+	return root
 }
 
 func newAgentCommand(h *hubFlags) *cobra.Command {

@@ -118,6 +118,29 @@ func TestNeverReadyLabelKeepsDeploymentUnavailable(t *testing.T) {
 	}
 }
 
+func TestUnreadyAfterLabelMakesADeploymentAvailableThenNot(t *testing.T) {
+	ctx := t.Context()
+	cs := clientset(t)
+	d := deployment("flaky", map[string]string{controlplane.UnreadyAfterLabel: "3s"})
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("failed to create deployment: %v", err)
+	}
+	var last *appsv1.Deployment
+	for _, want := range []bool{true, false} {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := cs.AppsV1().Deployments("default").Get(ctx, "flaky", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = got
+			return available(got) == want && (want || got.Status.ReadyReplicas == 0), nil
+		})
+		if err != nil {
+			t.Fatalf("deployment with %s did not become available=%v: %v; status %+v", controlplane.UnreadyAfterLabel, want, err, last.Status)
+		}
+	}
+}
+
 func TestStatefulSetAndJobComplete(t *testing.T) {
 	ctx := t.Context()
 	cs := clientset(t)

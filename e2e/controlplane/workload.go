@@ -18,6 +18,10 @@ import (
 // failing readiness probe would: a Deployment whose template carries it never becomes Available.
 const NeverReadyLabel = "flotilla.dev/never-ready"
 
+// UnreadyAfterLabel on a pod, with a duration as its value (e.g. "30s"), makes it Ready and then
+// NotReady that long after: a Deployment whose template carries it is Available, then is not.
+const UnreadyAfterLabel = "flotilla.dev/unready-after"
+
 // simulatedNodeLabel marks the nodes kwok manages.
 const simulatedNodeLabel = "flotilla.dev/simulated"
 

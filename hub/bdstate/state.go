@@ -27,6 +27,21 @@ func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
 	if bd.Status.AppliedAt != nil {
 		d.AppliedAt = bd.Status.AppliedAt.Time
 	}
+	if bd.Spec.ReleasedAt != nil {
+		d.ReleasedAt = bd.Spec.ReleasedAt.Time
+	}
+	if bd.Spec.LastGood != nil {
+		d.LastGood = bd.Spec.LastGood.Index
+	}
+	d.Rollback = bd.Spec.Rollback
+	// Ready since its apply (R5.1): NotReady from then on is a regression, from when the
+	// agent saw it.
+	if d.Applied != 0 && bd.Status.ReadyAt != nil {
+		d.WasReady = true
+		if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
+			d.NotReadyAt = c.LastTransitionTime.Time
+		}
+	}
 	return d
 }
 

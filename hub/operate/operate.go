@@ -241,13 +241,21 @@ func Rollback(ctx context.Context, c client.Client, ns, bundleName string, to in
 	if bun.Spec.StagedUpdate == nil {
 		return res, nil
 	}
+	return startRun(ctx, c, &bun, "rollback", to)
+}
+
+// startRun starts a run of revision for a staged bundle, named after why (rollback, retry),
+// and stops the bundle's runs in flight: the hub's rule of one rollout per bundle (R3.14).
+func startRun(ctx context.Context, c client.Client, bun *v1alpha1.Bundle, why string, revision int64) (RollbackResult, error) {
+	var res RollbackResult
+	ns, bundleName := bun.Namespace, bun.Name
 	var runs v1alpha1.StagedUpdateRunList
 	if err := c.List(ctx, &runs, client.InNamespace(ns)); err != nil {
 		return res, fmt.Errorf("failed to list runs: %w", err)
 	}
-	res.Run = fmt.Sprintf("%s-rollback-%d-%s", bundleName, to, strconv.FormatInt(time.Now().Unix(), 36))
-	// The hub's rule of one rollout per bundle (R3.14), with the rollback's run about to start:
-	// it supersedes the bundle's runs in flight. Marked now, so that none releases again.
+	res.Run = fmt.Sprintf("%s-%s-%d-%s", bundleName, why, revision, strconv.FormatInt(time.Now().Unix(), 36))
+	// The new run is about to start: it supersedes the bundle's runs in flight. Marked now,
+	// so that none releases again.
 	var ofBundle []v1alpha1.StagedUpdateRun
 	for _, r := range runs.Items {
 		if r.Spec.Bundle == bundleName {
@@ -273,11 +281,42 @@ func Rollback(ctx context.Context, c client.Client, ns, bundleName string, to in
 		res.Superseded = append(res.Superseded, r.Name)
 	}
 	run := &v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Name: res.Run, Namespace: ns},
-		Spec: v1alpha1.StagedUpdateRunSpec{Bundle: bundleName, Strategy: bun.Spec.StagedUpdate.Strategy, RevisionIndex: &to, State: v1alpha1.RunRun}}
+		Spec: v1alpha1.StagedUpdateRunSpec{Bundle: bundleName, Strategy: bun.Spec.StagedUpdate.Strategy, RevisionIndex: &revision, State: v1alpha1.RunRun}}
 	if err := c.Create(ctx, run); err != nil {
 		return res, fmt.Errorf("failed to start run %s: %w", res.Run, err)
 	}
 	return res, nil
+}
+
+// Retry lifts the quarantine of a revision that failed and was rolled back (R5.5): the bundle
+// records the request (spec.retry) and the revision rolls out again under the bundle's
+// strategy; a staged bundle gets a new run for it. The request names who asked.
+func Retry(ctx context.Context, c client.Client, ns, bundleName string, revision int64, by string) (RollbackResult, error) {
+	var bun v1alpha1.Bundle
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleName}, &bun); err != nil {
+		return RollbackResult{}, &ErrInput{fmt.Errorf("bundle %s/%s: %w", ns, bundleName, err)}
+	}
+	var quarantined []string
+	found := false
+	for _, q := range bun.Status.Quarantined {
+		quarantined = append(quarantined, fmt.Sprint(q.Revision))
+		found = found || q.Revision == revision
+	}
+	if !found {
+		if len(quarantined) == 0 {
+			quarantined = []string{"none"}
+		}
+		return RollbackResult{}, &ErrInput{fmt.Errorf("bundle %s: --revision %d is not quarantined (quarantined: %s)", bundleName, revision, strings.Join(quarantined, ", "))}
+	}
+	orig := bun.DeepCopy()
+	bun.Spec.Retry = &v1alpha1.RevisionRetry{Revision: revision, At: metav1.Now(), By: by}
+	if err := c.Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
+		return RollbackResult{}, fmt.Errorf("failed to retry revision %d of bundle %s: %w", revision, bundleName, err)
+	}
+	if bun.Spec.StagedUpdate == nil {
+		return RollbackResult{}, nil
+	}
+	return startRun(ctx, c, &bun, "retry", revision)
 }
 
 // AgentInstall is what `flotilla agent install` needs to print one cluster's agent manifest.

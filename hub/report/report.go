@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"golang.org/x/mod/semver"
 	corev1 "k8s.io/api/core/v1"
@@ -58,7 +59,11 @@ type Bundle struct {
 	Partitions    []v1alpha1.PartitionStatus     `json:"partitions,omitempty"`
 	Stages        []v1alpha1.StageProgress       `json:"stages,omitempty"`
 	Sequence      []v1alpha1.SequenceGroupStatus `json:"sequence,omitempty"`
-	Clusters      []Cluster                      `json:"clusters"`
+	// Outcome is how the newest revision's rollout ended under its failure policy, with the
+	// rule that fired (R5.6); Quarantined, the revisions nothing releases (R5.5).
+	Outcome     *v1alpha1.RolloutResult    `json:"outcome,omitempty"`
+	Quarantined []v1alpha1.RevisionFailure `json:"quarantined,omitempty"`
+	Clusters    []Cluster                  `json:"clusters"`
 }
 
 // Cluster is the bundle's deployment on one cluster.
@@ -110,7 +115,7 @@ func Collect(ctx context.Context, c client.Client, namespace, name string) (*Sta
 
 func collectBundle(ctx context.Context, c client.Client, b *v1alpha1.Bundle) (Bundle, error) {
 	out := Bundle{Name: b.Name, Path: b.Spec.Path, Revision: b.Status.ReleasingRevision, State: b.Status.Display.State, ReadyClusters: b.Status.Display.ReadyClusters,
-		Summary: b.Status.Summary, Partitions: b.Status.Partitions, Stages: b.Status.Stages, Clusters: []Cluster{}}
+		Summary: b.Status.Summary, Partitions: b.Status.Partitions, Stages: b.Status.Stages, Outcome: b.Status.Outcome, Quarantined: b.Status.Quarantined, Clusters: []Cluster{}}
 	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
 		out.Waiting = cond.Message
 	} else {
@@ -181,6 +186,7 @@ func (st *Status) WriteText(out io.Writer) error {
 			for _, warning := range b.Warnings {
 				fmt.Fprintf(w, "    warning: %s\n", warning)
 			}
+			writeOutcome(w, b)
 			for _, p := range b.Partitions {
 				state := "Ready"
 				if !p.Ready {
@@ -288,4 +294,22 @@ func short(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// writeOutcome says how a bundle's failure policy answered its newest revision (R5.6): the
+// failing clusters and the rule that fired, and the revisions it quarantined.
+func writeOutcome(w io.Writer, b Bundle) {
+	if o := b.Outcome; o != nil && o.Failure != nil {
+		what := "failed"
+		switch {
+		case o.Outcome == v1alpha1.OutcomeRolledBack:
+			what = fmt.Sprintf("rolled back to revision %d", o.RestoredRevision)
+		case o.Failure.Action == v1alpha1.FailureActionRollback:
+			what = "rolling back"
+		}
+		fmt.Fprintf(w, "    outcome: revision %d %s (%s, failing: %s): %s\n", o.Revision, what, o.Failure.Rule, strings.Join(o.Failure.Clusters, ", "), o.Failure.Message)
+	}
+	for _, q := range b.Quarantined {
+		fmt.Fprintf(w, "    quarantined: revision %d since %s (flotilla rollout retry %s --revision %d)\n", q.Revision, q.At.UTC().Format(time.RFC3339), b.Name, q.Revision)
+	}
 }

@@ -50,9 +50,12 @@ const (
 
 // Condition reasons shared by several kinds. Reasons are CamelCase and stable: tools match on them.
 const (
-	ProgressingReason          = "Progressing"
-	SucceededReason            = "Succeeded"
-	FailedReason               = "Failed"
+	ProgressingReason = "Progressing"
+	SucceededReason   = "Succeeded"
+	FailedReason      = "Failed"
+	// A bundle's failure policy (R5.6): rolling its newest revision back, or done with it.
+	RollingBackReason          = "RollingBack"
+	RolledBackReason           = "RolledBack"
 	InvalidSpecReason          = "InvalidSpec"
 	PausedReason               = "Paused"
 	PartitionNotReadyReason    = "PartitionNotReady"

@@ -16,6 +16,10 @@ const (
 	EventRolloutPaused     EventReason = "RolloutPaused"
 	EventRolloutCompleted  EventReason = "RolloutCompleted"
 	EventRollbackStarted   EventReason = "RollbackStarted"
+	// A revision that failed under its rollout's policy (R5.3): held (RolloutFailed), or rolled
+	// back (RollbackStarted, then RolledBack).
+	EventRolloutFailed EventReason = "RolloutFailed"
+	EventRolledBack    EventReason = "RolledBack"
 	// On StagedUpdateRuns and ApprovalRequests.
 	EventStageStarted     EventReason = "StageStarted"
 	EventStageCompleted   EventReason = "StageCompleted"
@@ -25,6 +29,7 @@ const (
 	// On RolloutSequences.
 	EventGroupReleased  EventReason = "GroupReleased"
 	EventGroupCompleted EventReason = "GroupCompleted"
+	EventGroupFailed    EventReason = "GroupFailed"
 	// On Clusters.
 	EventClusterOffline EventReason = "ClusterOffline"
 	EventClusterOnline  EventReason = "ClusterOnline"
@@ -46,8 +51,10 @@ func (r EventReason) Action() string {
 		return "Render"
 	case EventPartitionReleased, EventStageStarted, EventGroupReleased, EventRollbackStarted:
 		return "Release"
-	case EventRolloutPaused:
+	case EventRolloutPaused, EventRolloutFailed, EventGroupFailed:
 		return "Pause"
+	case EventRolledBack:
+		return "Complete"
 	case EventApprovalRecorded, EventApprovalRejected:
 		return "Approve"
 	case EventRunSuperseded:

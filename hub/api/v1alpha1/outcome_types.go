@@ -34,6 +34,12 @@ type FailurePolicy struct {
 	HealthWindow *metav1.Duration `json:"healthWindow,omitempty"`
 }
 
+// The actions of onFailure, as a RevisionFailure records them.
+const (
+	FailureActionPause    = "Pause"
+	FailureActionRollback = "Rollback"
+)
+
 // RolloutOutcome is how the rollout of a revision ended (R5.6).
 // +kubebuilder:validation:Enum=Completed;Failed;RolledBack
 type RolloutOutcome string
