@@ -199,6 +199,18 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			[]string{"data", "Required value"}},
 		{"R4.2 soak above 30 days", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: a, clusterGroup: a, soak: 800h}]}",
 			[]string{"spec.groups[0].soak", "between 0 and 30 days"}},
+		{"R5.3 unknown onFailure", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {onFailure: Revert}}",
+			[]string{"spec.rolloutStrategy.onFailure", "Unsupported value"}},
+		{"R5.2 unknown onRegression", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {onRegression: Retry, groups: [{name: a, clusterGroup: a}]}",
+			[]string{"spec.onRegression", "Unsupported value"}},
+		{"R5.3 zero failureTimeout", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {placement: {type: PickAll, rollingUpdate: {failureTimeout: 0s}}}",
+			[]string{"spec.placement.rollingUpdate.failureTimeout", "must be above 0"}},
+		{"R5.1 negative health window", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {rolloutStrategy: {healthWindow: -1m}}",
+			[]string{"spec.rolloutStrategy.healthWindow", "must not be negative"}},
+		{"R5.3 failureTimeout on a staged strategy", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {failureTimeout: 5m, stages: [{name: s, labelSelector: {}}]}",
+			[]string{"spec", "a staged run times clusters out with clusterTimeout"}},
+		{"R5.5 retry of revision zero", gv + "kind: Bundle\nmetadata: {name: a}\nspec: {retry: {revision: 0, at: '2026-01-01T00:00:00Z'}}",
+			[]string{"spec.retry.revision", "greater than or equal to 1"}},
 	}
 	ns := newNamespace(t)
 	for _, tc := range cases {
