@@ -37,6 +37,11 @@
 // status shows it. Two are not object reconcilers and do not use it: content-gc collects a
 // namespace, and content-grant prunes RoleBindings, which have no status.
 //
+// When a revision fails (ROLLOUT.md §5, outcome.go), the controller of the bundle's strategy
+// records it first (the Bundle's status.quarantined and status.outcome; a run's status.failure)
+// and then writes the rollback: each deployment released its last good revision again, one
+// write each (restore). A release records that last good revision in its own write.
+//
 // Deployment writes go through one component, deployments.go: writeDeployment and restage
 // (conditional on the deployment as read), grantAndWrite (the agent's access first), bounded
 // by writeSlots; the bundler and the rollout controllers share it and the releases record

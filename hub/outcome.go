@@ -39,8 +39,9 @@ func activeQuarantine(bun *v1alpha1.Bundle) []rollout.Failure {
 // liftedByRetry reports whether a person asked to retry the quarantined revision after it
 // failed.
 func liftedByRetry(bun *v1alpha1.Bundle, q *v1alpha1.RevisionFailure) bool {
+	// Times are kept to the second: a retry in the second the failure was recorded lifts it.
 	r := bun.Spec.Retry
-	return r != nil && r.Revision == q.Revision && q.At.Before(&r.At)
+	return r != nil && r.Revision == q.Revision && !r.At.Before(&q.At)
 }
 
 // recordQuarantine adds a failure that rolls back to the bundle's quarantined revisions and

@@ -5,14 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
 // The rules of outcome-gated rollouts (§5) through the real hub, its agents played by the
@@ -97,11 +95,12 @@ func TestR5_1_R5_3_R5_4_R5_5_APartitionedRolloutRollsBackIsRetriedAndFixed(t *te
 		return r.Status.Display.State == "RolledBack" && strings.Contains(r.Status.Display.Message, "web: revision 2 failed and was rolled back to revision 1")
 	})
 
-	// A person's retry lifts the quarantine: revision 2 rolls out again.
-	bun := f.getBundle()
-	orig := bun.DeepCopy()
-	bun.Spec.Retry = &v1alpha1.RevisionRetry{Revision: 2, At: metav1.NewTime(time.Now().Add(time.Second)), By: "test"}
-	if err := f.c.Patch(context.Background(), bun, client.MergeFrom(orig)); err != nil {
+	// A person's retry (`flotilla rollout retry shop-web --revision 2`) lifts the quarantine:
+	// revision 2 rolls out again. Only a quarantined revision can be retried.
+	if _, err := operate.Retry(context.Background(), f.c, f.ns, "shop-web", 3, "test"); err == nil || !strings.Contains(err.Error(), "--revision 3 is not quarantined (quarantined: 2)") {
+		t.Errorf("retrying a revision that is not quarantined: %v", err)
+	}
+	if _, err := operate.Retry(context.Background(), f.c, f.ns, "shop-web", 2, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.releasedExactly(2, "partitions NotReady (canary)", "c1")

@@ -127,3 +127,33 @@ func TestR5_4_ARollbackTouchesOnlyClustersThatReceivedTheRevision(t *testing.T) 
 		t.Errorf("restore (-want +got):\n%s\nrelease %v", diff, d.Release)
 	}
 }
+
+// R5.3, R5.4 for a rolling update (§2): the policy sits with the placement's budgets; failing
+// clusters beyond maxUnavailable fail the revision, and the rollback restores the clusters that
+// received it.
+func TestR5_3_R5_4_ARollingUpdateRollsBackUnderItsPolicy(t *testing.T) {
+	ts := fleet(3, false)
+	for i := range ts {
+		ts[i].Deployment = readyOn(2, 1, t0)
+	}
+	ts[0].Deployment = regressedOn(2, 1, t0, t0.Add(time.Minute))
+	ts[1].Deployment = regressedOn(2, 1, t0, t0.Add(time.Minute))
+	placement := &Placement{Type: PickAll, RollingUpdate: &RollingUpdate{MaxUnavailable: Int(1), FailurePolicy: FailurePolicy{OnFailure: FailureRollback, FailureTimeout: dur(time.Minute)}}}
+	in := &Input{Revision: 2, Placement: placement, Targets: ts, Now: t0.Add(90 * time.Second)}
+	if d := Plan(in); d.Failure != nil {
+		t.Fatalf("failure %+v before failureTimeout passed", d.Failure)
+	}
+	in.Now = t0.Add(2 * time.Minute)
+	d := Plan(in)
+	if d.Failure == nil || d.Failure.Action != FailureRollback || !strings.Contains(d.Failure.Message, "placement: 2 failing, more than its maxUnavailable 1") {
+		t.Fatalf("failure %+v", d.Failure)
+	}
+	if diff := cmp.Diff([]Restore{{"c-000", 1}, {"c-001", 1}, {"c-002", 1}}, d.Restore); diff != "" || len(d.Release) != 0 || len(d.Remove) != 0 {
+		t.Errorf("restore (-want +got):\n%s\nrelease %v remove %v", diff, d.Release, d.Remove)
+	}
+	// A policy under rolloutStrategy would be ignored beside a rolling update: it is refused.
+	err := Validate(&Strategy{FailurePolicy: FailurePolicy{OnFailure: FailureRollback}}, placement)
+	if err == nil || !strings.Contains(err.Error(), "belongs under placement.rollingUpdate") {
+		t.Errorf("validation: %v", err)
+	}
+}

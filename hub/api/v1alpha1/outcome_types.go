@@ -96,7 +96,7 @@ type RolloutResult struct {
 
 // RevisionRetry is a person's request to roll a quarantined revision out again (R5.5):
 // `flotilla rollout retry BUNDLE --revision N` writes it; the hub lifts the quarantine of a
-// failure recorded before At.
+// failure recorded at or before At (times are kept to the second).
 type RevisionRetry struct {
 	// +kubebuilder:validation:Minimum=1
 	Revision int64       `json:"revision"`
