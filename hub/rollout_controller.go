@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -192,6 +193,7 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 	}
 	decision := rollout.Plan(in)
 	if recordQuarantine(bun, decision.Failure) {
+		log.FromContext(ctx).Info("revision failed: quarantined, rolling back", "bundle", bun.Name, "revision", decision.Failure.Revision, "rule", decision.Failure.Rule, "clusters", decision.Failure.Clusters)
 		// The quarantine is recorded before anything is rolled back: the next pass, right
 		// after its write, restores.
 		setOutcome(bun, in.Revision, "", decision.Failure, st.bds, r.now())

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -164,10 +165,10 @@ func (r *runReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	}
 	// A failure that rolls back is written with the run's status first; the restores follow
 	// from the next step, which that write wakes (a hub stopping in between rolls back then).
-	if res.Failure == nil {
-		if err := restoreDeployments(ctx, r.client, nil, bds, res.Restore, now); err != nil {
-			return reconciler.Outcome{}, err
-		}
+	if f := res.Failure; f != nil {
+		log.FromContext(ctx).Info("run failed its budgets", "run", run.Name, "bundle", bun.Name, "revision", f.Revision, "action", f.Action, "clusters", f.Clusters)
+	} else if err := restoreDeployments(ctx, r.client, nil, bds, res.Restore, now); err != nil {
+		return reconciler.Outcome{}, err
 	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},

@@ -3,12 +3,13 @@ package hub
 import (
 	"context"
 	"fmt"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -120,7 +122,11 @@ func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 	}
 	fresh := false
 	for i := range res.Failures {
-		fresh = recordQuarantine(bun, &res.Failures[i]) || fresh
+		if recordQuarantine(bun, &res.Failures[i]) {
+			f := &res.Failures[i]
+			log.FromContext(ctx).Info("revision failed: quarantined, rolling back", "bundle", bun.Name, "revision", f.Revision, "rule", f.Rule, "clusters", f.Clusters)
+			fresh = true
+		}
 	}
 	recordQuarantine(bun, nil) // drops what a retry lifted
 	if !fresh {
