@@ -438,12 +438,3 @@ func revisionFailure(f *rollout.Failure) *v1alpha1.RevisionFailure {
 	}
 	return &v1alpha1.RevisionFailure{Revision: f.Revision, Rule: f.Rule, Action: string(f.Action), Clusters: clusters, Message: f.Message, At: metav1.Time{Time: f.At}}
 }
-
-// quarantineOf converts a Bundle's quarantined revisions, for the planners (R5.5).
-func quarantineOf(q []v1alpha1.RevisionFailure) []rollout.Failure {
-	out := make([]rollout.Failure, 0, len(q))
-	for i := range q {
-		out = append(out, *failureOf(&q[i]))
-	}
-	return out
-}
