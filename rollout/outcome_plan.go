@@ -17,9 +17,9 @@ type budgetGroup struct {
 	threshold int
 }
 
-// budgetGroups are the groups failures and restores are counted in, in rollout order, and the
-// global maxUnavailable over all of them.
-func budgetGroups(in *Input, sorted []*Target, d *Decision) ([]budgetGroup, int) {
+// budgetGroups are the groups failures and restores are counted in, in rollout order (the
+// pass's partitions, or the placement's clusters), and the global maxUnavailable over them.
+func budgetGroups(in *Input, sorted []*Target, d *Decision, parts []partition) ([]budgetGroup, int) {
 	if in.Placement != nil {
 		all := make([]int, len(sorted))
 		for i := range all {
@@ -27,7 +27,7 @@ func budgetGroups(in *Input, sorted []*Target, d *Decision) ([]budgetGroup, int)
 		}
 		return []budgetGroup{{name: "placement", members: all, threshold: d.MaxUnavailable}}, d.MaxUnavailable
 	}
-	parts, _ := partitionTargets(sorted, &in.Strategy, in.Groups)
+	// The pass's own partitions.
 	groups := make([]budgetGroup, len(parts))
 	for i, p := range parts {
 		groups[i] = budgetGroup{name: "partition " + p.name, members: p.members, threshold: p.threshold}

@@ -20,12 +20,13 @@ func Plan(in *Input) *Decision {
 		slices.SortFunc(sorted, byName)
 	}
 	var d *Decision
+	var parts []partition
 	if in.Placement != nil {
 		d = planRollingUpdate(in, sorted)
 	} else {
-		d = planPartitions(in, sorted)
+		d, parts = planPartitions(in, sorted)
 	}
-	groups, globalMax := budgetGroups(in, sorted, d)
+	groups, globalMax := budgetGroups(in, sorted, d, parts)
 	if q := quarantined(in.Quarantine, in.Revision); q != nil {
 		return planRollback(in, sorted, *q, groups, globalMax)
 	}
@@ -56,7 +57,7 @@ func Plan(in *Input) *Decision {
 //	gates:        NotReady(p1..pk-1) ≤ maxUnavailablePartitions
 //	              unavailable(pk) ≤ its maxUnavailable
 //	              unavailable(all) ≤ global maxUnavailable
-func planPartitions(in *Input, sorted []*Target) *Decision {
+func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 	s := &in.Strategy
 	rev := in.Revision
 	n := len(sorted)
@@ -152,7 +153,7 @@ func planPartitions(in *Input, sorted []*Target) *Decision {
 		plan.Warnings = append(plan.Warnings, Warning{WarnUnsafeDefaults, "maxUnavailable is 100%: every partition counts as Ready at once and the rollout passes through all of them without waiting (R1.14)"})
 	}
 	plan.finish(sorted, rev, release, unavail, parts)
-	return plan
+	return plan, parts
 }
 
 // gateReason returns why partition p may not be entered now, or "".
