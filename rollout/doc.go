@@ -75,7 +75,8 @@
 //	100,000 clusters:                       29 ms/op, 15.8 MB/op, 244 allocs/op
 //
 // Bytes grow linearly with N; the allocation count grows only with the number of partitions and
-// the output lists' growth steps.
+// the output lists' growth steps. §5's judgement of each pass adds 7 allocations and no time
+// that shows: same-run, 2.61–2.72 ms/op before it and 2.36–2.64 ms/op after.
 //
 // One Step of a running staged run, 5 stages × 2,000 clusters in two groups each
 // (BenchmarkStep5Stages2000Clusters): 1.5 ms/op, 2.3 MB/op, 162 allocs/op.
