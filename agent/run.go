@@ -319,7 +319,7 @@ func (d *deployer) rollBackToNothing(ctx context.Context, bd *v1alpha1.BundleDep
 		return fmt.Errorf("failed to remove %s for its rollback: %w", bd.Name, err)
 	}
 	log.FromContext(ctx).Info("rolled back: the bundle had no earlier revision here and is removed", "bundle", bd.Spec.Bundle, "revision", bd.Status.AppliedRevision)
-	d.recorder.Normal(bd, v1alpha1.EventRevisionApplied, "rolled back: revision %d removed, the cluster had no earlier revision", bd.Status.AppliedRevision)
+	d.recorder.Warning(bd, v1alpha1.EventRolledBack, "revision %d removed: the cluster had no earlier revision to roll back to", bd.Status.AppliedRevision)
 	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt, bd.Status.ReadyAt = 0, "", nil, nil
 	bd.Status.Ready, bd.Status.Modified, bd.Status.NonReadyResources, bd.Status.ModifiedResources = false, false, nil, nil
 	setCondition(bd, v1alpha1.AppliedCondition, true, v1alpha1.SucceededReason, "rolled back: nothing of the bundle runs here")

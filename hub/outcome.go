@@ -163,8 +163,8 @@ func recordOutcome(rec *events.Recorder, orig, bun *v1alpha1.Bundle) {
 		rec.Warning(bun, v1alpha1.EventRolloutFailed, "revision %d failed (%s): %s", is.Failure.Revision, is.Failure.Rule, is.Failure.Message)
 	}
 	if is.Outcome == v1alpha1.OutcomeRolledBack && (was == nil || was.Outcome != v1alpha1.OutcomeRolledBack || was.Revision != is.Revision) {
-		rec.Warning(bun, v1alpha1.EventRolledBack, "revision %d rolled back: the clusters that received it run their last good revision (%d) again; it stays quarantined until a new revision or `flotilla rollout retry %s --revision %d`",
-			is.Revision, is.RestoredRevision, bun.Name, is.Revision)
+		rec.Warning(bun, v1alpha1.EventRolledBack, "revision %d rolled back: %s; it stays quarantined until a new revision or `flotilla rollout retry %s --revision %d`",
+			is.Revision, restoredTo(is), bun.Name, is.Revision)
 	}
 }
 
@@ -190,7 +190,7 @@ func outcomeWaiting(bun *v1alpha1.Bundle) (outcomeState, string) {
 	case o == nil || o.Failure == nil && o.Outcome != v1alpha1.OutcomeRolledBack:
 		return "", ""
 	case o.Outcome == v1alpha1.OutcomeRolledBack:
-		return stateRolledBack, fmt.Sprintf("revision %d failed and was rolled back to revision %d (%s); it is quarantined until a new revision or a retry", o.Revision, o.RestoredRevision, o.Failure.Rule)
+		return stateRolledBack, fmt.Sprintf("revision %d failed and was rolled back (%s): %s; it is quarantined until a new revision or a retry", o.Revision, o.Failure.Rule, restoredTo(o))
 	case o.Failure.Action == v1alpha1.FailureActionRollback:
 		return stateRollingBack, o.Failure.Message
 	}
@@ -229,4 +229,13 @@ func newestFailure(failures []rollout.Failure, revision int64) *rollout.Failure 
 		}
 	}
 	return nil
+}
+
+// restoredTo says what the clusters a rollback restored run now: their last good revision, or
+// nothing of the bundle when the failed revision was their first.
+func restoredTo(o *v1alpha1.RolloutResult) string {
+	if o.RestoredRevision == 0 {
+		return "the bundle is removed from the clusters that received it, which had no earlier revision"
+	}
+	return fmt.Sprintf("the clusters that received it run their last good revision (%d) again", o.RestoredRevision)
 }

@@ -92,7 +92,7 @@ func TestR5_1_R5_3_R5_4_R5_5_APartitionedRolloutRollsBackIsRetriedAndFixed(t *te
 		t.Errorf("the Events do not tell the rollback:\n%s", story)
 	}
 	waitForObject(t, f.c, types.NamespacedName{Namespace: f.ns, Name: "shop"}, "the GitRepo shows the rollback", func(r *v1alpha1.GitRepo) bool {
-		return r.Status.Display.State == "RolledBack" && strings.Contains(r.Status.Display.Message, "web: revision 2 failed and was rolled back to revision 1")
+		return r.Status.Display.State == "RolledBack" && strings.Contains(r.Status.Display.Message, "web: revision 2 failed and was rolled back (R5.2): the clusters that received it run their last good revision (1) again")
 	})
 
 	// A person's retry (`flotilla rollout retry shop-web --revision 2`) lifts the quarantine:

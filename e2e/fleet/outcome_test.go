@@ -7,11 +7,15 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
@@ -250,5 +254,46 @@ rolloutStrategy:
 	eventually(t, "the fix reaches every cluster", 2*time.Minute, func() bool { return availableEverywhere(t, "parts-fail", "web", "example.invalid/web:3") })
 	waitRepo(t, f, "all ready after the fix", func(r *v1alpha1.GitRepo) bool {
 		return r.Status.Display.ReadyClusters == allReady() && r.Status.Display.State == "Ready"
+	})
+}
+
+// R5.4 for a first deployment: the canary had no earlier revision, so its rollback removes the
+// bundle (the agent uninstalls it and says so in the cluster's namespace); the rest never
+// received revision 1 and have no deployment of it.
+func TestR5_4_AFirstDeploymentRollsBackToNothing(t *testing.T) {
+	fleetYAML := `defaultNamespace: first-fail
+rolloutStrategy:
+  maxUnavailable: 0
+  onFailure: Rollback
+  failureTimeout: 15s
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
+  - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
+`
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": labelledManifest("example.invalid/web:1", controlplane.NeverReadyLabel, "true")})
+	srv := up.ServeHTTP("", "")
+	f := startFleet(t)
+	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
+	canary := workloads[0]
+	deployment := func() error {
+		_, err := kubernetes.NewForConfigOrDie(canary.Config()).AppsV1().Deployments("first-fail").Get(context.Background(), "web", metav1.GetOptions{})
+		return err
+	}
+	eventually(t, "the canary runs revision 1", time.Minute, func() bool { return deployment() == nil })
+	expectRolledBack(t, f, 1, canary.Name)
+	eventually(t, "the canary's agent removed the bundle", time.Minute, func() bool { return apierrors.IsNotFound(deployment()) }, showDeployments(t, f))
+	if bd := deploymentOn(t, f, canary.Name); bd.Spec.Released != nil || !bd.Spec.Rollback {
+		t.Errorf("the canary's deployment after the rollback: %+v", bd.Spec)
+	}
+	for _, w := range workloads[1:] {
+		if bd := deploymentOn(t, f, w.Name); bd.Spec.Released != nil {
+			t.Errorf("%s received revision 1 although the canary never became ready: %+v", w.Name, bd.Spec)
+		}
+	}
+	eventually(t, "the canary's namespace tells the removal", 30*time.Second, func() bool {
+		return eventsOf(t, f, f.clusterNamespaces[canary.Name], agent.EventsController).Tells("RevisionApplied: revision 1 applied", "RolledBack: revision 1 removed")
+	}, func() string {
+		return eventsOf(t, f, f.clusterNamespaces[canary.Name], agent.EventsController).String()
 	})
 }

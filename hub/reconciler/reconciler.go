@@ -52,7 +52,9 @@ type Outcome struct {
 type Status[T any, PT Object[T]] struct {
 	Client client.Client
 	Lock   bool
-	// Step sets obj's status; orig is the object as read, not to be changed.
+	// Step sets obj's status; orig is the object as read. A step that must write part of the
+	// status itself before it goes on (an ordered protocol, such as a cluster's admission)
+	// copies what it wrote into orig's status, so that it is not written again.
 	Step func(ctx context.Context, obj, orig PT) (Outcome, error)
 
 	Finalizer string

@@ -303,7 +303,10 @@ func writeOutcome(w io.Writer, b Bundle) {
 		what := "failed"
 		switch {
 		case o.Outcome == v1alpha1.OutcomeRolledBack:
-			what = fmt.Sprintf("rolled back to revision %d", o.RestoredRevision)
+			what = "rolled back, removed"
+			if o.RestoredRevision != 0 {
+				what = fmt.Sprintf("rolled back to revision %d", o.RestoredRevision)
+			}
 		case o.Failure.Action == v1alpha1.FailureActionRollback:
 			what = "rolling back"
 		}

@@ -34,7 +34,8 @@ const (
 	EventClusterOffline EventReason = "ClusterOffline"
 	EventClusterOnline  EventReason = "ClusterOnline"
 	// On BundleDeployments, by the cluster's agent: `kubectl get events -n <cluster namespace>`
-	// tells what reached the cluster and how it went.
+	// tells what reached the cluster and how it went (and RolledBack when a rollback removed
+	// the bundle from it).
 	EventRevisionApplied EventReason = "RevisionApplied"
 	EventApplyFailed     EventReason = "ApplyFailed"
 	EventRevisionReady   EventReason = "RevisionReady"
