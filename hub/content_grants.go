@@ -43,6 +43,8 @@ const LabelContentGrant = "flotilla.dev/content-grant"
 
 // annotationGrantedAt is when the bundler last added subjects to a shared grant: the grant is
 // not pruned for the prune delay after that, while the deployments it was made for are staged.
+// It keeps sub-second precision: truncated to the second, a grant made late in a second could
+// be pruned up to a second early, before the deployments it was made for reach the cache.
 const annotationGrantedAt = "flotilla.dev/granted-at"
 
 // defaultGrantPruneDelay is how long a shared grant waits before it drops the agents that no
@@ -183,7 +185,7 @@ func grantShared(ctx context.Context, c client.Client, ref contentRef, clusterNa
 			subjects = append(subjects, s)
 		}
 	}
-	granted := map[string]string{annotationGrantedAt: now.UTC().Format(time.RFC3339)}
+	granted := map[string]string{annotationGrantedAt: now.UTC().Format(time.RFC3339Nano)}
 	if apierrors.IsNotFound(err) {
 		names, err := contentNames(ctx, c, ref)
 		if err != nil {
@@ -272,7 +274,7 @@ func (r *contentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if id == "" {
 		return ctrl.Result{}, nil
 	}
-	if granted, err := time.Parse(time.RFC3339, binding.Annotations[annotationGrantedAt]); err == nil {
+	if granted, err := time.Parse(time.RFC3339Nano, binding.Annotations[annotationGrantedAt]); err == nil {
 		if wait := granted.Add(r.delay).Sub(r.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -267,5 +268,34 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	}
 	if got := ownContent(); !slices.Contains(got, shared.ContentID) {
 		t.Errorf("a stale cache without the live read left the Role with %v; the guard above proves nothing", got)
+	}
+}
+
+// A shared grant is kept for the whole prune delay after it was made, to the sub-second: the
+// deployments it was made for are written just after it and may not be in the cache yet.
+func TestSharedGrantIsKeptForTheWholePruneDelay(t *testing.T) {
+	c := apiClient(t)
+	ctx := context.Background()
+	ns := namespace(t, c)
+	// Late in a second: truncated to the second, the delay would end 0.9 s early.
+	granted := time.Date(2026, 3, 1, 10, 0, 0, 900_000_000, time.UTC)
+	ref := contentRef{ns, "s-1234"}
+	if err := grantShared(ctx, c, ref, []string{"cluster-ns-a", "cluster-ns-b"}, granted); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: contentGrantName(ref.ID)}
+	for _, after := range []time.Duration{0, 500 * time.Millisecond, 999 * time.Millisecond} {
+		pruner := &contentGrantReconciler{client: c, delay: time.Second, now: func() time.Time { return granted.Add(after) }}
+		res, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatalf("%v after the grant: %v", after, err)
+		}
+		if want := time.Second - after; res.RequeueAfter != want {
+			t.Errorf("%v after the grant: the pruner looks again in %v, want %v", after, res.RequeueAfter, want)
+		}
+		var binding rbacv1.RoleBinding
+		if err := c.Get(ctx, key, &binding); err != nil || len(binding.Subjects) != 2 {
+			t.Errorf("%v after the grant, within the prune delay: the grant was pruned (%v, %d subjects)", after, err, len(binding.Subjects))
+		}
 	}
 }

@@ -305,6 +305,7 @@ func availability(c *v1alpha1.Cluster) *rollout.Availability {
 	}
 	if err := avail.Compile(); err != nil {
 		// Fail closed: a window that does not compile holds the cluster, and says where.
+		//lint:ignore ST1005 the message names the object as kubectl does, kind first
 		return rollout.InvalidAvailability(fmt.Errorf("Cluster %s/%s spec.%w", c.Namespace, c.Name, err))
 	}
 	return avail

@@ -15,17 +15,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/spf13/cobra"
 )
 
-// inputError marks bad input: the command exits with code 2.
-type inputError struct{ err error }
-
-func (e *inputError) Error() string { return e.err.Error() }
-func (e *inputError) Unwrap() error { return e.err }
-
+// badInput is bad input: the command exits with code 2, as for a request the hub's operations
+// refuse (operate.ErrInput).
 func badInput(format string, args ...any) error {
-	return &inputError{err: fmt.Errorf(format, args...)}
+	return &operate.ErrInput{Err: fmt.Errorf(format, args...)}
 }
 
 func newRootCommand() *cobra.Command {
@@ -47,7 +44,7 @@ func main() {
 		return
 	}
 	fmt.Fprintln(os.Stderr, "error:", err)
-	var in *inputError
+	var in *operate.ErrInput
 	if errors.As(err, &in) {
 		os.Exit(2)
 	}

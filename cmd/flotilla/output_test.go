@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
@@ -59,7 +60,7 @@ func TestReadCommandsPrintJSONAndYAML(t *testing.T) {
 				t.Errorf("-o json and -o yaml print different documents:\n%s\n%s", j, y)
 			}
 			_, err := runCLI(append(c.args, "-o", "xml")...)
-			var in *inputError
+			var in *operate.ErrInput
 			if !errors.As(err, &in) || !strings.Contains(err.Error(), `--output "xml"`) {
 				t.Errorf("-o xml: %v, want bad input", err)
 			}

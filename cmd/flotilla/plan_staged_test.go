@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -132,7 +133,7 @@ func TestPlanStagedAndSequenceBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"plan", "--clusters", clusters}, c.args...)
 			_, err := runCLI(args...)
-			var in *inputError
+			var in *operate.ErrInput
 			if !errors.As(err, &in) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want an input error containing %q", err, c.want)
 			}

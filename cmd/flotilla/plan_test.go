@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -129,7 +130,7 @@ func TestR1_2_PlanNamesTheFieldOfAnUnreadablePercentage(t *testing.T) {
 		"rolloutStrategy:\n  partitions:\n  - {name: a, clusterName: c}\n  - name: b\n    clusterName: d\n    maxUnavailable: 1O%\n": `fleet.yaml:6: rolloutStrategy.partitions[1].maxUnavailable: invalid value "1O%"`,
 	} {
 		_, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", writeFile(t, dir, "fleet.yaml", fleet))
-		var in *inputError
+		var in *operate.ErrInput
 		if !errors.As(err, &in) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want an input error with %q", fleet, err, want)
 		}
@@ -156,7 +157,7 @@ func TestPlanBadInputNamesFileAndField(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fleet := writeFile(t, dir, "fleet.yaml", c.fleet)
 			_, err := runCLI(append([]string{"plan", "--clusters", clusters, "--fleet-yaml", fleet}, c.args...)...)
-			var in *inputError
+			var in *operate.ErrInput
 			if !errors.As(err, &in) {
 				t.Fatalf("want an input error (exit code 2), got %v", err)
 			}

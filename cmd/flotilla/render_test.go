@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
 func TestRenderExampleRepository(t *testing.T) {
@@ -28,7 +30,7 @@ func TestRenderBadInput(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "fleet.yaml", "helm:\n  chart: ./chart\n  relaseName: x\n")
 	_, err := runCLI("render", dir)
-	var in *inputError
+	var in *operate.ErrInput
 	if !errors.As(err, &in) || !strings.Contains(err.Error(), "fleet.yaml:3: helm.relaseName: unknown field") {
 		t.Errorf("error = %v", err)
 	}
@@ -48,7 +50,7 @@ func TestRenderRefusesSymlinksLeavingTheRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := runCLI("render", dir)
-	var in *inputError
+	var in *operate.ErrInput
 	if !errors.As(err, &in) || !strings.Contains(err.Error(), "linked.yaml is a symlink to") || strings.Contains(out, "stolen") {
 		t.Errorf("error = %v, output:\n%s", err, out)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -11,15 +10,6 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
-
-// asInput turns operate's input errors into exit code 2.
-func asInput(err error) error {
-	var in *operate.ErrInput
-	if errors.As(err, &in) {
-		return &inputError{err: err}
-	}
-	return err
-}
 
 func newApproveCommand(h *hubFlags) *cobra.Command {
 	var gate operate.Gate
@@ -35,7 +25,7 @@ reason, stops the run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reject == (reason == "") {
-				return &inputError{err: errors.New("--reject and --reason go together")}
+				return badInput("--reject and --reason go together")
 			}
 			c, ns, err := h.connect()
 			if err != nil {
@@ -44,14 +34,14 @@ reason, stops the run.`,
 			if reject {
 				name, err := operate.Reject(cmd.Context(), c, ns, args[0], gate, reason)
 				if err != nil {
-					return asInput(err)
+					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "rejected %s: the run stops\n", name)
 				return err
 			}
 			name, already, err := operate.Approve(cmd.Context(), c, ns, args[0], gate, comment)
 			if err != nil {
-				return asInput(err)
+				return err
 			}
 			if already {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "you approved %s already\n", name)
@@ -86,7 +76,7 @@ func newRunCommand(h *hubFlags) *cobra.Command {
 					return err
 				}
 				if err := operate.SetRunState(cmd.Context(), c, ns, args[0], verb.state); err != nil {
-					return asInput(err)
+					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: %s\n", args[0], verb.state)
 				return nil
@@ -109,7 +99,7 @@ func newSkipCommand(h *hubFlags) *cobra.Command {
 				return err
 			}
 			if err := operate.Skip(cmd.Context(), c, ns, args[0], skip); err != nil {
-				return asInput(err)
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "run %s: skipping %+v\n", args[0], skip)
 			return nil
@@ -156,7 +146,7 @@ func (h *hubFlags) actOnBundle(cmd *cobra.Command, bundle, what string, act func
 	}
 	res, err := act(cmd.Context(), c, ns, me)
 	if err != nil {
-		return asInput(err)
+		return err
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "bundle %s: %s\n", bundle, what)
@@ -214,7 +204,7 @@ them itself. A registration for a Cluster that has an agent already waits for
 			in.Namespace = ns
 			out, err := operate.AgentManifest(cmd.Context(), c, in)
 			if err != nil {
-				return asInput(err)
+				return err
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
@@ -247,7 +237,7 @@ a cluster rebuilt from scratch: anyone holding a registration token can ask.`,
 			}
 			cluster, err := operate.ApproveRegistration(cmd.Context(), c, ns, args[0])
 			if err != nil {
-				return asInput(err)
+				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "registration %s approved: it takes over cluster %s\n", args[0], cluster)
 			return err

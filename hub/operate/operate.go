@@ -29,7 +29,7 @@ import (
 )
 
 // ErrInput marks a request that cannot be carried out as asked (unknown run, gate not reached,
-// invalid transition).
+// invalid transition). The CLI exits with code 2 on it, as on any bad input.
 type ErrInput struct{ Err error }
 
 func (e *ErrInput) Error() string { return e.Err.Error() }
