@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,25 +119,32 @@ func completedAt(bun *v1alpha1.Bundle, revision int64) time.Time {
 }
 
 // restoreDeployments writes a rollback's restores (R5.4): each deployment released its last
-// good revision again (or nothing), one write each, within the hub's write slots.
+// good revision again (or nothing), one write each. A pass restores as many clusters as the
+// strategy's budget allows (every failed one at once): like releases, their writes go out
+// together, within the hub's write slots when it has them.
 func restoreDeployments(ctx context.Context, c client.Client, slots writeSlots, bds map[string]*v1alpha1.BundleDeployment, restores []rollout.Restore, now time.Time) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(stageWorkers)
 	for _, r := range restores {
 		bd := bds[r.Cluster]
 		if bd == nil {
 			continue
 		}
-		write := func() error { return restore(ctx, c, bd, now) }
-		var err error
-		if slots != nil {
-			err = slots.do(ctx, write)
-		} else {
-			err = write()
-		}
-		if err != nil {
-			return fmt.Errorf("failed to roll back cluster %s: %w", r.Cluster, err)
-		}
+		g.Go(func() error {
+			write := func() error { return restore(gctx, c, bd, now) }
+			var err error
+			if slots != nil {
+				err = slots.do(gctx, write)
+			} else {
+				err = write()
+			}
+			if err != nil {
+				return fmt.Errorf("failed to roll back cluster %s: %w", r.Cluster, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // markOffline dates a cluster's regression from when its agent was last seen, if it was Ready
