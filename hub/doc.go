@@ -49,6 +49,12 @@
 // Events (package events) and the flotilla_* metrics (metrics.go) are told where the status
 // they describe is written.
 //
+// The webhook receiver (webhooks.go) runs in every replica of every shard. It finds a
+// delivery's GitRepos in a cache of every shard's, indexed by the repository they follow, and
+// reads their webhook secrets at most every few seconds: its senders are untrusted, and no
+// delivery may make the hub load the API server. The leader of the GitRepo's shard polls at
+// once; any other replica forwards the delivery to it with one annotation write.
+//
 // The hub's API types live in hub/api/v1alpha1; the CRDs and the hub's RBAC role in
 // manifests/ are generated from this tree by `go generate ./hub/...` (controller-gen, pinned as
 // a tool in go.mod). The RBAC markers below declare everything the hub may touch.

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
@@ -393,9 +394,13 @@ func TestHelmSecretRefAndCABundleReachTheChartServer(t *testing.T) {
 // Webhook senders, against the real hub: two tenants follow one repository, each with its own
 // webhook secret, and a third without one. A delivery signed with one tenant's secret makes the
 // hub poll that tenant's GitRepo alone; an unsigned or wrongly signed delivery gets 401 and
-// triggers nothing; no response names a GitRepo.
+// triggers nothing; no response names a GitRepo. A flood of deliveries costs the API server
+// nothing: no list of GitRepos, and each webhook secret read at most once per secretTTL.
 func TestHostileWebhookSenders(t *testing.T) {
-	c, webhook := startHub(t, Options{})
+	requests := &requestCounter{}
+	cfg := rest.CopyConfig(hubCluster.Config())
+	cfg.Wrap(requests.wrap)
+	c, webhook := startHub(t, Options{Config: cfg})
 	ctx := context.Background()
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
@@ -439,6 +444,31 @@ func TestHostileWebhookSenders(t *testing.T) {
 			t.Errorf("%s: %d %q, want 401 naming nothing", what, code, out)
 		}
 	}
+
+	// A flood, for the followed repository and for one nobody follows.
+	requests.reset()
+	flooded := time.Now()
+	unknown := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, "https://git.example/nobody/follows.git")
+	for i := 0; i < 50; i++ {
+		for _, b := range []string{body, unknown} {
+			req, _ := http.NewRequest(http.MethodPost, webhook, strings.NewReader(b))
+			req.Header.Set("X-GitHub-Event", "push")
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(fmt.Sprint("guess-", i), b))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("flooding delivery %d: %d, want 401", i, resp.StatusCode)
+			}
+		}
+	}
+	lists, secretReads := requests.count("list", "gitrepos"), requests.count("get", "secrets")
+	// Two tenants' secrets, each read at most once per secretTTL while the flood lasted.
+	if allowed := 2 * int(1+time.Since(flooded)/secretTTL); lists != 0 || secretReads > allowed {
+		t.Errorf("100 refused deliveries cost the API server %d lists of gitrepos and %d secret reads, want none and at most %d", lists, secretReads, allowed)
+	}
 	code, out := deliver(hmacHex("alpha-secret", body))
 	if code != http.StatusAccepted || strings.Contains(out, "fleet") || strings.Contains(out, keys["alpha"].Namespace) {
 		t.Fatalf("alpha's delivery: %d %q", code, out)
@@ -452,5 +482,89 @@ func TestHostileWebhookSenders(t *testing.T) {
 		if r.Status.LastWebhookTime != nil {
 			t.Errorf("%s was triggered by alpha's delivery", tenant)
 		}
+	}
+}
+
+// requestCounter counts a client's reads of the API server: lists and gets, by resource.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodGet && req.URL.Query().Get("watch") != "true" {
+			// .../<resource> lists, .../<resource>/<name> gets (no subresource is read here).
+			parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+			verb, resource := "list", parts[len(parts)-1]
+			if len(parts) >= 2 && (parts[len(parts)-2] == "secrets" || parts[len(parts)-2] == "gitrepos") {
+				verb, resource = "get", parts[len(parts)-2]
+			}
+			r.mu.Lock()
+			if r.n == nil {
+				r.n = map[string]int{}
+			}
+			r.n[verb+" "+resource]++
+			r.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (r *requestCounter) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n = nil
+}
+
+func (r *requestCounter) count(verb, resource string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[verb+" "+resource]
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// Every replica of every shard receives webhooks: a delivery that reaches a hub which does not
+// follow the GitRepo (another shard's) is forwarded to the hub that does, which polls at once.
+func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
+	url := up.ServeHTTP("", "").URL + "/repo.git"
+	c, defaultShard := startHub(t, Options{})
+	startHub(t, Options{Shard: "east"})
+	ctx := context.Background()
+	ns := namespace(t, c)
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}, StringData: map[string]string{"token": "east-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns, Labels: map[string]string{v1alpha1.ShardLabel: "east"}},
+		Spec: v1alpha1.GitRepoSpec{Repo: url, PollingInterval: &metav1.Duration{Duration: time.Hour}, WebhookSecretRef: &v1alpha1.LocalObjectReference{Name: "hook"}}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	waitFor(t, c, key, "the east shard's first poll", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit != "" })
+
+	second := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"})
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, url)
+	req, _ := http.NewRequest(http.MethodPost, defaultShard, strings.NewReader(body))
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex("east-secret", body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the default shard answered the east shard's delivery with %d, want 202", resp.StatusCode)
+	}
+	got := waitFor(t, c, key, "the east shard polled on the forwarded delivery", func(r *v1alpha1.GitRepo) bool {
+		return r.Status.Commit == second && r.Status.LastWebhookTime != nil
+	})
+	if got.Annotations[AnnotationWebhookForwarded] == "" {
+		t.Errorf("the GitRepo carries no %s: the delivery was not forwarded", AnnotationWebhookForwarded)
 	}
 }

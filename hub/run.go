@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -257,39 +256,6 @@ func controllers(mgr ctrl.Manager, opts Options, sh shard, src *sourceReconciler
 		{"content collector", true, (&contentCollector{client: c, revisions: b.revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup},
 		{"cluster access", true, (&accessReconciler{client: c, uncached: uncached, heartbeats: live}).setup},
 	}
-}
-
-// serveWebhooks receives git webhooks on addr, in every replica of every shard (a Service
-// reaches them all): the leader of the GitRepo's shard polls at once, the others forward the
-// delivery to it.
-func serveWebhooks(ctx context.Context, mgr ctrl.Manager, src *sourceReconciler, addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("failed to listen for webhooks on %s: %w", addr, err)
-	}
-	notify := func(s gitsource.Subscriber, p gitsource.Push) {
-		select {
-		case <-mgr.Elected():
-			if src.follows(ctx, s.Key) {
-				src.notify(s, p)
-				return
-			}
-		default:
-		}
-		src.forward(ctx, s)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/", &gitsource.Receiver{Subscribers: src.subscribers(ctx), Notify: notify, Log: ctrl.Log.WithName("webhook")})
-	// Senders are untrusted: a slow or idle one must not hold a connection for long.
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10}
-	return mgr.Add(everyReplica(func(ctx context.Context) error {
-		go func() { <-ctx.Done(); _ = server.Close() }()
-		if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	}))
 }
 
 // EventsController is the reportingController of the hub's Events.

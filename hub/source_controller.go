@@ -42,8 +42,8 @@ type CommitHandler func(ctx context.Context, repo *v1alpha1.GitRepo, checkout, c
 // last good commit stays deployed.
 type sourceReconciler struct {
 	client client.Client
-	// uncached reads from the API server: a new commit's Bundles (the cache may not show what
-	// the bundler has just written), and every shard's GitRepos for webhooks.
+	// uncached reads from the API server a new commit's Bundles (the cache may not show what
+	// the bundler has just written).
 	uncached client.Reader
 	// shard is the hub shard whose GitRepos this controller follows.
 	shard    shard
@@ -433,38 +433,6 @@ func (r *sourceReconciler) stall(repo *v1alpha1.GitRepo, reason, msg string) {
 	}
 	repo.Status.ObservedGeneration = repo.Generation
 	displayCondition(repo)
-}
-
-// subscribers lists the GitRepos following a normalized URL, for the webhook receiver.
-func (r *sourceReconciler) subscribers(ctx context.Context) func(string) []gitsource.Subscriber {
-	return func(normalized string) []gitsource.Subscriber {
-		// Every shard's: a delivery for another shard's GitRepo is forwarded to it.
-		var list v1alpha1.GitRepoList
-		if err := r.uncached.List(ctx, &list); err != nil {
-			return nil
-		}
-		var out []gitsource.Subscriber
-		for i := range list.Items {
-			repo := &list.Items[i]
-			if gitsource.NormalizeURL(repo.Spec.Repo) != normalized {
-				continue
-			}
-			s := gitsource.Subscriber{Key: repo.Namespace + "/" + repo.Name, Repo: gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver},
-				AllowUnsigned: repo.Spec.WebhookAllowUnsigned}
-			if ref := repo.Spec.WebhookSecretRef; ref != nil {
-				var secret corev1.Secret
-				if err := r.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: ref.Name}, &secret); err != nil || len(secret.Data["token"]) == 0 {
-					// A configured but unreadable secret must not open the endpoint: use a
-					// secret nobody can sign with.
-					s.Secret = "\x00unreadable-webhook-secret"
-				} else {
-					s.Secret = string(secret.Data["token"])
-				}
-			}
-			out = append(out, s)
-		}
-		return out
-	}
 }
 
 // notify is the receiver's callback: remember the delivery time and poll now.

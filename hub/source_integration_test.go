@@ -48,7 +48,10 @@ func startHub(t *testing.T, opts Options) (client.Client, string) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	opts.Config, opts.CacheDir, opts.WebhookAddr = hubCluster.Config(), t.TempDir(), addr
+	if opts.Config == nil {
+		opts.Config = hubCluster.Config()
+	}
+	opts.CacheDir, opts.WebhookAddr = t.TempDir(), addr
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
