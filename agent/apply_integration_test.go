@@ -3,21 +3,23 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -64,17 +66,16 @@ spec:
 `
 }
 
-// waitHealthy polls Health until the inventory is ready (readiness comes from the cluster's
-// controllers and simulated nodes, so it takes a moment).
-func waitHealthy(t *testing.T, a *Applier, inv Inventory, opts Options) []ResourceStatus {
+// waitHealthy waits until the inventory is ready (readiness comes from the cluster's
+// controllers and simulated nodes, so it takes a moment), or fails with what is not.
+func waitHealthy(t *testing.T, a *Applier, inv Inventory, opts Options) {
 	t.Helper()
 	var last []ResourceStatus
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		last, err = a.Health(ctx, inv, opts)
-		return err == nil && len(last) == 0, nil
-	})
-	return last
+	var err error
+	wait.Until(t, "the inventory is ready", 30*time.Second, func() bool {
+		last, err = a.Health(context.Background(), inv, opts)
+		return err == nil && len(last) == 0
+	}, func() string { return fmt.Sprintf("not ready: %+v (health: %v)", last, err) })
 }
 
 func TestApplyPruneAndHealth(t *testing.T) {
@@ -98,9 +99,7 @@ func TestApplyPruneAndHealth(t *testing.T) {
 	if err != nil || ns.Labels["team"] != "web" {
 		t.Fatalf("namespace not created with its labels: %v %v", ns.Labels, err)
 	}
-	if notReady := waitHealthy(t, a, res.Inventory, opts); len(notReady) != 0 {
-		t.Fatalf("not ready: %+v", notReady)
-	}
+	waitHealthy(t, a, res.Inventory, opts)
 	// The ConfigMap leaves the bundle: pruned. With keepResources it would stay.
 	second := objects(t, deploymentYAML("shop", "web", 2, false))
 	res2, err := a.Apply(ctx, second, res.Inventory, opts)
@@ -130,12 +129,11 @@ func TestNeverReadyDeploymentIsReported(t *testing.T) {
 	// Once the Deployment's controller has observed it and its pods exist, it must still be
 	// unready.
 	cs := kubernetes.NewForConfigOrDie(workload.Config())
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		d, err := cs.AppsV1().Deployments("broken").Get(ctx, "api", metav1.GetOptions{})
-		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 1, nil
-	}); err != nil {
-		t.Fatalf("the Deployment's controller did not observe it: %v", err)
-	}
+	var d *appsv1.Deployment
+	wait.Until(t, "the Deployment's controller observed it", 30*time.Second, func() bool {
+		d, err = cs.AppsV1().Deployments("broken").Get(ctx, "api", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 1
+	}, func() string { return fmt.Sprintf("%+v (read: %v)", d, err) })
 	notReady, err := a.Health(ctx, res.Inventory, Options{})
 	if err != nil || len(notReady) != 1 || !strings.Contains(notReady[0].Message, "InProgress") {
 		t.Fatalf("never-ready deployment: %+v %v", notReady, err)
@@ -339,9 +337,7 @@ func TestPruneRemovesWhatAnAgentAppliedBeforeTheMark(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if notReady := waitHealthy(t, a, NewInventory(old), Options{}); len(notReady) != 0 {
-		t.Fatalf("not ready: %+v", notReady)
-	}
+	waitHealthy(t, a, NewInventory(old), Options{})
 	res, err := a.Apply(ctx, nil, NewInventory(old), Options{Owner: "legacy"})
 	if err != nil || res.Err() != nil || len(res.Pruned) != 3 {
 		t.Fatalf("prune: %v %v, pruned %v", err, res.Err(), res.Pruned)
@@ -497,14 +493,8 @@ func TestWaitForJobsHoldsReadinessUntilTheJobCompletes(t *testing.T) {
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
-	var nr []ResourceStatus
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		nr, err = a.Health(ctx, res.Inventory, Options{})
-		return err == nil && len(nr) == 0, err
-	}); err != nil {
-		t.Fatalf("without waitForJobs the started Job is not ready: %+v %v", nr, err)
-	}
-	nr, err = a.Health(ctx, res.Inventory, Options{WaitForJobs: true})
+	waitHealthy(t, a, res.Inventory, Options{}) // without waitForJobs, a started Job is ready
+	nr, err := a.Health(ctx, res.Inventory, Options{WaitForJobs: true})
 	if err != nil || len(nr) != 1 || !strings.Contains(nr[0].Message, "Job not complete yet (waitForJobs)") {
 		t.Errorf("with waitForJobs a running Job is ready: %+v %v", nr, err)
 	}

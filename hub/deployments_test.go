@@ -222,7 +222,8 @@ func TestR1_8_NextBatchCountsReleasesTheCacheDoesNotShowYet(t *testing.T) {
 // waiting for a slot gives up when its context ends.
 func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
 	slots := make(writeSlots, 2)
-	var inFlight, most atomic.Int32
+	var inFlight, most, done atomic.Int32
+	release := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Add(1)
@@ -232,12 +233,18 @@ func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
 				n := inFlight.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				time.Sleep(5 * time.Millisecond)
+				<-release // the writes hold their slots until the bound is reached
 				inFlight.Add(-1)
+				done.Add(1)
 				return nil
 			})
 		}()
 	}
+	waitUntil(t, "two writes in flight", func() bool { return inFlight.Load() >= 2 })
+	if done.Load() != 0 || len(slots) != cap(slots) {
+		t.Fatalf("%d writes done and %d slots taken before any was released", done.Load(), len(slots))
+	}
+	close(release)
 	wg.Wait()
 	if got := most.Load(); got != 2 {
 		t.Errorf("at most %d writes were in flight, want exactly the bound 2", got)

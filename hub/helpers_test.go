@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/e2e/wait"
 )
 
 func hmacHex(secret, body string) string {
@@ -20,22 +22,11 @@ func hmacHex(secret, body string) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// waitUntil is how the hub's tests wait: it polls cond every 50 ms for up to 30 s (the test
-// reads the API server; the hub itself watches) and, when time runs out, fails the test with
-// what it waited for and what show returns: the objects it waited on.
+// waitUntil is how the hub's tests wait (package e2e/wait): up to 30 s, failing with what
+// it waited for and what show returns, the objects it waited on.
 func waitUntil(t testing.TB, what string, cond func() bool, show ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := "timed out waiting until " + what
-			for _, s := range show {
-				msg += "\n" + s()
-			}
-			t.Fatal(msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Until(t, what, 30*time.Second, cond, show...)
 }
 
 // waitForObject waits until the object at key satisfies cond and returns it; on time out it

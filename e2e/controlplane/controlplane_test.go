@@ -11,11 +11,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/wait"
 )
 
 var workload *controlplane.Cluster
@@ -71,17 +71,11 @@ func TestDeploymentBecomesAvailable(t *testing.T) {
 		t.Fatalf("failed to create deployment: %v", err)
 	}
 	var last *appsv1.Deployment
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = d
-		return available(d), nil
-	})
-	if err != nil {
-		t.Fatalf("deployment did not become Available: %v; status %+v", err, last.Status)
-	}
+	var err error
+	wait.Until(t, "the deployment is Available", time.Minute, func() bool {
+		last, err = cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && available(last)
+	}, func() string { return fmt.Sprintf("%+v (read: %v)", last, err) })
 }
 
 func TestNeverReadyLabelKeepsDeploymentUnavailable(t *testing.T) {
@@ -93,10 +87,12 @@ func TestNeverReadyLabelKeepsDeploymentUnavailable(t *testing.T) {
 	}
 	// Wait until the pods run (so the simulated kubelet has acted on them), then check that
 	// they are not ready and the Deployment is not Available.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=broken"})
+	var pods *corev1.PodList
+	var err error
+	wait.Until(t, "the never-ready pods run", time.Minute, func() bool {
+		pods, err = cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=broken"})
 		if err != nil {
-			return false, err
+			return false
 		}
 		running := 0
 		for _, p := range pods.Items {
@@ -104,11 +100,8 @@ func TestNeverReadyLabelKeepsDeploymentUnavailable(t *testing.T) {
 				running++
 			}
 		}
-		return running == 2, nil
-	})
-	if err != nil {
-		t.Fatalf("never-ready pods did not start running: %v", err)
-	}
+		return running == 2
+	}, func() string { return fmt.Sprintf("%+v (read: %v)", pods, err) })
 	got, err := cs.AppsV1().Deployments("default").Get(ctx, "broken", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -126,18 +119,12 @@ func TestUnreadyAfterLabelMakesADeploymentAvailableThenNot(t *testing.T) {
 		t.Fatalf("failed to create deployment: %v", err)
 	}
 	var last *appsv1.Deployment
+	var err error
 	for _, want := range []bool{true, false} {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := cs.AppsV1().Deployments("default").Get(ctx, "flaky", metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			last = got
-			return available(got) == want && (want || got.Status.ReadyReplicas == 0), nil
-		})
-		if err != nil {
-			t.Fatalf("deployment with %s did not become available=%v: %v; status %+v", controlplane.UnreadyAfterLabel, want, err, last.Status)
-		}
+		wait.Until(t, fmt.Sprintf("the deployment with %s is available=%v", controlplane.UnreadyAfterLabel, want), time.Minute, func() bool {
+			last, err = cs.AppsV1().Deployments("default").Get(ctx, "flaky", metav1.GetOptions{})
+			return err == nil && available(last) == want && (want || last.Status.ReadyReplicas == 0)
+		}, func() string { return fmt.Sprintf("%+v (read: %v)", last, err) })
 	}
 }
 
@@ -168,20 +155,16 @@ func TestStatefulSetAndJobComplete(t *testing.T) {
 	if _, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("failed to create job: %v", err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		s, err := cs.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		j, err := cs.BatchV1().Jobs("default").Get(ctx, "migrate", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return s.Status.ReadyReplicas == 2 && j.Status.Succeeded == 1, nil
+	var s *appsv1.StatefulSet
+	var j *batchv1.Job
+	var sErr, jErr error
+	wait.Until(t, "the statefulset is ready and the job done", time.Minute, func() bool {
+		s, sErr = cs.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
+		j, jErr = cs.BatchV1().Jobs("default").Get(ctx, "migrate", metav1.GetOptions{})
+		return sErr == nil && jErr == nil && s.Status.ReadyReplicas == 2 && j.Status.Succeeded == 1
+	}, func() string {
+		return fmt.Sprintf("statefulset %+v (read: %v)\njob %+v (read: %v)", s.Status, sErr, j.Status, jErr)
 	})
-	if err != nil {
-		t.Fatalf("statefulset or job did not finish: %v", err)
-	}
 }
 
 // BenchmarkStartBareCluster measures how long a hub-like cluster (API server alone) takes to
@@ -217,13 +200,10 @@ func benchmarkStartCluster(b *testing.B, kind controlplane.Kind) {
 			if _, err := cs.AppsV1().Deployments("default").Create(b.Context(), deployment("web", nil), metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			err = wait.PollUntilContextTimeout(b.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
-				return err == nil && available(d), err
+			wait.Until(b, "the deployment is Available", time.Minute, func() bool {
+				d, err := cs.AppsV1().Deployments("default").Get(b.Context(), "web", metav1.GetOptions{})
+				return err == nil && available(d)
 			})
-			if err != nil {
-				b.Fatal(err)
-			}
 		}
 		b.StopTimer()
 		c.Stop()

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
@@ -35,21 +35,11 @@ func createRepo(t *testing.T, f *fleetEnv, url string, selector map[string]strin
 	}
 }
 
-// eventually is how the fleet's tests wait: it polls cond every 200 ms until timeout and then
+// eventually is how the fleet's tests wait (package e2e/wait): until timeout, then it
 // fails the test with what it waited for and what show returns (the objects it waited on).
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool, show ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := fmt.Sprintf("timed out after %s waiting until %s", timeout, what)
-			for _, s := range show {
-				msg += "\n" + s()
-			}
-			t.Fatal(msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Until(t, what, timeout, cond, show...)
 }
 
 func bundleOf(t *testing.T, f *fleetEnv, name string) *v1alpha1.Bundle {

@@ -13,13 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub"
 )
 
@@ -78,14 +78,11 @@ func TestObjectsOfThePreviousReleaseSurviveTheUpgrade(t *testing.T) {
 		}
 		// Created as the previous release's clients did; a CRD may still be settling.
 		var created *unstructured.Unstructured
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			var err error
+		var err error
+		wait.Until(t, fmt.Sprintf("the previous sample %s %s is created", o.GetKind(), o.GetName()), 30*time.Second, func() bool {
 			created, err = resource(o).Create(ctx, o, metav1.CreateOptions{})
-			return err == nil, nil
-		})
-		if err != nil {
-			t.Fatalf("previous sample %s %s: not created", o.GetKind(), o.GetName())
-		}
+			return err == nil
+		}, func() string { return fmt.Sprintf("last error: %v", err) })
 		stored = append(stored, created)
 	}
 
