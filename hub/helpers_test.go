@@ -6,6 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +23,27 @@ func hmacHex(secret, body string) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(body))
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// deliverPush posts a GitHub push delivery of body to a hub's webhook endpoint, signed with
+// secret (unsigned when empty), and returns the response's status and body.
+func deliverPush(t testing.TB, endpoint, body, secret string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-GitHub-Event", "push")
+	if secret != "" {
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(secret, body))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }
 
 // waitUntil is how the hub's tests wait (package e2e/wait): up to 30 s, failing with what

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -424,23 +423,8 @@ func TestHostileWebhookSenders(t *testing.T) {
 		waitFor(t, c, keys[tenant], "the first poll", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit != "" })
 	}
 	body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, url)
-	deliver := func(signature string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, webhook, strings.NewReader(body))
-		req.Header.Set("X-GitHub-Event", "push")
-		if signature != "" {
-			req.Header.Set("X-Hub-Signature-256", "sha256="+signature)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out strings.Builder
-		_, _ = io.Copy(&out, resp.Body)
-		return resp.StatusCode, out.String()
-	}
-	for what, signature := range map[string]string{"unsigned": "", "signed with a guess": hmacHex("guess", body)} {
-		if code, out := deliver(signature); code != http.StatusUnauthorized || strings.Contains(out, "fleet") {
+	for what, secret := range map[string]string{"unsigned": "", "signed with a guess": "guess"} {
+		if code, out := deliverPush(t, webhook, body, secret); code != http.StatusUnauthorized || strings.Contains(out, "fleet") {
 			t.Errorf("%s: %d %q, want 401 naming nothing", what, code, out)
 		}
 	}
@@ -451,16 +435,8 @@ func TestHostileWebhookSenders(t *testing.T) {
 	unknown := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, "https://git.example/nobody/follows.git")
 	for i := 0; i < 50; i++ {
 		for _, b := range []string{body, unknown} {
-			req, _ := http.NewRequest(http.MethodPost, webhook, strings.NewReader(b))
-			req.Header.Set("X-GitHub-Event", "push")
-			req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(fmt.Sprint("guess-", i), b))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("flooding delivery %d: %d, want 401", i, resp.StatusCode)
+			if code, _ := deliverPush(t, webhook, b, fmt.Sprint("guess-", i)); code != http.StatusUnauthorized {
+				t.Fatalf("flooding delivery %d: %d, want 401", i, code)
 			}
 		}
 	}
@@ -469,7 +445,7 @@ func TestHostileWebhookSenders(t *testing.T) {
 	if allowed := 2 * int(1+time.Since(flooded)/secretTTL); lists != 0 || secretReads > allowed {
 		t.Errorf("100 refused deliveries cost the API server %d lists of gitrepos and %d secret reads, want none and at most %d", lists, secretReads, allowed)
 	}
-	code, out := deliver(hmacHex("alpha-secret", body))
+	code, out := deliverPush(t, webhook, body, "alpha-secret")
 	if code != http.StatusAccepted || strings.Contains(out, "fleet") || strings.Contains(out, keys["alpha"].Namespace) {
 		t.Fatalf("alpha's delivery: %d %q", code, out)
 	}
@@ -550,16 +526,8 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 
 	second := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"})
 	body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, url)
-	req, _ := http.NewRequest(http.MethodPost, defaultShard, strings.NewReader(body))
-	req.Header.Set("X-GitHub-Event", "push")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex("east-secret", body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("the default shard answered the east shard's delivery with %d, want 202", resp.StatusCode)
+	if code, _ := deliverPush(t, defaultShard, body, "east-secret"); code != http.StatusAccepted {
+		t.Fatalf("the default shard answered the east shard's delivery with %d, want 202", code)
 	}
 	got := waitFor(t, c, key, "the east shard polled on the forwarded delivery", func(r *v1alpha1.GitRepo) bool {
 		return r.Status.Commit == second && r.Status.LastWebhookTime != nil

@@ -135,21 +135,10 @@ func TestGitRepoSourceStatus(t *testing.T) {
 	// A push, announced by a signed GitHub webhook, is picked up without waiting for the hour.
 	second := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"})
 	body := fmt.Sprintf(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000","repository":{"clone_url":%q}}`, srv.URL+"/repo.git")
-	post := func(signature string) int {
-		req, _ := http.NewRequest(http.MethodPost, webhook, strings.NewReader(body))
-		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-Hub-Signature-256", signature)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+	if code, _ := deliverPush(t, webhook, body, "a guess"); code != http.StatusUnauthorized {
+		t.Errorf("wrongly signed webhook: %d, want 401", code)
 	}
-	if code := post("sha256=00"); code != http.StatusUnauthorized {
-		t.Errorf("unsigned webhook: %d, want 401", code)
-	}
-	if code := post("sha256=" + hmacHex("hook-secret", body)); code != http.StatusAccepted {
+	if code, _ := deliverPush(t, webhook, body, "hook-secret"); code != http.StatusAccepted {
 		t.Fatalf("signed webhook: %d", code)
 	}
 	got = waitFor(t, c, key, "second commit after the webhook", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
