@@ -226,7 +226,8 @@ func (f *fleetEnv) agentOptions(w *controlplane.Cluster) agent.RunOptions {
 		version = olderAgentVersion // one agent a version behind the hub, as during an upgrade
 	}
 	return agent.RunOptions{HubConfig: f.agentConfigs[w.Name], LocalConfig: w.Config(), Namespace: f.clusterNamespaces[w.Name], ClusterName: w.Name,
-		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second, Version: version}
+		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second, Version: version,
+		Events: agent.EventsAll} // the scenarios read each cluster's whole story
 }
 
 // The versions the fleet's hub and agents report.

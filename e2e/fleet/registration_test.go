@@ -95,6 +95,17 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	eventually(t, "the registered cluster runs the workload", 90*time.Second, func() bool {
 		return deploymentAvailable(t, w, "registered", "web", "example.invalid/web:1")
 	})
+	// With the default --events=warnings a healthy rollout writes no Event per cluster: the
+	// agent reported the deployment Ready, with which it would have told RevisionApplied and
+	// RevisionReady.
+	var bds v1alpha1.BundleDeploymentList
+	eventually(t, "the registered cluster reports its deployment Ready", 30*time.Second, func() bool {
+		err := f.hub.List(ctx, &bds, client.InNamespace(reg.Namespace))
+		return err == nil && len(bds.Items) == 1 && bds.Items[0].Status.Ready
+	})
+	if told := eventsOf(t, f, reg.Namespace, agent.EventsController); told.Count("revision 1") != 0 {
+		t.Errorf("a healthy rollout wrote Events in the cluster's namespace with the default level:\n%s", told)
+	}
 	// The agent's credentials reach its own namespace and nothing else.
 	if _, err := kubernetes.NewForConfigOrDie(reg.HubConfig).CoreV1().Secrets(reg.Namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("registered agent lists secrets: %v", err)

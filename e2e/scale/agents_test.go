@@ -14,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/events"
 )
 
 // simWriters is how many status writes the simulated agents have in flight. Real agents are
@@ -29,6 +31,8 @@ const simWriters = 8
 // hub.
 type fleetWatch struct {
 	watches, failures atomic.Int64
+	// eventsDropped counts the simulated agents' Events their recorders had no room for.
+	eventsDropped atomic.Int64
 
 	mu   sync.Mutex
 	last map[string]*v1alpha1.BundleDeployment
@@ -176,6 +180,7 @@ func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.
 	}
 	var wg sync.WaitGroup
 	for range simWriters {
+		recorder := f.agentEvents(ctx, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -192,6 +197,9 @@ func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.
 					}
 					time.Sleep(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond)
 				}
+				// What a real agent tells of a release that it applied and found ready at once.
+				recorder.Normal(bd, v1alpha1.EventRevisionApplied, "revision %d applied: %d objects, %d pruned", bd.Status.AppliedRevision, 1, 0)
+				recorder.Normal(bd, v1alpha1.EventRevisionReady, "revision %d ready", bd.Status.AppliedRevision)
 				queuedMu.Lock()
 				if key := bd.Namespace + "/" + bd.Name; queued[key] == bd.Spec.Released.DeploymentID {
 					delete(queued, key)
@@ -234,4 +242,18 @@ func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.
 		}()
 	}
 	agents.Wait()
+}
+
+// agentEvents is a recorder of the Events a real agent records on the deployments it applies
+// (RevisionApplied, RevisionReady), asynchronous and aggregated as the agent's, when
+// SCALE_AGENT_EVENTS is set: they cost the API server writes per cluster and revision, which
+// the benchmark leaves out otherwise. Without it, nil: a nil recorder records nothing.
+func (f *fleetWatch) agentEvents(ctx context.Context, c client.Client) *events.Recorder {
+	if os.Getenv("SCALE_AGENT_EVENTS") == "" {
+		return nil
+	}
+	r := events.New(c, agent.EventsController)
+	r.OnDrop(func() { f.eventsDropped.Add(1) })
+	go func() { _ = r.Start(ctx) }()
+	return r
 }

@@ -14,6 +14,7 @@
 // for the writes by kind and the per-revision timeline, SCALE_HEAP_PROFILE=path for a heap
 // profile, and FLOTILLA_APISERVER_PROFILING=1 SCALE_APISERVER_PROFILE=path for a CPU profile
 // of the API server over each first deployment and update (SCALE_APISERVER_PROFILE_SECONDS,
-// default 30). A fleet that makes no progress for two minutes fails the benchmark with the
+// default 30). SCALE_AGENT_EVENTS=1 makes the simulated agents also record the Events an agent
+// with --events=all records of each release. A fleet that makes no progress for two minutes fails the benchmark with the
 // states of the deployments that are not ready. Figures: README "Measured".
 package scale

@@ -220,7 +220,7 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	if os.Getenv("SCALE_WRITES") != "" {
 		counter.mu.Lock()
 		b.Logf("hub writes by kind (registration %d included): %v", registration, counter.byKind)
-		b.Logf("watches started by the simulated agents: %d; their failed writes: %d", fleet.watches.Load(), fleet.failures.Load())
+		b.Logf("watches started by the simulated agents: %d; their failed writes: %d; their Events dropped: %d", fleet.watches.Load(), fleet.failures.Load(), fleet.eventsDropped.Load())
 		counter.mu.Unlock()
 		logSizes(b, c, ns.Name)
 	}

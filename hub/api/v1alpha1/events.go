@@ -34,8 +34,9 @@ const (
 	EventClusterOffline EventReason = "ClusterOffline"
 	EventClusterOnline  EventReason = "ClusterOnline"
 	// On BundleDeployments, by the cluster's agent: `kubectl get events -n <cluster namespace>`
-	// tells what reached the cluster and how it went (and RolledBack when a rollback removed
-	// the bundle from it).
+	// tells what went wrong or was undone on the cluster (and RolledBack when a rollback
+	// removed the bundle from it); RevisionApplied and RevisionReady only with the agent's
+	// --events=all.
 	EventRevisionApplied EventReason = "RevisionApplied"
 	EventApplyFailed     EventReason = "ApplyFailed"
 	EventRevisionReady   EventReason = "RevisionReady"
