@@ -38,17 +38,10 @@ type RunMoment struct {
 // RunTimeline is a run simulation's result.
 type RunTimeline struct {
 	// Plan is the initialized run: stages, groups and their ordered clusters.
-	Plan      RunStatus
-	Steps     []RunMoment
-	Final     RunStatus
-	Completed bool
-	// Duration is the simulated time until the run finished, or until it got stuck.
-	Duration time.Duration
-	// Stuck says why an unfinished run cannot move on (for example an approval nobody gives).
-	Stuck string
-	// Outcome is how the run ended (R5.6), and Failure the failure that fired, if any.
-	Outcome Outcome
-	Failure *Failure
+	Plan  RunStatus
+	Steps []RunMoment
+	Final RunStatus
+	SimEnd
 }
 
 // SimulateRun steps a run the way the controller would: on every change it causes, when a

@@ -36,17 +36,12 @@ type SequenceMoment struct {
 
 // SequenceTimeline is a sequence simulation's result.
 type SequenceTimeline struct {
-	Order     []string
-	Steps     []SequenceMoment
-	Final     SequenceStatus
-	Completed bool
-	Duration  time.Duration
-	Stuck     string
-	Err       error
-	// Outcome is how the newest revision's rollout ended (R5.6), and Failure the failure that
-	// fired, if any.
-	Outcome Outcome
-	Failure *Failure
+	Order []string
+	Steps []SequenceMoment
+	Final SequenceStatus
+	// SimEnd is how the newest revision's rollout ended.
+	SimEnd
+	Err error
 }
 
 // SimulateSequence steps the sequence as the controller would until the newest revision is

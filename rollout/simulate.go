@@ -58,21 +58,28 @@ type Moment struct {
 	Ready int `json:"ready"`
 }
 
-// Timeline is a simulation's result.
-type Timeline struct {
-	// First is the decision of the first pass: partitions, thresholds and warnings.
-	First     *Decision
-	Steps     []Moment
+// SimEnd is how a simulated rollout ended, whatever its strategy.
+type SimEnd struct {
+	// Completed: every cluster runs the revision, Ready.
 	Completed bool
 	// Duration is the simulated time until completion, or until the rollout got stuck.
 	Duration time.Duration
-	// Stuck says why an incomplete rollout cannot move on.
+	// Stuck says why an incomplete rollout cannot move on (for example an approval nobody
+	// gives).
 	Stuck string
-	// Passes is the number of planning passes.
-	Passes int
 	// Outcome is how the rollout ended (R5.6), and Failure the failure that fired, if any.
 	Outcome Outcome
 	Failure *Failure
+}
+
+// Timeline is a simulation's result.
+type Timeline struct {
+	// First is the decision of the first pass: partitions, thresholds and warnings.
+	First *Decision
+	Steps []Moment
+	SimEnd
+	// Passes is the number of planning passes.
+	Passes int
 }
 
 // simStart is the simulated clock's origin. Any fixed instant would do.

@@ -244,20 +244,17 @@ func contains(list []string, s string) bool {
 
 // planReport is plan's output; its JSON form is stable for scripts.
 type planReport struct {
-	Partitions     []reportPartition `json:"partitions"`
-	Unpartitioned  []string          `json:"unpartitioned"`
-	Steps          []reportStep      `json:"steps"`
-	Completed      bool              `json:"completed"`
-	Outcome        rollout.Outcome   `json:"outcome,omitempty"`
-	Failure        *rollout.Failure  `json:"failure,omitempty"`
-	Duration       string            `json:"duration"`
-	Stuck          string            `json:"stuck,omitempty"`
-	Warnings       []string          `json:"warnings,omitempty"`
-	Clusters       int               `json:"clusters"`
-	N              int               `json:"n"`
-	MaxUnavailable int               `json:"maxUnavailable"`
-	MaxSurge       int               `json:"maxSurge,omitempty"`
-	Passes         int               `json:"passes"`
+	Partitions    []reportPartition `json:"partitions"`
+	Unpartitioned []string          `json:"unpartitioned"`
+	Steps         []reportStep      `json:"steps"`
+	reportEnd
+	Duration       string   `json:"duration"`
+	Warnings       []string `json:"warnings,omitempty"`
+	Clusters       int      `json:"clusters"`
+	N              int      `json:"n"`
+	MaxUnavailable int      `json:"maxUnavailable"`
+	MaxSurge       int      `json:"maxSurge,omitempty"`
+	Passes         int      `json:"passes"`
 }
 
 type reportPartition struct {
@@ -276,7 +273,7 @@ type reportStep struct {
 }
 
 func newPlanReport(tl rollout.Timeline, clusters int) planReport {
-	r := planReport{Completed: tl.Completed, Outcome: tl.Outcome, Failure: tl.Failure, Duration: tl.Duration.String(), Stuck: tl.Stuck, Clusters: clusters, Passes: tl.Passes,
+	r := planReport{reportEnd: endOf(tl.SimEnd), Duration: tl.Duration.String(), Clusters: clusters, Passes: tl.Passes,
 		Unpartitioned: []string{}, Partitions: []reportPartition{}, Steps: []reportStep{}}
 	if d := tl.First; d != nil {
 		for _, p := range d.Partitions {
@@ -331,7 +328,7 @@ func (r planReport) writeTable(out io.Writer, fleet fleetRollout) error {
 		what += rolledBackNote(s.RolledBack)
 		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\n", s.At, what, s.Ready, r.Clusters, s.Paused)
 	}
-	writeEnd(w, planEnd{completed: r.Completed, eta: fmt.Sprintf("%s (%d planning passes)", r.Duration, r.Passes), stuck: r.Stuck, duration: r.Duration, outcome: r.Outcome, failure: r.Failure})
+	r.write(w, fmt.Sprintf("%s (%d planning passes)", r.Duration, r.Passes))
 	return w.Flush()
 }
 

@@ -42,15 +42,12 @@ func loadSpec(path, kind string, out any) error {
 
 // stagedReport is plan's output for a staged run.
 type stagedReport struct {
-	Stages    []reportStage    `json:"stages"`
-	Steps     []reportRunStep  `json:"steps"`
-	Completed bool             `json:"completed"`
-	Outcome   rollout.Outcome  `json:"outcome,omitempty"`
-	Failure   *rollout.Failure `json:"failure,omitempty"`
-	ETA       string           `json:"eta"`
-	State     string           `json:"state"`
-	Stuck     string           `json:"stuck,omitempty"`
-	Failures  int              `json:"failures"`
+	Stages []reportStage   `json:"stages"`
+	Steps  []reportRunStep `json:"steps"`
+	reportEnd
+	ETA      string `json:"eta"`
+	State    string `json:"state"`
+	Failures int    `json:"failures"`
 }
 
 type reportStage struct {
@@ -88,7 +85,7 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 	if strings.HasPrefix(tl.Stuck, "waiting for approval") && o.approveAfter < 0 {
 		tl.Stuck += " (nobody approves in this plan: pass --approve-after to simulate a person)"
 	}
-	r := stagedReport{Completed: tl.Completed, Outcome: tl.Outcome, Failure: tl.Failure, State: string(tl.Final.State), Stuck: tl.Stuck, Failures: tl.Final.FailureCount, Stages: []reportStage{}, Steps: []reportRunStep{}}
+	r := stagedReport{reportEnd: endOf(tl.SimEnd), State: string(tl.Final.State), Failures: tl.Final.FailureCount, Stages: []reportStage{}, Steps: []reportRunStep{}}
 	if tl.Completed {
 		r.ETA = tl.Duration.String()
 	}
@@ -131,19 +128,16 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3)+rolledBackNote(s.RolledBack), done, s.Gate)
 	}
-	writeEnd(w, planEnd{completed: r.Completed, eta: r.ETA, duration: tl.Duration.String(), stuck: r.Stuck, outcome: r.Outcome, failure: r.Failure})
+	r.write(w, r.ETA)
 	return w.Flush()
 }
 
 // sequenceReport is plan's output for a rollout sequence.
 type sequenceReport struct {
-	Groups    []reportSeqGroup `json:"groups"`
-	Steps     []reportRunStep  `json:"steps"`
-	Completed bool             `json:"completed"`
-	Outcome   rollout.Outcome  `json:"outcome,omitempty"`
-	Failure   *rollout.Failure `json:"failure,omitempty"`
-	ETA       string           `json:"eta"`
-	Stuck     string           `json:"stuck,omitempty"`
+	Groups []reportSeqGroup `json:"groups"`
+	Steps  []reportRunStep  `json:"steps"`
+	reportEnd
+	ETA string `json:"eta"`
 }
 
 type reportSeqGroup struct {
@@ -165,7 +159,7 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 	if tl.Err != nil {
 		return badInput("%s: %v", o.sequenceFile, tl.Err)
 	}
-	r := sequenceReport{Completed: tl.Completed, Outcome: tl.Outcome, Failure: tl.Failure, Stuck: tl.Stuck, Groups: []reportSeqGroup{}, Steps: []reportRunStep{}}
+	r := sequenceReport{reportEnd: endOf(tl.SimEnd), Groups: []reportSeqGroup{}, Steps: []reportRunStep{}}
 	if tl.Completed {
 		r.ETA = tl.Duration.String()
 	}
@@ -198,31 +192,39 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.At, shortList(s.Started, 3)+rolledBackNote(s.RolledBack), shortList(s.Completed, 3), s.Gate)
 	}
-	writeEnd(w, planEnd{completed: r.Completed, eta: r.ETA, duration: tl.Duration.String(), stuck: r.Stuck, outcome: r.Outcome, failure: r.Failure})
+	r.write(w, r.ETA)
 	return w.Flush()
 }
 
-// planEnd is how a simulated rollout ended, for the last lines of the text output.
-type planEnd struct {
-	completed            bool
-	eta, duration, stuck string
-	outcome              rollout.Outcome
-	failure              *rollout.Failure
+// reportEnd is how a simulated rollout ended, the same in every plan report: its JSON fields
+// and the last lines of its text.
+type reportEnd struct {
+	Completed bool             `json:"completed"`
+	Outcome   rollout.Outcome  `json:"outcome,omitempty"`
+	Failure   *rollout.Failure `json:"failure,omitempty"`
+	Stuck     string           `json:"stuck,omitempty"`
+	// ran is how long the simulation ran, for the text.
+	ran string
 }
 
-func writeEnd(w io.Writer, e planEnd) {
+func endOf(e rollout.SimEnd) reportEnd {
+	return reportEnd{Completed: e.Completed, Outcome: e.Outcome, Failure: e.Failure, Stuck: e.Stuck, ran: e.Duration.String()}
+}
+
+// write ends the text output; eta is what a completed rollout took, as the report says it.
+func (e reportEnd) write(w io.Writer, eta string) {
 	switch {
-	case e.outcome == rollout.OutcomeRolledBack:
-		fmt.Fprintf(w, "\nRolled back after %s: %s\n", e.duration, e.failure.Message)
-	case e.completed && e.failure == nil:
-		fmt.Fprintf(w, "\nCompleted after %s.\n", e.eta)
-	case e.outcome == rollout.OutcomeFailed && e.failure != nil:
-		fmt.Fprintf(w, "\nFailed after %s: %s\n", e.duration, e.failure.Message)
+	case e.Outcome == rollout.OutcomeRolledBack:
+		fmt.Fprintf(w, "\nRolled back after %s: %s\n", e.ran, e.Failure.Message)
+	case e.Completed && e.Failure == nil:
+		fmt.Fprintf(w, "\nCompleted after %s.\n", eta)
+	case e.Outcome == rollout.OutcomeFailed && e.Failure != nil:
+		fmt.Fprintf(w, "\nFailed after %s: %s\n", e.ran, e.Failure.Message)
 	default:
-		fmt.Fprintf(w, "\nNot completed: stopped after %s: %s\n", e.duration, e.stuck)
+		fmt.Fprintf(w, "\nNot completed: stopped after %s: %s\n", e.ran, e.Stuck)
 	}
-	if e.outcome != "" {
-		fmt.Fprintf(w, "Outcome: %s\n", e.outcome)
+	if e.Outcome != "" {
+		fmt.Fprintf(w, "Outcome: %s\n", e.Outcome)
 	}
 }
 
