@@ -74,6 +74,9 @@ type RunOptions struct {
 	MetricsAddr string
 	// Events says which Events the agent records on its deployments; default EventsWarnings.
 	Events EventLevel
+	// NotReadyWarning is how long an applied revision may stay not Ready before the agent
+	// tells it (RevisionNotReady, a Warning, once per revision); default 5 minutes.
+	NotReadyWarning time.Duration
 }
 
 // EventLevel says which Events an agent records on its deployments, in its cluster's namespace
@@ -82,7 +85,7 @@ type EventLevel string
 
 const (
 	// EventsWarnings records what went wrong or was undone on the cluster: ApplyFailed,
-	// ReadinessLost, DriftCorrected, RolledBack. The default: a healthy rollout costs the
+	// RevisionNotReady, ReadinessLost, DriftCorrected, RolledBack. The default: a healthy rollout costs the
 	// hub's API server no Event per cluster (two per deployment and revision slowed a
 	// 10 × 500 first deployment by about 35 %; README "Measured").
 	EventsWarnings EventLevel = "warnings"
@@ -101,6 +104,11 @@ func ParseEventLevel(s string) (EventLevel, error) {
 	}
 	return "", fmt.Errorf("events %q: want %s or %s", s, EventsWarnings, EventsAll)
 }
+
+// DefaultNotReadyWarning is RunOptions.NotReadyWarning's default: half the Deployment
+// controller's default progress deadline, so the Warning comes before the rollout's
+// failureTimeout (10 minutes by default) fails the revision.
+const DefaultNotReadyWarning = 5 * time.Minute
 
 // protected is every namespace no bundle may delete on this cluster, beyond the cluster's own.
 func (o *RunOptions) protected() []string {
@@ -121,6 +129,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	opts.Events = level
 	if opts.ResyncInterval <= 0 {
 		opts.ResyncInterval = 30 * time.Second
+	}
+	if opts.NotReadyWarning <= 0 {
+		opts.NotReadyWarning = DefaultNotReadyWarning
 	}
 	token := &tokenHolder{}
 	hubConfig := renewingConfig(opts.HubConfig, token)
@@ -175,7 +186,7 @@ func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *to
 		return err
 	}
 	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{},
-		notMember: make(chan struct{}, 1), recorder: recorder}
+		notMember: make(chan struct{}, 1), recorder: recorder, toldNotReady: map[string]string{}}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r.controller()); err != nil {
 		return err
 	}
@@ -205,6 +216,8 @@ type deployer struct {
 	notMember chan struct{}
 
 	recorder *events.Recorder
+	// toldNotReady is, per deployment, the applied deployment id it told RevisionNotReady of.
+	toldNotReady map[string]string
 
 	mu       sync.Mutex
 	appliers map[string]*Applier // by the service account they apply as; "" is the agent's own
@@ -336,19 +349,32 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	return reconciler.Outcome{After: requeue}, nil
 }
 
-// recordReadiness tells when the applied revision becomes ready (with EventsAll), and when it
-// was ready and is no longer: none while nothing changes.
+// recordReadiness tells when the applied revision becomes ready (with EventsAll), when it was
+// ready and is no longer, and when it has not been ready for NotReadyWarning since its apply
+// (once per revision): none while nothing changes.
 func (d *deployer) recordReadiness(bd *v1alpha1.BundleDeployment, wasReady bool) {
+	applied := bd.Status.AppliedDeploymentID
+	msg := "not ready"
+	if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
+		msg = c.Message
+	}
 	switch {
-	case bd.Status.AppliedDeploymentID == "" || bd.Status.Ready == wasReady:
-	case bd.Status.Ready:
+	case applied == "":
+	case bd.Status.Ready && !wasReady:
 		d.progress(bd, v1alpha1.EventRevisionReady, "revision %d ready", bd.Status.AppliedRevision)
-	default:
-		msg := "not ready"
-		if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
-			msg = c.Message
-		}
+		d.mu.Lock()
+		delete(d.toldNotReady, bd.Name)
+		d.mu.Unlock()
+	case !bd.Status.Ready && wasReady:
 		d.recorder.Warning(bd, v1alpha1.EventReadinessLost, "revision %d was ready and is not: %s", bd.Status.AppliedRevision, msg)
+	case !bd.Status.Ready && bd.Status.ReadyAt == nil && bd.Status.AppliedAt != nil && time.Since(bd.Status.AppliedAt.Time) >= d.opts.NotReadyWarning:
+		d.mu.Lock()
+		told := d.toldNotReady[bd.Name] == applied
+		d.toldNotReady[bd.Name] = applied
+		d.mu.Unlock()
+		if !told {
+			d.recorder.Warning(bd, v1alpha1.EventRevisionNotReady, "revision %d not ready %s after its apply: %s", bd.Status.AppliedRevision, d.opts.NotReadyWarning, msg)
+		}
 	}
 }
 

@@ -35,6 +35,7 @@ func main() {
 	flag.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 0, "time between heartbeats; default the interval the hub asks for")
 	flag.DurationVar(&opts.ResyncInterval, "resync-interval", 30*time.Second, "time between readiness and drift checks")
 	flag.StringVar(&opts.MetricsAddr, "metrics-addr", "0", "address of the Prometheus metrics endpoint (e.g. :8081); 0 disables it")
+	flag.DurationVar(&opts.NotReadyWarning, "not-ready-warning", agent.DefaultNotReadyWarning, "how long an applied revision may stay not ready before the agent records a RevisionNotReady Warning on its deployment")
 	flag.Func("events", "Events recorded on the cluster's deployments on the hub: warnings (what failed or was undone; default) or all (also each revision applied and ready: two API writes per deployment and revision)", func(v string) error {
 		level, err := agent.ParseEventLevel(v)
 		opts.Events = level

@@ -227,7 +227,7 @@ func (f *fleetEnv) agentOptions(w *controlplane.Cluster) agent.RunOptions {
 	}
 	return agent.RunOptions{HubConfig: f.agentConfigs[w.Name], LocalConfig: w.Config(), Namespace: f.clusterNamespaces[w.Name], ClusterName: w.Name,
 		ClusterNamespace: f.ns, StateNamespace: "flotilla-" + f.ns, HeartbeatInterval: 2 * time.Second, ResyncInterval: 2 * time.Second, Version: version,
-		Events: agent.EventsAll} // the scenarios read each cluster's whole story
+		Events: agent.EventsAll, NotReadyWarning: 2 * time.Second} // the scenarios read each cluster's whole story
 }
 
 // The versions the fleet's hub and agents report.

@@ -91,6 +91,12 @@ rolloutStrategy:
 		}
 		return true
 	})
+	// The canary's agent warns that revision 2 did not become ready (2 s here).
+	eventually(t, "the canary's agent tells revision 2 not ready", 30*time.Second, func() bool {
+		return eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController).Count("RevisionNotReady: revision 2 not ready 2s after its apply") == 1
+	}, func() string {
+		return eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController).String()
+	})
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:3")})
 	eventually(t, "the fix reaches every cluster", 90*time.Second, func() bool { return availableEverywhere(t, "parts", "web", "example.invalid/web:3") })
 	waitRepo(t, f, "all ready after the fix", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
@@ -117,7 +123,7 @@ rolloutStrategy:
 	// `kubectl get events -n <cluster namespace>` tells what reached each cluster: the canary
 	// got revision 2, which never became ready; the rest went from 1 to 3.
 	canary := []string{"RevisionApplied: revision 1 applied", "RevisionReady: revision 1 ready",
-		"RevisionApplied: revision 2 applied", "RevisionApplied: revision 3 applied", "RevisionReady: revision 3 ready"}
+		"RevisionApplied: revision 2 applied", "RevisionNotReady: revision 2 not ready", "RevisionApplied: revision 3 applied", "RevisionReady: revision 3 ready"}
 	eventually(t, "the canary's cluster namespace tells its part", 30*time.Second, func() bool {
 		told = eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController)
 		return told.Tells(canary...) && told.Count("RevisionReady: revision 2") == 0

@@ -40,8 +40,10 @@ const (
 	EventRevisionApplied EventReason = "RevisionApplied"
 	EventApplyFailed     EventReason = "ApplyFailed"
 	EventRevisionReady   EventReason = "RevisionReady"
-	EventReadinessLost   EventReason = "ReadinessLost"
-	EventDriftCorrected  EventReason = "DriftCorrected"
+	// RevisionNotReady: applied, and not Ready within the agent's --not-ready-warning.
+	EventRevisionNotReady EventReason = "RevisionNotReady"
+	EventReadinessLost    EventReason = "ReadinessLost"
+	EventDriftCorrected   EventReason = "DriftCorrected"
 )
 
 // Action is what was done, for the Event's action field (events.k8s.io/v1 requires one).
@@ -67,7 +69,7 @@ func (r EventReason) Action() string {
 		return "Heartbeat"
 	case EventRevisionApplied, EventApplyFailed, EventDriftCorrected:
 		return "Apply"
-	case EventRevisionReady, EventReadinessLost:
+	case EventRevisionReady, EventRevisionNotReady, EventReadinessLost:
 		return "Observe"
 	}
 	return "Report"
