@@ -150,7 +150,13 @@ func (f *webhookFollowers) secret(ctx context.Context, key types.NamespacedName)
 	}
 	token := unreadableSecret
 	var secret corev1.Secret
-	if err := f.secrets.Get(ctx, key, &secret); err == nil && len(secret.Data["token"]) > 0 {
+	switch err := f.secrets.Get(ctx, key, &secret); {
+	case err != nil:
+		// Said once per secretTTL: the operator's answer to "why are our webhooks refused".
+		log.FromContext(ctx).Error(err, "webhook secret unreadable: deliveries for the gitrepos that name it are refused", "secret", key.String())
+	case len(secret.Data["token"]) == 0:
+		log.FromContext(ctx).Info("webhook secret has no token: deliveries for the gitrepos that name it are refused", "secret", key.String())
+	default:
 		token = string(secret.Data["token"])
 	}
 	f.read[key] = webhookSecret{token: token, at: now}

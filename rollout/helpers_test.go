@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"testing"
 	"time"
 )
 
@@ -58,4 +59,23 @@ func simFleet(n int) []SimCluster {
 		cs[i] = SimCluster{Name: fmt.Sprintf("c-%03d", i), Labels: map[string]string{"index": fmt.Sprint(i)}}
 	}
 	return cs
+}
+
+// simulations is how many random simulations a randomized test runs: a tenth with -short.
+func simulations(n int) int {
+	if testing.Short() {
+		return n / 10
+	}
+	return n
+}
+
+// requireOutcomes fails the test unless every outcome named occurred: an invariant checked
+// only over completed rollouts would mean nothing about failures.
+func requireOutcomes(t *testing.T, got map[Outcome]int, want ...Outcome) {
+	t.Helper()
+	for _, o := range want {
+		if got[o] == 0 {
+			t.Fatalf("outcomes %v: %s never occurred, so the invariants say nothing about it", got, o)
+		}
+	}
 }

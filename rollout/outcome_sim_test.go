@@ -83,10 +83,7 @@ func snapshot[T any](items []T, name func(*T) string, dep func(*T) *Deployment) 
 
 func TestR5_RandomizedContinuousRolloutsRollBackOnlyWhatFailed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 4))
-	sims := 600
-	if testing.Short() {
-		sims = 60
-	}
+	sims := simulations(600)
 	outcomes := map[Outcome]int{}
 	for i := range sims {
 		clusters, groups := randomFleet(rng, 1+rng.IntN(60), false)
@@ -118,17 +115,12 @@ func TestR5_RandomizedContinuousRolloutsRollBackOnlyWhatFailed(t *testing.T) {
 			t.Fatalf("simulation %d rolled back under onFailure %q", i, s.OnFailure)
 		}
 	}
-	if outcomes[OutcomeRolledBack] == 0 || outcomes[OutcomeFailed] == 0 || outcomes[OutcomeCompleted] == 0 {
-		t.Fatalf("outcomes %v: every outcome must occur for the invariants to mean something", outcomes)
-	}
+	requireOutcomes(t, outcomes, OutcomeRolledBack, OutcomeFailed, OutcomeCompleted)
 }
 
 func TestR5_RandomizedStagedRunsRollBackOnlyWhatFailed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(52, 9))
-	sims := 400
-	if testing.Short() {
-		sims = 40
-	}
+	sims := simulations(400)
 	outcomes := map[Outcome]int{}
 	for i := range sims {
 		strategy := randomStagedStrategy(rng, 1+rng.IntN(4))
@@ -157,9 +149,7 @@ func TestR5_RandomizedStagedRunsRollBackOnlyWhatFailed(t *testing.T) {
 		}
 		outcomes[tl.Outcome]++
 	}
-	if outcomes[OutcomeRolledBack] == 0 || outcomes[OutcomeFailed] == 0 || outcomes[OutcomeCompleted] == 0 {
-		t.Fatalf("outcomes %v: every outcome must occur for the invariants to mean something", outcomes)
-	}
+	requireOutcomes(t, outcomes, OutcomeRolledBack, OutcomeFailed, OutcomeCompleted)
 }
 
 // Besides R5.4 and R5.5, sequences keep R5.2's promise: under Fail, no group receives a
@@ -248,9 +238,7 @@ func TestR5_RandomizedSequencesNeverPassARegressedSoak(t *testing.T) {
 		}
 		outcomes[tl.Outcome]++
 	}
-	if outcomes[OutcomeRolledBack] == 0 || outcomes[OutcomeCompleted] == 0 {
-		t.Fatalf("outcomes %v: every outcome must occur for the invariants to mean something", outcomes)
-	}
+	requireOutcomes(t, outcomes, OutcomeRolledBack, OutcomeCompleted)
 	if taints == 0 {
 		t.Fatal("no soak saw a regression: the R5.2 invariant was never exercised")
 	}

@@ -59,10 +59,7 @@ func randomRunFleet(rng *rand.Rand, n int, s StagedStrategy) []SimCluster {
 // and R3.5, the stage order of R3.8, and that no cluster starts outside its window (R3.13).
 func TestRandomizedStagedRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 11))
-	sims := 600
-	if testing.Short() {
-		sims = 60
-	}
+	sims := simulations(600)
 	for i := range sims {
 		strategy := randomStagedStrategy(rng, 1+rng.IntN(4))
 		clusters := randomRunFleet(rng, 1+rng.IntN(40), strategy)

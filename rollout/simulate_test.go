@@ -168,10 +168,7 @@ func checkContinuousPass(t *testing.T, in *Input, d *Decision) {
 
 func TestRandomizedContinuousRollouts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(42, 7))
-	sims := 2000
-	if testing.Short() {
-		sims = 200
-	}
+	sims := simulations(2000)
 	completed := 0
 	for i := range sims {
 		faults := i%3 == 0
@@ -269,10 +266,7 @@ func remaining(clusters []SimCluster) int {
 
 func TestRandomizedRollingUpdates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 3))
-	sims := 1000
-	if testing.Short() {
-		sims = 100
-	}
+	sims := simulations(1000)
 	for i := range sims {
 		faults := i%3 == 0
 		clusters, _ := randomFleet(rng, 1+rng.IntN(60), faults)

@@ -69,13 +69,7 @@ next:
 // states, the partitions, releases, render time and errors, and commit-to-ready time move as
 // the rollout does. The hub runs as a process of its own, so its metrics are its alone.
 func TestHubMetricsFollowARollout(t *testing.T) {
-	fleetYAML := `defaultNamespace: metered
-rolloutStrategy:
-  maxUnavailable: 0
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
-  - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
-`
+	fleetYAML := canaryFirst("metered")
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": webManifest("example.invalid/web:1")})
 	srv := up.ServeHTTP("", "")

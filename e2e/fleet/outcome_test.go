@@ -230,16 +230,7 @@ func TestR5_3_R5_4_R5_5_StagedRunOverItsBudgetRollsBack(t *testing.T) {
 // onFailure Rollback restores revision 1 on it (R5.3, R5.4); the rest partition never received
 // revision 2 and is untouched. A fixing commit rolls out normally.
 func TestR5_3_R5_4_PartitionedRolloutPastFailureTimeoutRollsBack(t *testing.T) {
-	fleetYAML := `defaultNamespace: parts-fail
-rolloutStrategy:
-  maxUnavailable: 0
-  onFailure: Rollback
-  failureTimeout: 20s
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
-  - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
-`
-	up, f := deployWeb(t, fleetYAML)
+	up, f := deployWeb(t, canaryFirst("parts-fail", "onFailure: Rollback", "failureTimeout: 20s"))
 	before := snapshotDeployments(t, f)
 	up.Commit("main", map[string]string{"web/deployment.yaml": labelledManifest("example.invalid/web:2", controlplane.NeverReadyLabel, "true")})
 	eventually(t, "the canary receives revision 2", time.Minute, func() bool { return released(deploymentOn(t, f, workloads[0].Name)) == 2 })
@@ -261,15 +252,7 @@ rolloutStrategy:
 // bundle (the agent uninstalls it and says so in the cluster's namespace); the rest never
 // received revision 1 and have no deployment of it.
 func TestR5_4_AFirstDeploymentRollsBackToNothing(t *testing.T) {
-	fleetYAML := `defaultNamespace: first-fail
-rolloutStrategy:
-  maxUnavailable: 0
-  onFailure: Rollback
-  failureTimeout: 15s
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
-  - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
-`
+	fleetYAML := canaryFirst("first-fail", "onFailure: Rollback", "failureTimeout: 15s")
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/deployment.yaml": labelledManifest("example.invalid/web:1", controlplane.NeverReadyLabel, "true")})
 	srv := up.ServeHTTP("", "")

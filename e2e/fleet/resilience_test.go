@@ -14,13 +14,22 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
-const canaryFirst = `defaultNamespace: %s
+// canaryFirst is a fleet.yaml deploying to namespace in two partitions, the first workload
+// cluster (the canary) and then the rest, none unavailable at a time; strategy adds lines to
+// its rolloutStrategy.
+func canaryFirst(namespace string, strategy ...string) string {
+	var extra strings.Builder
+	for _, line := range strategy {
+		extra.WriteString("  " + line + "\n")
+	}
+	return "defaultNamespace: " + namespace + `
 rolloutStrategy:
   maxUnavailable: 0
-  partitions:
+` + extra.String() + `  partitions:
   - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
   - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
 `
+}
 
 // deploymentOn is the shop-web bundle's deployment on a cluster.
 func deploymentOn(t *testing.T, f *fleetEnv, cluster string) v1alpha1.BundleDeployment {
@@ -48,7 +57,7 @@ func released(bd v1alpha1.BundleDeployment) int64 {
 // the rollout and the offline canary is not released the new revision (R1.6). When the agent
 // returns it catches up and the rollout completes.
 func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
-	up, f := deployWeb(t, strings.Replace(canaryFirst, "%s", "offline", 1))
+	up, f := deployWeb(t, canaryFirst("offline"))
 
 	canary := workloads[0]
 	f.stop("agent " + canary.Name)
@@ -97,7 +106,7 @@ func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 // e2e scenario 8: the hub killed mid-rollout and restarted: the rollout continues from where it
 // was; no cluster is released out of order or skipped.
 func TestHubRestartMidRollout(t *testing.T) {
-	up, f := deployWeb(t, strings.Replace(canaryFirst, "%s", "restart", 1))
+	up, f := deployWeb(t, canaryFirst("restart"))
 
 	up.Commit("main", map[string]string{"web/deployment.yaml": webManifest("example.invalid/web:2")})
 	eventually(t, "the canary gets revision 2", 60*time.Second, func() bool { return released(deploymentOn(t, f, workloads[0].Name)) == 2 })

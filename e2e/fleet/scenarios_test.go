@@ -55,15 +55,7 @@ func bundleOf(t *testing.T, f *fleetEnv, name string) *v1alpha1.Bundle {
 // revision whose pods never become ready on the first cluster pauses the rollout with a
 // readable reason; a fixing commit resumes it.
 func TestR1_6_PartitionsPauseOnNeverReadyAndResume(t *testing.T) {
-	fleetYAML := `defaultNamespace: parts
-rolloutStrategy:
-  maxUnavailable: 0
-  maxUnavailablePartitions: 0
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {index: "0"}}}
-  - {name: rest, clusterSelector: {matchExpressions: [{key: index, operator: NotIn, values: ["0"]}]}}
-`
-	up, f := deployWeb(t, fleetYAML)
+	up, f := deployWeb(t, canaryFirst("parts", "maxUnavailablePartitions: 0"))
 
 	broken := strings.Replace(webManifest("example.invalid/web:2"), "labels: {app: web}}", "labels: {app: web, "+controlplane.NeverReadyLabel+": \"true\"}}", 1)
 	up.Commit("main", map[string]string{"web/deployment.yaml": broken})
