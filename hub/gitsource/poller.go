@@ -14,14 +14,20 @@ import (
 // Clock is the poller's time source; tests pass a simulated one.
 type Clock interface {
 	Now() time.Time
-	After(d time.Duration) <-chan time.Time
+	// Timer returns a channel that receives once d has passed, and a stop that releases it
+	// when the poller no longer waits for it.
+	Timer(d time.Duration) (<-chan time.Time, func())
 }
 
 // RealClock is the wall clock.
 type RealClock struct{}
 
-func (RealClock) Now() time.Time                         { return time.Now() }
-func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (RealClock) Now() time.Time { return time.Now() }
+
+func (RealClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
 
 // Poller syncs many repositories on their schedules with a bounded number of workers. A
 // webhook's Trigger runs a sync as soon as a worker is free; a trigger during a sync runs it
@@ -40,6 +46,10 @@ type Poller struct {
 	mu    sync.Mutex
 	items map[string]*pollItem
 	wake  chan struct{}
+	// idle, when set (tests), is called each time the loop waits with no sync running and its
+	// timer armed: from then on, nothing happens until the clock moves or a key is set or
+	// triggered.
+	idle func()
 }
 
 type pollItem struct {
@@ -130,8 +140,10 @@ func (p *Poller) Run(ctx context.Context) {
 		p.mu.Lock()
 		now := p.Clock.Now()
 		var wait time.Duration = -1
+		busy := false
 		for key, it := range p.items {
 			if it.running {
+				busy = true
 				continue
 			}
 			if d := it.next.Sub(now); d > 0 {
@@ -145,7 +157,7 @@ func (p *Poller) Run(ctx context.Context) {
 			default:
 				continue // all workers busy: a finishing one wakes the loop
 			}
-			it.running = true
+			it.running, busy = true, true
 			wg.Add(1)
 			go func(key string, it *pollItem) {
 				defer wg.Done()
@@ -156,15 +168,27 @@ func (p *Poller) Run(ctx context.Context) {
 		}
 		p.mu.Unlock()
 		var timer <-chan time.Time
+		stop := func() {}
 		if wait >= 0 {
-			timer = p.Clock.After(wait)
+			timer, stop = p.Clock.Timer(wait)
+		}
+		if !busy && p.idle != nil {
+			select {
+			case <-p.wake: // a finish or a Set came meanwhile: look again before going idle
+				stop()
+				continue
+			default:
+				p.idle()
+			}
 		}
 		select {
 		case <-ctx.Done():
+			stop()
 			return
 		case <-p.wake:
 		case <-timer:
 		}
+		stop()
 	}
 }
 
@@ -204,6 +228,8 @@ func (p *Poller) finish(it *pollItem, err error) {
 	default:
 		it.next = it.schedule.Next(now, it.failures, p.Rand())
 	}
-	p.mu.Unlock()
+	// Signalled before unlocking: the loop that sees this sync no longer running also sees
+	// its wake-up.
 	p.signal()
+	p.mu.Unlock()
 }

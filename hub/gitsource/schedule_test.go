@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flotilla-dev/flotilla/rollout"
 )
@@ -117,7 +118,7 @@ func TestSyncWindows(t *testing.T) {
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
-	waiters []fakeWaiter
+	waiters map[*fakeWaiter]bool
 }
 
 type fakeWaiter struct {
@@ -127,27 +128,30 @@ type fakeWaiter struct {
 
 func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) Timer(d time.Duration) (<-chan time.Time, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.waiters = append(c.waiters, fakeWaiter{c.now.Add(d), ch})
-	return ch
+	w := &fakeWaiter{c.now.Add(d), make(chan time.Time, 1)}
+	if c.waiters == nil {
+		c.waiters = map[*fakeWaiter]bool{}
+	}
+	c.waiters[w] = true
+	return w.ch, func() { c.mu.Lock(); defer c.mu.Unlock(); delete(c.waiters, w) }
 }
 
-func (c *fakeClock) Advance(d time.Duration) {
+// Advance moves the clock and fires the timers it reaches; it tells whether it fired any.
+func (c *fakeClock) Advance(d time.Duration) (fired bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
+	for w := range c.waiters {
 		if !w.at.After(c.now) {
 			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
+			delete(c.waiters, w)
+			fired = true
 		}
 	}
-	c.waiters = kept
+	return fired
 }
 
 type syncEvent struct {
@@ -155,62 +159,105 @@ type syncEvent struct {
 	at  time.Duration
 }
 
-func TestPollerSchedulesTriggersAndBacksOff(t *testing.T) {
-	clock := &fakeClock{now: monday}
-	events := make(chan syncEvent, 100)
-	p := &Poller{Clock: clock, Rand: func() float64 { return 0 }, Workers: 2,
+// pollerHarness runs a Poller on a fakeClock in lockstep: each step acts, then waits until the
+// poller has finished every sync it started and armed its timer, and compares the syncs it saw
+// with those wanted. Moving the clock while a sync still runs would date its next sync from the
+// moved time, so the harness never does.
+type pollerHarness struct {
+	t      *testing.T
+	clock  *fakeClock
+	poller *Poller
+	events chan syncEvent
+	idle   chan struct{}
+}
+
+// startPoller sets the schedules, starts the poller with workers and sync, and returns once the
+// first syncs (every key, due at once) are done; want are those syncs.
+func startPoller(t *testing.T, workers int, schedules map[string]Schedule, sync func(key string) error, want ...syncEvent) *pollerHarness {
+	t.Helper()
+	h := &pollerHarness{t: t, clock: &fakeClock{now: monday}, events: make(chan syncEvent, 100), idle: make(chan struct{}, 1)}
+	h.poller = &Poller{Clock: h.clock, Rand: func() float64 { return 0 }, Workers: workers,
 		Sync: func(_ context.Context, key string) error {
-			events <- syncEvent{key, clock.Now().Sub(monday)}
-			if key == "broken" {
-				return errors.New("unreachable")
+			h.events <- syncEvent{key, h.clock.Now().Sub(monday)}
+			return sync(key)
+		},
+		idle: func() {
+			select {
+			case h.idle <- struct{}{}:
+			default:
 			}
-			return nil
 		}}
+	for key, s := range schedules {
+		h.poller.Set(key, s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	go func() { h.poller.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	h.settled(want)
+	return h
+}
 
-	expect := func(want ...syncEvent) {
-		t.Helper()
-		var got []syncEvent
-		for range want {
-			select {
-			case e := <-events:
-				got = append(got, e)
-			case <-time.After(5 * time.Second):
-				t.Fatalf("waited for %v, got %v", want, got)
-			}
-		}
-		sortEvents(got)
-		if diff := cmp.Diff(want, got, cmp.AllowUnexported(syncEvent{})); diff != "" {
-			t.Fatalf("syncs (-want +got):\n%s", diff)
-		}
+// advance moves the clock by d; want are the syncs that follow.
+func (h *pollerHarness) advance(d time.Duration, want ...syncEvent) {
+	h.t.Helper()
+	if !h.clock.Advance(d) {
+		// No timer fired: the poller sleeps on, and no sync can start.
+		h.expect(want)
+		return
 	}
-	none := func() {
-		t.Helper()
-		select {
-		case e := <-events:
-			t.Fatalf("unexpected sync %v", e)
-		case <-time.After(50 * time.Millisecond):
-		}
+	h.settled(want)
+}
+
+// trigger is a webhook for key; want are the syncs that follow.
+func (h *pollerHarness) trigger(key string, want ...syncEvent) {
+	h.t.Helper()
+	h.poller.Trigger(key)
+	h.settled(want)
+}
+
+func (h *pollerHarness) settled(want []syncEvent) {
+	h.t.Helper()
+	select {
+	case <-h.idle:
+	case <-time.After(10 * time.Second):
+		h.t.Fatalf("the poller did not finish its syncs; wanted %v", want)
 	}
-	p.Set("app", Schedule{Interval: 15 * time.Second})
-	p.Set("broken", Schedule{Interval: 15 * time.Second})
-	expect(syncEvent{"app", 0}, syncEvent{"broken", 0})
-	clock.Advance(10 * time.Second)
-	none()
-	clock.Advance(5 * time.Second) // 15s: app on its interval, broken after 15s back-off
-	expect(syncEvent{"app", 15 * time.Second}, syncEvent{"broken", 15 * time.Second})
-	p.Trigger("app") // a webhook: at once, no time passes
-	expect(syncEvent{"app", 15 * time.Second})
-	clock.Advance(15 * time.Second) // 30s: app again; broken waits 30s now
-	expect(syncEvent{"app", 30 * time.Second})
-	clock.Advance(15 * time.Second) // 45s
-	expect(syncEvent{"app", 45 * time.Second}, syncEvent{"broken", 45 * time.Second})
-	p.Remove("app")
-	clock.Advance(time.Minute) // 105s: broken (60s back-off); app is gone
-	expect(syncEvent{"broken", 105 * time.Second})
+	h.expect(want)
+}
+
+// expect compares the syncs seen since the last step (all of them: a sync reports before it
+// ends) with want, in key order.
+func (h *pollerHarness) expect(want []syncEvent) {
+	h.t.Helper()
+	var got []syncEvent
+	for len(h.events) > 0 {
+		got = append(got, <-h.events)
+	}
+	sortEvents(got)
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(syncEvent{}), cmpopts.EquateEmpty()); diff != "" {
+		h.t.Fatalf("syncs (-want +got):\n%s", diff)
+	}
+}
+
+func TestPollerSchedulesTriggersAndBacksOff(t *testing.T) {
+	every15s := Schedule{Interval: 15 * time.Second}
+	h := startPoller(t, 2, map[string]Schedule{"app": every15s, "broken": every15s}, func(key string) error {
+		if key == "broken" {
+			return errors.New("unreachable")
+		}
+		return nil
+	}, syncEvent{"app", 0}, syncEvent{"broken", 0})
+	h.advance(10 * time.Second)
+	// 15s: app on its interval, broken after 15s back-off.
+	h.advance(5*time.Second, syncEvent{"app", 15 * time.Second}, syncEvent{"broken", 15 * time.Second})
+	h.trigger("app", syncEvent{"app", 15 * time.Second}) // a webhook: at once, no time passes
+	// 30s: app again; broken waits 30s now.
+	h.advance(15*time.Second, syncEvent{"app", 30 * time.Second})
+	h.advance(15*time.Second, syncEvent{"app", 45 * time.Second}, syncEvent{"broken", 45 * time.Second})
+	h.poller.Remove("app")
+	// 105s: broken (60s back-off); app is gone.
+	h.advance(time.Minute, syncEvent{"broken", 105 * time.Second})
 }
 
 func sortEvents(es []syncEvent) {
@@ -226,58 +273,18 @@ func sortEvents(es []syncEvent) {
 // A sync that panics counts as a failure of its own repository: the poller recovers, retries
 // the repository after its back-off, and keeps syncing the others on their schedule.
 func TestPollerRecoversFromAPanickingSync(t *testing.T) {
-	clock := &fakeClock{now: monday}
-	events := make(chan syncEvent, 100)
-	p := &Poller{Clock: clock, Rand: func() float64 { return 0 }, Workers: 1,
-		Sync: func(_ context.Context, key string) error {
-			events <- syncEvent{key, clock.Now().Sub(monday)}
-			if key == "crashing" {
-				panic("a renderer bug")
-			}
-			return nil
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	p.Set("crashing", Schedule{Interval: 15 * time.Second})
-	p.Set("app", Schedule{Interval: 15 * time.Second})
-	crashes := 0
-	next := func(want syncEvent) {
-		t.Helper()
-		for {
-			select {
-			case e := <-events:
-				if e.key == "crashing" {
-					crashes++
-					continue
-				}
-				if e != want {
-					t.Fatalf("sync %v, want %v", e, want)
-				}
-				return
-			case <-time.After(5 * time.Second):
-				t.Fatalf("waited for %v; the crashing repository synced %d times", want, crashes)
-			}
+	every15s := Schedule{Interval: 15 * time.Second}
+	// One worker: a crash that leaked its worker would stop every other repository.
+	h := startPoller(t, 1, map[string]Schedule{"app": every15s, "crashing": every15s}, func(key string) error {
+		if key == "crashing" {
+			panic("a renderer bug")
 		}
-	}
-	// The other repository keeps its 15 s interval through the crashes.
-	next(syncEvent{"app", 0})
-	for at := 15 * time.Second; at <= 60*time.Second; at += 15 * time.Second {
-		clock.Advance(15 * time.Second)
-		next(syncEvent{"app", at})
-	}
-	// The crashing one was retried after its back-off (15 s from when its crash was handled,
-	// at the latest 15 s in): at least once in the minute.
-	deadline := time.After(5 * time.Second)
-	for crashes < 2 {
-		select {
-		case e := <-events:
-			if e.key == "crashing" {
-				crashes++
-			}
-		case <-deadline:
-			t.Fatalf("the crashing repository synced %d times in a minute, want at least 2", crashes)
-		}
-	}
+		return nil
+	}, syncEvent{"app", 0}, syncEvent{"crashing", 0})
+	// The other repository keeps its 15 s interval; the crashing one backs off 15, 30, 60 s.
+	h.advance(15*time.Second, syncEvent{"app", 15 * time.Second}, syncEvent{"crashing", 15 * time.Second})
+	h.advance(15*time.Second, syncEvent{"app", 30 * time.Second})
+	h.advance(15*time.Second, syncEvent{"app", 45 * time.Second}, syncEvent{"crashing", 45 * time.Second})
+	h.advance(15*time.Second, syncEvent{"app", 60 * time.Second})
+	h.advance(45*time.Second, syncEvent{"app", 105 * time.Second}, syncEvent{"crashing", 105 * time.Second})
 }
