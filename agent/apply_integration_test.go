@@ -23,12 +23,19 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
-var workload *controlplane.Cluster
+// workload is the cluster the agent deploys to; hubAPI, a hub's API server (Flotilla's API
+// alone) for what the agent reads and reports there.
+var workload, hubAPI *controlplane.Cluster
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
-		workload, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "downstream", Kind: controlplane.Workload})
-		return err
+		if workload, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "downstream", Kind: controlplane.Workload}); err != nil {
+			return err
+		}
+		if hubAPI, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
+			return err
+		}
+		return controlplane.InstallFlotillaAPI(ctx, hubAPI.Config())
 	}))
 }
 

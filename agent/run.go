@@ -275,9 +275,13 @@ func (d *deployer) applier(serviceAccount string) (*Applier, error) {
 }
 
 // controller is the deployer as the hub's controllers are built: the status skeleton around
-// step, with gone for deployments the hub removed.
+// step, with gone for deployments the hub removed. The status write is conditional on the
+// deployment as read (Lock): a pass woken by a release may read it from a cache that does not
+// show the agent's own last write yet, and a merge patch from that copy would leave fields of
+// the write it cannot see in place, such as the readyAt of the revision before beside the
+// new revision (which the hub would take for a regression, R5.1).
 func (d *deployer) controller() reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment] {
-	return reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: d.hub, Step: d.step, Gone: d.gone}
+	return reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: d.hub, Lock: true, Step: d.step, Gone: d.gone}
 }
 
 // gone uninstalls a deployment that is gone from the hub, only while this cluster is still a
@@ -301,6 +305,9 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	var applyErr error
 	rel := bd.Spec.Released
 	waiting := false
+	// What the agent last reported, before this pass applies anything: readiness is lost only
+	// by the revision that had it.
+	wasReady, wasApplied := bd.Status.Ready, bd.Status.AppliedDeploymentID
 	if rel == nil && bd.Spec.Rollback && bd.Status.AppliedDeploymentID != "" {
 		// A rollback to no earlier revision: the bundle leaves the cluster (R5.4).
 		return reconciler.Outcome{}, d.rollBackToNothing(ctx, bd)
@@ -333,7 +340,6 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 			setCondition(bd, v1alpha1.AppliedCondition, false, reason, applyErr.Error())
 		}
 	}
-	wasReady, wasApplied := bd.Status.Ready, bd.Status.AppliedDeploymentID
 	requeue := d.observe(ctx, bd, objs, opts)
 	d.recordReadiness(bd, wasReady && wasApplied == bd.Status.AppliedDeploymentID)
 	if waiting {
@@ -438,7 +444,7 @@ func (d *deployer) apply(ctx context.Context, bd *v1alpha1.BundleDeployment, obj
 	d.progress(bd, v1alpha1.EventRevisionApplied, "revision %d applied: %d objects, %d pruned", bd.Spec.Released.Index, len(objs), len(res.Pruned))
 	now := metav1.Now()
 	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
-	bd.Status.ReadyAt = nil // the new revision has not been ready yet
+	bd.Status.Ready, bd.Status.ReadyAt = false, nil // the new revision has not been ready yet
 	setCondition(bd, v1alpha1.AppliedCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("revision %d applied", bd.Spec.Released.Index))
 	return nil
 }

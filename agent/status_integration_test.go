@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/wait"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
+)
+
+// staleReads is a hub client whose reads of one deployment return an older copy of it, as a
+// cache that has not seen the agent's last write yet does.
+type staleReads struct {
+	client.Client
+	stale *v1alpha1.BundleDeployment
+}
+
+func (c staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if bd, ok := obj.(*v1alpha1.BundleDeployment); ok && key == client.ObjectKeyFromObject(c.stale) {
+		c.stale.DeepCopyInto(bd)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// A release read from a cache that does not show the agent's own last status write yet (the
+// one that said the revision before was Ready) must not leave that write's readyAt beside the
+// new revision: the hub would take the new revision for Ready once and NotReady now, a
+// regression (R5.1), and roll back a good revision. The agent's write is conditional on what
+// it read, so the stale pass writes nothing and the next one, from a fresh read, reports the
+// new revision as not ready yet.
+func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	hubClient, err := client.New(hubAPI.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bundleNS, clusterNS, workloadNS = "fleet-stale", "cluster-stale", "stale-read"
+	for _, ns := range []string{bundleNS, clusterNS} {
+		if err := hubClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := kubernetes.NewForConfigOrDie(workload.Config())
+	if _, err := local.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := contentstore.Store{Client: hubClient}
+	revision := func(index int64, image string) v1alpha1.RevisionRef {
+		id := fmt.Sprintf("content-%d", index)
+		manifest := strings.Replace(deploymentYAML(workloadNS, "web", 2, false), "example.invalid/app:1", image, 1)
+		if _, err := store.Put(ctx, bundleNS, id, []byte(manifest)); err != nil {
+			t.Fatal(err)
+		}
+		return v1alpha1.RevisionRef{Index: index, ContentID: id, DeploymentID: fmt.Sprintf("deployment-%d", index)}
+	}
+	r1, r2 := revision(1, "example.invalid/app:1"), revision(2, "example.invalid/app:2")
+	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: bundleNS + "-web", Namespace: clusterNS},
+		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: bundleNS, Staged: r1, Released: &r1}}
+	if err := hubClient.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(bd)
+	// The copy the stale pass reads: as created, before any status of the agent.
+	created := bd.DeepCopy()
+
+	newDeployer := func(hub client.Client) *deployer {
+		return &deployer{hub: hub, hubReader: hubClient, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+			opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-stale-read", ResyncInterval: time.Second}}
+	}
+	fresh := newDeployer(hubClient).controller()
+	req := ctrl.Request{NamespacedName: key}
+	read := func() *v1alpha1.BundleDeployment {
+		var now v1alpha1.BundleDeployment
+		if err := hubClient.Get(ctx, key, &now); err != nil {
+			t.Fatal(err)
+		}
+		return &now
+	}
+	// Revision 1 applied and Ready.
+	wait.Until(t, "revision 1 is Ready", time.Minute, func() bool {
+		if _, err := fresh.Reconcile(ctx, req); err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		now := read()
+		return now.Status.AppliedDeploymentID == r1.DeploymentID && now.Status.Ready && now.Status.ReadyAt != nil
+	}, func() string { return fmt.Sprintf("status: %+v", read().Status) })
+	readyAt := read().Status.ReadyAt
+
+	// The hub releases revision 2; the agent's cache shows the release with the status of
+	// before its own writes.
+	released := read()
+	released.Spec.Staged, released.Spec.Released = r2, &r2
+	if err := hubClient.Update(ctx, released); err != nil {
+		t.Fatal(err)
+	}
+	stale := created.DeepCopy()
+	stale.Spec = released.Spec
+	_, err = newDeployer(staleReads{Client: hubClient, stale: stale}).controller().Reconcile(ctx, req)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("the pass from a stale read: %v, want a conflict", err)
+	}
+	if now := read(); now.Status.AppliedDeploymentID == r2.DeploymentID && now.Status.ReadyAt.Equal(readyAt) {
+		t.Fatalf("revision 2 is reported with revision 1's readyAt %s: %+v", readyAt, now.Status)
+	}
+
+	// From fresh reads: revision 2 applied, never a regression, Ready in the end.
+	wait.Until(t, "revision 2 is Ready", time.Minute, func() bool {
+		if _, err := fresh.Reconcile(ctx, req); err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		now := read()
+		if d := bdstate.Deployment(now); d.Applied == 2 && d.WasReady && !d.Ready {
+			t.Fatalf("the hub sees revision 2 regressed before it was ever Ready: %+v", now.Status)
+		}
+		return now.Status.AppliedDeploymentID == r2.DeploymentID && now.Status.Ready
+	}, func() string { return fmt.Sprintf("status: %+v", read().Status) })
+	if now := read(); now.Status.ReadyAt == nil {
+		t.Errorf("revision 2 is Ready without a readyAt: %+v", now.Status)
+	}
+	if d, err := local.AppsV1().Deployments(workloadNS).Get(ctx, "web", metav1.GetOptions{}); err != nil || d.Spec.Template.Spec.Containers[0].Image != "example.invalid/app:2" {
+		t.Errorf("the workload does not run revision 2: %v", err)
+	}
+}
