@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -206,6 +207,23 @@ func (f *fleetEnv) stop(name string) {
 	if stop != nil {
 		stop()
 	}
+}
+
+// stopKnownAgent stops a cluster's agent once the hub has counted its heartbeat. A scenario of
+// an agent that goes away starts from an agent the hub knows: a cluster whose agent never
+// reported is one with nothing to wait for (its deletions go at once, it is never Offline),
+// and an agent stopped a second after it started may not have been counted yet.
+func (f *fleetEnv) stopKnownAgent(w *controlplane.Cluster) {
+	f.t.Helper()
+	var cl v1alpha1.Cluster
+	eventually(f.t, "the hub counts the heartbeat of "+w.Name, 30*time.Second, func() bool {
+		if err := f.hub.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: w.Name}, &cl); err != nil {
+			return false
+		}
+		ready := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
+		return ready != nil && ready.Reason != v1alpha1.AgentNotConnectedReason
+	}, func() string { return fmt.Sprintf("cluster status: %+v", cl.Status) })
+	f.stop("agent " + w.Name)
 }
 
 func (f *fleetEnv) startHub() {

@@ -60,7 +60,7 @@ func TestR1_11_R1_6_StoppedAgentHoldsRolloutAndCatchesUp(t *testing.T) {
 	up, f := deployWeb(t, canaryFirst("offline"))
 
 	canary := workloads[0]
-	f.stop("agent " + canary.Name)
+	f.stopKnownAgent(canary)
 	stopped := time.Now()
 	// 6 s deadline after the last heartbeat (at most one 2 s interval and a second of the
 	// timestamp's precision before the stop), a second to notice, a few more for a machine

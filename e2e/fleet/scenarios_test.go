@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -298,7 +299,7 @@ func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
 	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 	ctx := context.Background()
 	away := workloads[2]
-	f.stop("agent " + away.Name)
+	f.stopKnownAgent(away)
 
 	var repo v1alpha1.GitRepo
 	key := types.NamespacedName{Namespace: f.ns, Name: "shop"}
@@ -317,7 +318,7 @@ func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
 		}
 		cond := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition)
 		return cond != nil && cond.Reason == v1alpha1.DeletingReason && strings.Contains(cond.Message, "waiting for the agents of") && strings.Contains(cond.Message, away.Name)
-	})
+	}, func() string { return fmt.Sprintf("conditions: %+v", repo.Status.Conditions) })
 	for _, w := range workloads[:2] {
 		cs := kubernetes.NewForConfigOrDie(w.Config())
 		eventually(t, "the workload leaves "+w.Name, 60*time.Second, func() bool {
