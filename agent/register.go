@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,8 +59,8 @@ func Register(ctx context.Context, opts RegisterOptions) (*Registration, error) 
 		return nil, fmt.Errorf("failed to generate a key: %w", err)
 	}
 	base := &rest.Config{Host: opts.Server, BearerToken: opts.Token, TLSClientConfig: rest.TLSClientConfig{CAData: opts.CA}}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := newScheme()
+	if err != nil {
 		return nil, err
 	}
 	c, err := client.New(base, client.Options{Scheme: scheme})

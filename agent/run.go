@@ -151,12 +151,21 @@ type movedError struct{ to string }
 
 func (e *movedError) Error() string { return "the cluster moved to namespace " + e.to }
 
-func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *tokenHolder) error {
+// newScheme is the agent's view of the hub's API: Kubernetes' kinds and Flotilla's.
+func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *tokenHolder) error {
+	scheme, err := newScheme()
+	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{

@@ -10,9 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,11 +43,8 @@ func (c staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 // new revision as not ready yet.
 func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := newScheme()
+	if err != nil {
 		t.Fatal(err)
 	}
 	hubClient, err := client.New(hubAPI.Config(), client.Options{Scheme: scheme})
