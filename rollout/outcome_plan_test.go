@@ -68,8 +68,26 @@ func TestR5_1_R5_3_APartitionFailsAfterFailureTimeout(t *testing.T) {
 		in.CompletedAt = t0.Add(time.Minute)
 		in.Targets[0].Deployment = regressedOn(2, 1, t0, regressedAt)
 		in.Now = regressedAt.Add(time.Hour)
-		if d := Plan(in); d.Failure != nil {
-			t.Errorf("failure %+v after the window", d.Failure)
+		if d := Plan(in); d.Failure != nil || d.Outcome != OutcomeCompleted {
+			t.Errorf("failure %+v, outcome %q after the window: want the rollout to stay Completed", d.Failure, d.Outcome)
+		}
+	})
+	t.Run("within the health window a regression after completion fails", func(t *testing.T) {
+		in := canaryFleet(FailurePolicy{HealthWindow: dur(30 * time.Minute)})
+		in.CompletedAt = regressedAt.Add(-time.Minute)
+		in.Targets[0].Deployment = regressedOn(2, 1, t0, regressedAt)
+		in.Now = regressedAt.Add(20 * time.Minute)
+		if d := Plan(in); d.Failure == nil || d.Failure.Rule != RuleRegression || d.Outcome != OutcomeFailed {
+			t.Errorf("failure %+v, outcome %q: want the regression to fail the revision", d.Failure, d.Outcome)
+		}
+	})
+	t.Run("R5.6: a completed rollout stays Completed when a cluster turns NotReady", func(t *testing.T) {
+		in := canaryFleet(FailurePolicy{})
+		in.CompletedAt = regressedAt.Add(-time.Minute)
+		in.Targets[0].Deployment = regressedOn(2, 1, t0, regressedAt)
+		in.Now = regressedAt.Add(time.Second)
+		if d := Plan(in); d.Failure != nil || d.Outcome != OutcomeCompleted || d.RequeueAfter != 0 {
+			t.Errorf("failure %+v, outcome %q, requeue %s: want Completed, nothing judged, nothing to wait for", d.Failure, d.Outcome, d.RequeueAfter)
 		}
 	})
 }

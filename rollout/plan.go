@@ -39,7 +39,10 @@ func Plan(in *Input) *Decision {
 	case failure != nil:
 		d.Failure, d.Outcome = failure, OutcomeFailed
 		d.Paused = failure.Message
-	case d.Complete:
+	case d.Complete || !in.CompletedAt.IsZero():
+		// A rollout that completed stays completed: a cluster NotReady later is its health,
+		// which the states count, and is judged only within the health window (R5.1, R5.6).
+		// Were the outcome dropped, the next pass would judge as if the rollout went on.
 		d.Outcome = OutcomeCompleted
 	}
 	if !wake.IsZero() {
