@@ -183,12 +183,13 @@ func (p *Poller) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			stop()
-			return
 		case <-p.wake:
 		case <-timer:
 		}
 		stop()
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 
