@@ -54,6 +54,16 @@ func TestBadInputNamesFileAndField(t *testing.T) {
 		{"forced namespace with cluster-scoped objects", map[string]string{"app/fleet.yaml": "namespace: apps\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
 			"app/rbac.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n"},
 			[]string{"fleet.yaml: namespace:", `forces every object into namespace "apps"`, "ClusterRole reader, Namespace other"}},
+		{"cluster no kustomize overlay selects", map[string]string{
+			"app/fleet.yaml":                      "targetCustomizations:\n- name: dev\n  clusterSelector: {matchLabels: {env: dev}}\n  kustomize: {dir: overlays/dev}\n",
+			"app/base/kustomization.yaml":         "resources: [cm.yaml]\n",
+			"app/base/cm.yaml":                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+			"app/overlays/dev/kustomization.yaml": "resources: [../../base]\n"},
+			[]string{"app/fleet.yaml: kustomize.dir: cluster c (labels none) gets no kustomize.dir", "base/kustomization.yaml would be applied as a manifest",
+				"select: dev (clusterSelector env=dev)"}},
+		{"helm with a kustomize dir without kustomization", map[string]string{"app/fleet.yaml": "helm: {chart: .}\nkustomize: {dir: overlays}\n", "app/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n",
+			"app/overlays/readme.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"},
+			[]string{`app/fleet.yaml: kustomize.dir: "overlays" has no kustomization.yaml to apply to the chart`}},
 		{"overlay patching a missing file", map[string]string{"app/fleet.yaml": "yaml: {overlays: [o]}\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "app/overlays/o/other_patch.yaml": "data: {a: b}\n"},
 			[]string{"app/overlays/o/other_patch.yaml: patches other.yaml, which the bundle does not have"}},
 	}

@@ -68,7 +68,7 @@ func renderCase(t *testing.T, name string) []byte {
 // TestGolden renders each example repository and compares with testdata/<case>/expected.yaml.
 // Refresh with: go test ./bundle -run TestGolden -update
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"manifests", "helm-multicluster", "kustomize", "overlays-nested"} {
+	for _, name := range []string{"manifests", "helm-multicluster", "kustomize", "overlays-nested", "fleet-shapes"} {
 		t.Run(name, func(t *testing.T) {
 			got := renderCase(t, name)
 			path := filepath.Join("testdata", name, "expected.yaml")

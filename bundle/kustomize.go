@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -222,10 +223,178 @@ func isRemote(r string) bool {
 		strings.HasPrefix(r, "github.com/") || strings.HasPrefix(r, "gitlab.com/") || strings.HasPrefix(r, "bitbucket.org/")
 }
 
+// kustomization is the in-memory checkout and the directory (relative to its root) of the
+// kustomization a bundle builds for these options: kustomize.dir, else the bundle directory.
+func (r *Renderer) kustomization(src *Source, opts Options) (*kustomizeFS, string, error) {
+	mem, err := r.checkoutFS()
+	if err != nil {
+		return nil, "", err
+	}
+	dir := src.Dir
+	if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
+		if dir, err = r.checkout.join(src.Dir, opts.Kustomize.Dir); err != nil {
+			return nil, "", &FieldError{File: src.FleetFile, Field: "kustomize.dir", Err: err}
+		}
+	}
+	return mem, dir, nil
+}
+
+// chartOutputName is the file a chart's rendered objects are given to Kustomize as.
+const chartOutputName = "flotilla-chart-output.yaml"
+
+// kustomizeChart runs the kustomization in kustomize.dir over a chart's rendered objects, as
+// Fleet does with helm and kustomize in one bundle: the chart's output is one more resource of
+// that kustomization, so its patches and transformers apply to the chart. The checkout's
+// in-memory copy is shared by every render, so the output and the kustomization that lists it
+// are laid over it for this build only.
+func (r *Renderer) kustomizeChart(src *Source, kustomizeDir string, objs []Object) ([]Object, error) {
+	mem, dir, err := r.kustomization(src, Options{Kustomize: &Kustomize{Dir: kustomizeDir}})
+	if err != nil {
+		return nil, err
+	}
+	kustFile := ""
+	for _, name := range kustomizationFiles {
+		if p := path.Join(dir, name); mem.mem.Exists("/" + p) {
+			kustFile = p
+			break
+		}
+	}
+	if kustFile == "" {
+		return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: fmt.Sprintf("%q has no kustomization.yaml to apply to the chart", kustomizeDir)}
+	}
+	data, err := mem.mem.ReadFile("/" + kustFile)
+	if err != nil {
+		return nil, err
+	}
+	var kust map[string]any
+	if err := k8syaml.Unmarshal(data, &kust); err != nil {
+		return nil, &FieldError{File: kustFile, Err: err}
+	}
+	if kust == nil {
+		kust = map[string]any{}
+	}
+	output := chartOutputName
+	for i := 2; mem.mem.Exists("/" + path.Join(dir, output)); i++ {
+		output = fmt.Sprintf("flotilla-chart-output-%d.yaml", i)
+	}
+	resources, _ := kust["resources"].([]any)
+	kust["resources"] = append(resources, output)
+	kustData, err := k8syaml.Marshal(kust)
+	if err != nil {
+		return nil, fmt.Errorf("failed to write the kustomization over the chart: %w", err)
+	}
+	var stream []byte
+	for _, o := range objs {
+		doc, err := k8syaml.Marshal(map[string]any(o))
+		if err != nil {
+			return nil, fmt.Errorf("failed to serialise %s %s for kustomize: %w", o.Kind(), o.Name(), err)
+		}
+		stream = append(append(stream, "---\n"...), doc...)
+	}
+	overlay := &overlayFS{FileSystem: mem.mem, files: map[string][]byte{
+		"/" + kustFile:               kustData,
+		"/" + path.Join(dir, output): stream,
+	}}
+	out, err := renderKustomize(overlay, dir)
+	if err != nil {
+		return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Err: err}
+	}
+	return out, nil
+}
+
+// overlayFS is a file system with some files laid over it (added or replaced), read-only.
+type overlayFS struct {
+	filesys.FileSystem
+	files map[string][]byte // absolute, clean paths
+}
+
+func (o *overlayFS) ReadFile(p string) ([]byte, error) {
+	if data, ok := o.files[path.Clean(p)]; ok {
+		return data, nil
+	}
+	return o.FileSystem.ReadFile(p)
+}
+
+func (o *overlayFS) Exists(p string) bool {
+	_, ok := o.files[path.Clean(p)]
+	return ok || o.FileSystem.Exists(p)
+}
+
+func (o *overlayFS) IsDir(p string) bool {
+	if _, ok := o.files[path.Clean(p)]; ok {
+		return false
+	}
+	return o.FileSystem.IsDir(p)
+}
+
+func (o *overlayFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
+	if _, ok := o.files[path.Clean(p)]; ok {
+		d, f := path.Split(path.Clean(p))
+		return filesys.ConfirmedDir(path.Clean(d)), f, nil
+	}
+	return o.FileSystem.CleanedAbs(p)
+}
+
+func (o *overlayFS) Open(p string) (filesys.File, error) {
+	if _, ok := o.files[path.Clean(p)]; ok {
+		return nil, fmt.Errorf("%s: opening laid-over files is not supported", p)
+	}
+	return o.FileSystem.Open(p)
+}
+
+func (o *overlayFS) ReadDir(p string) ([]string, error) {
+	names, err := o.FileSystem.ReadDir(p)
+	if err != nil {
+		return nil, err
+	}
+	for f := range o.files {
+		if d, name := path.Split(f); path.Clean(d) == path.Clean(p) && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+func (o *overlayFS) WriteFile(p string, _ []byte) error {
+	return fmt.Errorf("%s: the checkout is read-only", p)
+}
+
+// refuseStrayKustomizations fails a plain-manifest render of a bundle that holds
+// kustomizations: such a bundle is meant to be built by Kustomize, from a kustomize.dir that
+// only some target customizations set, and a cluster none of them selects would otherwise get
+// the kustomization files applied as manifests (and a confusing "apiVersion is required").
+func (c *Checkout) refuseStrayKustomizations(src *Source, t Target) error {
+	files, err := c.manifestFiles(src, valuesFileSet(&src.Fleet))
+	if err != nil {
+		return nil // renderManifests reports it
+	}
+	var stray []string
+	for _, f := range files {
+		if isKustomizationName(path.Base(f)) {
+			stray = append(stray, f)
+		}
+	}
+	if len(stray) == 0 {
+		return nil
+	}
+	var setters []string
+	for _, tc := range src.Fleet.TargetCustomizations {
+		if tc.Kustomize != nil && tc.Kustomize.Dir != "" {
+			setters = append(setters, fmt.Sprintf("%s (%s)", tc.Name, describeMatch(tc.TargetMatch)))
+		}
+	}
+	msg := fmt.Sprintf("cluster %s (labels %s) gets no kustomize.dir and the bundle has no kustomization at its root, so %s would be applied as a manifest",
+		t.ClusterName, describeLabels(t.Labels), strings.Join(stray, ", "))
+	if len(setters) > 0 {
+		msg += "; the target customizations that set kustomize.dir select: " + strings.Join(setters, ", ")
+	}
+	return &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: msg + ": label the cluster, or set kustomize.dir for it"}
+}
+
 // renderKustomize builds the kustomization in dir (relative to the root) on the in-memory copy.
-func renderKustomize(k *kustomizeFS, dir string) ([]Object, error) {
+func renderKustomize(fsys filesys.FileSystem, dir string) ([]Object, error) {
 	kz := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := kz.Run(k.mem, "/"+dir)
+	res, err := kz.Run(fsys, path.Join("/", dir))
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}

@@ -176,7 +176,7 @@ func (r *Renderer) Render(ctx context.Context, src *Source, t Target) (*Rendered
 	}
 	r.mu.Unlock()
 	if !ok {
-		call.res, call.err = r.render(ctx, src, opts, mode, keyInput["values"])
+		call.res, call.err = r.render(ctx, src, t, opts, mode, keyInput["values"])
 		close(call.done)
 	}
 	select {
@@ -214,7 +214,7 @@ func (r *Renderer) mode(src *Source, opts Options) renderMode {
 	return modeManifests
 }
 
-func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode renderMode, values any) (*Rendered, error) {
+func (r *Renderer) render(ctx context.Context, src *Source, t Target, opts Options, mode renderMode, values any) (*Rendered, error) {
 	var objs []Object
 	var err error
 	switch mode {
@@ -239,21 +239,23 @@ func (r *Renderer) render(ctx context.Context, src *Source, opts Options, mode r
 		if err != nil {
 			return nil, &FieldError{File: src.FleetFile, Field: "helm", Err: err}
 		}
+		if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
+			if objs, err = r.kustomizeChart(src, opts.Kustomize.Dir, objs); err != nil {
+				return nil, err
+			}
+		}
 	case modeKustomize:
-		mem, err := r.checkoutFS()
+		mem, dir, err := r.kustomization(src, opts)
 		if err != nil {
 			return nil, err
 		}
-		dir := src.Dir
-		if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
-			if dir, err = r.checkout.join(src.Dir, opts.Kustomize.Dir); err != nil {
-				return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Err: err}
-			}
-		}
-		if objs, err = renderKustomize(mem, dir); err != nil {
+		if objs, err = renderKustomize(mem.mem, dir); err != nil {
 			return nil, err
 		}
 	default:
+		if err := r.checkout.refuseStrayKustomizations(src, t); err != nil {
+			return nil, err
+		}
 		if objs, err = r.checkout.renderManifests(src, opts, valuesFileSet(&src.Fleet)); err != nil {
 			return nil, err
 		}

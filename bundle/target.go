@@ -2,7 +2,9 @@ package bundle
 
 import (
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Target is the cluster a bundle is rendered for.
@@ -163,4 +165,34 @@ func mergeValues(base, over map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// describeMatch says what a target match selects, for messages ("clusterSelector env=dev").
+func describeMatch(m TargetMatch) string {
+	var parts []string
+	if m.ClusterName != "" {
+		parts = append(parts, "clusterName "+m.ClusterName)
+	}
+	if m.ClusterSelector != nil {
+		parts = append(parts, "clusterSelector "+m.ClusterSelector.String())
+	}
+	if m.ClusterGroup != "" {
+		parts = append(parts, "clusterGroup "+m.ClusterGroup)
+	}
+	if m.ClusterGroupSelector != nil {
+		parts = append(parts, "clusterGroupSelector "+m.ClusterGroupSelector.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describeLabels lists labels as k=v, sorted; "none" when there are none.
+func describeLabels(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return strings.Join(parts, ",")
 }

@@ -84,8 +84,5 @@ func validateOptions(o *Options, prefix string, fail func(field, format string, 
 			}
 		}
 	}
-	if o.Helm != nil && o.Kustomize != nil && o.Helm.Chart != "" && o.Kustomize.Dir != "" {
-		return fail(prefix+"kustomize.dir", "cannot be combined with helm.chart")
-	}
 	return nil
 }
