@@ -213,3 +213,35 @@ func FuzzDiscoverPaths(f *testing.F) {
 		}
 	})
 }
+
+// A kustomization refused for what it names fails the bundles that build it, and no other
+// bundle of the checkout: each bundle of a commit renders or fails on its own.
+func TestARefusedKustomizationFailsOnlyItsBundles(t *testing.T) {
+	root := writeRepo(t, map[string]string{
+		"good/fleet.yaml": "{}\n", "good/kustomization.yaml": "resources: [cm.yaml]\n", "good/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		"bad/fleet.yaml": "{}\n", "bad/kustomization.yaml": "resources: [https://example.com/remote.yaml]\n",
+		"uses-bad/fleet.yaml": "{}\n", "uses-bad/kustomization.yaml": "resources: [../bad]\n",
+	})
+	sources, err := Discover(root, "repo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRenderer(root, RendererOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := map[string]string{}
+	for i := range sources {
+		_, err := r.Render(context.Background(), &sources[i], Target{ClusterName: "c"})
+		got[sources[i].Dir] = fmt.Sprint(err)
+	}
+	if got["good"] != "<nil>" {
+		t.Errorf("the good bundle: %s", got["good"])
+	}
+	for _, dir := range []string{"bad", "uses-bad"} {
+		if !strings.Contains(got[dir], "bad/kustomization.yaml: resources[0]:") || !strings.Contains(got[dir], "is remote") {
+			t.Errorf("%s: %s", dir, got[dir])
+		}
+	}
+}

@@ -24,6 +24,9 @@ type Source struct {
 	Fleet     FleetYAML
 	// Nested are directories below Dir that are bundles of their own and not part of this one.
 	Nested []string
+	// Err is why the bundle's fleet.yaml does not decode; Render returns it. The bundle is
+	// still found, named by its directory, so that one broken bundle fails alone.
+	Err error
 }
 
 // FleetFileName is the name of a bundle's configuration file.
@@ -94,11 +97,11 @@ func (c *Checkout) Discover(repoName string, paths []string) ([]Source, error) {
 		fleetPath := path.Join(dir, FleetFileName)
 		if data, err := c.ReadFile(fleetPath, maxFileSize); err == nil {
 			src.FleetFile = path.Join(dir, FleetFileName)
-			f, err := DecodeFleetYAML(src.FleetFile, data)
-			if err != nil {
-				return nil, err
+			if f, err := DecodeFleetYAML(src.FleetFile, data); err != nil {
+				src.Err = err
+			} else {
+				src.Fleet = *f
 			}
-			src.Fleet = *f
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w", fleetPath, err)
 		}

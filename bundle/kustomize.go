@@ -31,11 +31,20 @@ func (c *Checkout) hasKustomization(dir string) bool {
 type kustomizeFS struct {
 	mem     filesys.FileSystem
 	escaped map[string]error
+	// refused are the kustomizations checkKustomization refused, by absolute path: a build
+	// that reads one fails with why, and a bundle that reads none is not held back by them.
+	refused map[string]error
+}
+
+// fs is the file system Kustomize builds on: the copy, with the refused kustomizations
+// unreadable.
+func (k *kustomizeFS) fs() *overlayFS {
+	return &overlayFS{FileSystem: k.mem, refused: k.refused}
 }
 
 // memFS copies the checkout into memory and checks every kustomization in it (checkKustomization).
 func (c *Checkout) memFS() (*kustomizeFS, error) {
-	k := &kustomizeFS{mem: filesys.MakeFsInMemory(), escaped: map[string]error{}}
+	k := &kustomizeFS{mem: filesys.MakeFsInMemory(), escaped: map[string]error{}, refused: map[string]error{}}
 	var total int64
 	err := c.Walk(".", func(p string, info fs.FileInfo, err error) error {
 		switch {
@@ -65,7 +74,10 @@ func (c *Checkout) memFS() (*kustomizeFS, error) {
 		if err != nil || info.IsDir() || !isKustomizationName(path.Base(p)) {
 			return err
 		}
-		return k.checkKustomization(strings.TrimPrefix(p, "/"))
+		if err := k.checkKustomization(strings.TrimPrefix(p, "/")); err != nil {
+			k.refused[path.Clean(p)] = err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -262,6 +274,9 @@ func (r *Renderer) kustomizeChart(src *Source, kustomizeDir string, objs []Objec
 	if kustFile == "" {
 		return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: fmt.Sprintf("%q has no kustomization.yaml to apply to the chart", kustomizeDir)}
 	}
+	if err := mem.refused["/"+kustFile]; err != nil {
+		return nil, err
+	}
 	data, err := mem.mem.ReadFile("/" + kustFile)
 	if err != nil {
 		return nil, err
@@ -291,7 +306,7 @@ func (r *Renderer) kustomizeChart(src *Source, kustomizeDir string, objs []Objec
 		}
 		stream = append(append(stream, "---\n"...), doc...)
 	}
-	overlay := &overlayFS{FileSystem: mem.mem, files: map[string][]byte{
+	overlay := &overlayFS{FileSystem: mem.mem, refused: mem.refused, files: map[string][]byte{
 		"/" + kustFile:               kustData,
 		"/" + path.Join(dir, output): stream,
 	}}
@@ -302,15 +317,20 @@ func (r *Renderer) kustomizeChart(src *Source, kustomizeDir string, objs []Objec
 	return out, nil
 }
 
-// overlayFS is a file system with some files laid over it (added or replaced), read-only.
+// overlayFS is a file system, read-only, with some files laid over it (added or replaced) and
+// some refused: reading one of those fails with its error.
 type overlayFS struct {
 	filesys.FileSystem
-	files map[string][]byte // absolute, clean paths
+	files   map[string][]byte // absolute, clean paths
+	refused map[string]error
 }
 
 func (o *overlayFS) ReadFile(p string) ([]byte, error) {
 	if data, ok := o.files[path.Clean(p)]; ok {
 		return data, nil
+	}
+	if err, ok := o.refused[path.Clean(p)]; ok {
+		return nil, err
 	}
 	return o.FileSystem.ReadFile(p)
 }
@@ -338,6 +358,9 @@ func (o *overlayFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
 func (o *overlayFS) Open(p string) (filesys.File, error) {
 	if _, ok := o.files[path.Clean(p)]; ok {
 		return nil, fmt.Errorf("%s: opening laid-over files is not supported", p)
+	}
+	if err, ok := o.refused[path.Clean(p)]; ok {
+		return nil, err
 	}
 	return o.FileSystem.Open(p)
 }
@@ -388,14 +411,24 @@ func (c *Checkout) refuseStrayKustomizations(src *Source, t Target) error {
 	if len(setters) > 0 {
 		msg += "; the target customizations that set kustomize.dir select: " + strings.Join(setters, ", ")
 	}
+	if src.FleetFile == "" {
+		return &FieldError{File: stray[0], Message: "is a kustomization, but " + msg + ": label the cluster, or set kustomize.dir for it"}
+	}
 	return &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: msg + ": label the cluster, or set kustomize.dir for it"}
 }
 
 // renderKustomize builds the kustomization in dir (relative to the root) on the in-memory copy.
-func renderKustomize(fsys filesys.FileSystem, dir string) ([]Object, error) {
+func renderKustomize(fsys *overlayFS, dir string) ([]Object, error) {
 	kz := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	res, err := kz.Run(fsys, path.Join("/", dir))
 	if err != nil {
+		// Kustomize reports a kustomization it could not read as missing: say why it was
+		// refused instead (the build's own directory, or a base it names).
+		for p, refusal := range fsys.refused {
+			if d := path.Dir(p); d == path.Join("/", dir) || strings.Contains(err.Error(), "'"+d+"'") {
+				return nil, refusal
+			}
+		}
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
 	data, err := res.AsYaml()

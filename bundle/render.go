@@ -143,6 +143,9 @@ func deploymentOptions(o Options) DeploymentOptions {
 
 // Render renders a bundle for a target.
 func (r *Renderer) Render(ctx context.Context, src *Source, t Target) (*Rendered, error) {
+	if src.Err != nil {
+		return nil, src.Err
+	}
 	opts, skip, customization := src.Fleet.customize(t)
 	if skip {
 		return &Rendered{Bundle: src.Name, DoNotDeploy: true, Customization: customization}, nil
@@ -249,7 +252,7 @@ func (r *Renderer) render(ctx context.Context, src *Source, t Target, opts Optio
 		if err != nil {
 			return nil, err
 		}
-		if objs, err = renderKustomize(mem.mem, dir); err != nil {
+		if objs, err = renderKustomize(mem.fs(), dir); err != nil {
 			return nil, err
 		}
 	default:

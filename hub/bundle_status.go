@@ -53,6 +53,23 @@ func setProgress(bun *v1alpha1.Bundle, p bundleProgress) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProgressingReason, Message: ready.Message, ObservedGeneration: bun.Generation})
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
+	setRendered(bun)
+}
+
+// setRendered tells, as the Rendered condition, whether the newest commit renders (the
+// bundler records it in status.renderFailure): a bundle that does not keeps its last revision
+// deployed, so Ready still speaks of that revision.
+func setRendered(bun *v1alpha1.Bundle) {
+	st := &bun.Status
+	f := st.RenderFailure
+	if f == nil {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RenderedCondition)
+		return
+	}
+	msg := fmt.Sprintf("commit %s does not render; revision %d stays deployed: %s", shortCommit(f.Commit), bun.Spec.LatestRevision, f.Message)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.RenderedCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.RenderFailedReason,
+		Message: truncate(msg, 32768), ObservedGeneration: bun.Generation})
+	st.Display.Message = msg
 }
 
 // recordCompletion tells, once a bundle's status is written, a rollout that completed with it,

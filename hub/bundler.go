@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -37,9 +38,13 @@ const (
 	LabelCluster         = "flotilla.dev/cluster"
 )
 
-// RenderError is a commit that does not render: it names the file and field. The last good
-// revision stays deployed.
-type RenderError struct{ Err error }
+// RenderError is a commit, or some bundles of it, that does not render: it names the file and
+// field. The last good revision of each bundle that failed stays deployed.
+type RenderError struct {
+	Err error
+	// Partial: the commit's other bundles rendered and roll out; the commit is the GitRepo's.
+	Partial bool
+}
 
 func (e *RenderError) Error() string { return e.Err.Error() }
 func (e *RenderError) Unwrap() error { return e.Err }
@@ -87,7 +92,7 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	if err != nil {
 		return err
 	}
-	all, err := b.render(ctx, repo, checkout, sources, clusters)
+	all, failed, err := b.render(ctx, repo, checkout, sources, clusters)
 	if err != nil {
 		return err
 	}
@@ -113,7 +118,10 @@ func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 	if err := b.writeStaging(ctx, clusters, plans); err != nil {
 		return err
 	}
-	return b.removeStale(ctx, repo, sources)
+	if err := b.removeStale(ctx, repo, sources); err != nil {
+		return err
+	}
+	return b.commitFailures(ctx, repo, commit, failed, len(all))
 }
 
 // recordStaged tells, in one Event on the GitRepo, which bundles a commit gave a new revision:
@@ -147,29 +155,96 @@ type rendered struct {
 	restrictions []v1alpha1.DeploymentRestriction
 }
 
-// render renders every bundle for every cluster it targets; any error is the commit's.
-func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, error) {
+// render renders every bundle for every cluster it targets. A bundle that does not render for
+// one of them is left out and returned among the failed, as Fleet fails that bundle alone: the
+// commit's other bundles roll out. Any other error (the API server's) is the commit's.
+func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, []bundleFailure, error) {
 	rr, err := b.newRepoRenderer(ctx, repo, checkout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rr.Close()
 	all := make([]rendered, 0, len(sources))
+	var failed []bundleFailure
 	for i := range sources {
 		src := &sources[i]
-		r := rendered{src: src, targets: map[string]*bundle.Rendered{}, clusters: map[string]bundle.Target{}, restrictions: rr.policy.forDeployment()}
-		for _, c := range clusters {
-			res, err := rr.render(ctx, repo, src, c.target)
-			if err != nil {
-				return nil, err
-			}
-			if res != nil {
-				r.targets[c.cluster.Name], r.clusters[c.cluster.Name] = res, c.target
-			}
+		r, err := rr.renderAll(ctx, repo, src, clusters)
+		var renderErr *RenderError
+		switch {
+		case errors.As(err, &renderErr):
+			failed = append(failed, bundleFailure{name: src.Name, err: renderErr})
+		case err != nil:
+			return nil, nil, err
+		default:
+			all = append(all, r)
 		}
-		all = append(all, r)
 	}
-	return all, nil
+	return all, failed, nil
+}
+
+// bundleFailure is a bundle of a commit that does not render.
+type bundleFailure struct {
+	name string
+	err  *RenderError
+}
+
+// renderAll renders one bundle for every cluster it targets.
+func (rr *repoRenderer) renderAll(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, clusters []targetCluster) (rendered, error) {
+	r := rendered{src: src, targets: map[string]*bundle.Rendered{}, clusters: map[string]bundle.Target{}, restrictions: rr.policy.forDeployment()}
+	for _, c := range clusters {
+		res, err := rr.render(ctx, repo, src, c.target)
+		if err != nil {
+			return r, err
+		}
+		if res != nil {
+			r.targets[c.cluster.Name], r.clusters[c.cluster.Name] = res, c.target
+		}
+	}
+	return r, nil
+}
+
+// commitFailures is the error of a commit some of whose bundles do not render: each failed
+// Bundle that exists records it (status.renderFailure, kept deployed at its last revision), and
+// the GitRepo's Rendered condition names them all. Partial when other bundles rendered.
+func (b *bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, commit string, failed []bundleFailure, rendered int) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(failed))
+	var errs []error
+	for _, f := range failed {
+		msgs = append(msgs, f.err.Error())
+		if err := b.setRenderFailure(ctx, repo.Namespace, f.name, &v1alpha1.RenderFailure{Commit: commit, Message: truncate(gitsource.Sanitize(f.err.Error()), 4096)}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	slices.Sort(msgs)
+	err := &RenderError{Err: fmt.Errorf("%d of %d bundles do not render and keep their last revision: %s", len(failed), len(failed)+rendered, strings.Join(msgs, "; ")), Partial: rendered > 0}
+	if len(failed) == 1 && rendered == 0 {
+		err.Err = failed[0].err.Err
+	}
+	if len(errs) > 0 {
+		return errors.Join(append(errs, err)...)
+	}
+	return err
+}
+
+// setRenderFailure records on a Bundle that the newest commit does not render (nil: it does),
+// when that changes; a Bundle that does not exist yet has nothing to record it on.
+func (b *bundler) setRenderFailure(ctx context.Context, namespace, name string, failure *v1alpha1.RenderFailure) error {
+	var bun v1alpha1.Bundle
+	if err := b.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &bun); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if equality.Semantic.DeepEqual(bun.Status.RenderFailure, failure) {
+		return nil
+	}
+	orig := bun.DeepCopy()
+	bun.Status.RenderFailure = failure
+	if err := b.client.Status().Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("failed to record the render failure of bundle %s: %w", name, client.IgnoreNotFound(err))
+	}
+	return nil
 }
 
 // repoRenderer renders one checkout of a repository under its namespace's restrictions.
@@ -472,6 +547,11 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	}
 	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
 		return nil, nil, false, err
+	}
+	if bun.Status.RenderFailure != nil {
+		if err := b.setRenderFailure(ctx, bun.Namespace, bun.Name, nil); err != nil {
+			return nil, nil, false, err
+		}
 	}
 	return &bun, recorded, newRevision, nil
 }
@@ -783,6 +863,11 @@ func (b *bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targ
 func (b *bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sources []bundle.Source) error {
 	keep := map[string]bool{}
 	for _, s := range sources {
+		if s.Err != nil {
+			// A fleet.yaml that does not decode may have named its bundle: which Bundle it
+			// was is not known, so none is removed.
+			return nil
+		}
 		keep[s.Name] = true
 	}
 	return removeBundles(ctx, b.client, repo, keep)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -304,5 +305,93 @@ func reportApplied(t *testing.T, c client.Client, bd v1alpha1.BundleDeployment, 
 	meta.SetStatusCondition(&bd.Status.Conditions, readyCond)
 	if err := c.Status().Patch(context.Background(), &bd, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// One bundle that does not render fails alone, as in Fleet: the commit's other bundles roll
+// out, the broken one keeps its last revision deployed and says why on its Bundle and on the
+// GitRepo, and a bundle that never rendered blocks nothing.
+func TestABundleThatDoesNotRenderFailsAlone(t *testing.T) {
+	up := gitserver.New(t)
+	cm := func(color string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: " + color + "}\n"
+	}
+	up.Commit("main", map[string]string{
+		"web/fleet.yaml": "defaultNamespace: web\n", "web/cm.yaml": cm("blue"),
+		"api/fleet.yaml": "defaultNamespace: api\n", "api/cm.yaml": cm("blue"),
+		// Never renders: its kustomization names a URL (refused), which blocks no other bundle.
+		"broken/fleet.yaml": "{}\n", "broken/kustomization.yaml": "resources: [https://example.com/remote.yaml]\n",
+	})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{StatusDelay: 200 * time.Millisecond})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	registerCluster(t, c, ns, "prod-1", map[string]string{"env": "prod"})
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	rendered := func(r *v1alpha1.GitRepo) *metav1.Condition {
+		return meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
+	}
+	got := waitFor(t, c, key, "the first commit, but for the broken bundle", func(r *v1alpha1.GitRepo) bool {
+		cond := rendered(r)
+		return r.Status.Commit != "" && cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	if msg := rendered(got).Message; !strings.Contains(msg, "1 of 3 bundles do not render") || !strings.Contains(msg, "broken/kustomization.yaml: resources[0]: \"https://example.com/remote.yaml\" is remote") {
+		t.Errorf("the GitRepo's Rendered condition: %q", msg)
+	}
+	for _, name := range []string{"shop-web", "shop-api"} {
+		if bds := deploymentsOf(t, c, ns, name); len(bds) != 1 || bds["prod-1"].Spec.Staged.Index != 1 {
+			t.Fatalf("%s: the bundles that render roll out: %+v", name, bds)
+		}
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-broken"}, &v1alpha1.Bundle{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a bundle that never rendered has no Bundle: %v", err)
+	}
+	apiBefore := deploymentsOf(t, c, ns, "shop-api")["prod-1"]
+
+	// api breaks (a field of no fleet.yaml) while web changes: web rolls out revision 2, api
+	// keeps revision 1 deployed, untouched, and says why.
+	second := up.Commit("main", map[string]string{"web/cm.yaml": cm("green"), "api/fleet.yaml": "defaultNamespace: api\nrolloutStrategy: {maxUnavailabel: 1}\n", "api/cm.yaml": cm("green")})
+	got = waitFor(t, c, key, "the second commit, but for api", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
+	if msg := rendered(got).Message; !strings.Contains(msg, "2 of 3 bundles do not render") || !strings.Contains(msg, "api/fleet.yaml:2: rolloutStrategy.maxUnavailabel: unknown field") {
+		t.Errorf("the GitRepo's Rendered condition: %q", msg)
+	}
+	if bd := deploymentsOf(t, c, ns, "shop-web")["prod-1"]; bd.Spec.Staged.Index != 2 {
+		t.Errorf("web was not staged revision 2: %+v", bd.Spec.Staged)
+	}
+	var api v1alpha1.Bundle
+	waitForBundle(t, c, types.NamespacedName{Namespace: ns, Name: "shop-api"}, &api, func(b *v1alpha1.Bundle) bool {
+		cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RenderedCondition)
+		return cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	if f := api.Status.RenderFailure; f == nil || f.Commit != second || !strings.Contains(f.Message, "api/fleet.yaml:2: rolloutStrategy.maxUnavailabel") {
+		t.Errorf("api's render failure: %+v", f)
+	}
+	if msg := meta.FindStatusCondition(api.Status.Conditions, v1alpha1.RenderedCondition).Message; !strings.Contains(msg, "revision 1 stays deployed") {
+		t.Errorf("api's Rendered condition: %q", msg)
+	}
+	if api.Spec.LatestRevision != 1 {
+		t.Errorf("api got a revision from a commit it does not render at: %d", api.Spec.LatestRevision)
+	}
+	if bd := deploymentsOf(t, c, ns, "shop-api")["prod-1"]; bd.ResourceVersion != apiBefore.ResourceVersion {
+		t.Errorf("api's deployment was written: %+v", bd.Spec)
+	}
+
+	// api is mended: it rolls out, and its Bundle and the GitRepo no longer speak of it.
+	third := up.Commit("main", map[string]string{"api/fleet.yaml": "defaultNamespace: api\n"})
+	waitForBundle(t, c, types.NamespacedName{Namespace: ns, Name: "shop-api"}, &api, func(b *v1alpha1.Bundle) bool {
+		return b.Spec.LatestRevision == 2 && b.Status.RenderFailure == nil && meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RenderedCondition) == nil
+	})
+	got = waitFor(t, c, key, "the third commit", func(r *v1alpha1.GitRepo) bool {
+		return r.Status.Commit == third && rendered(r) != nil && strings.Contains(rendered(r).Message, "1 of 3 bundles do not render")
+	})
+	if strings.Contains(rendered(got).Message, "api/") {
+		t.Errorf("the GitRepo still names api: %q", rendered(got).Message)
 	}
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
 // The hub's metrics, served with controller-runtime's on Options.MetricsAddr. States are read
@@ -69,6 +71,13 @@ var (
 		"Clusters by state: Ready, a bundle state, Offline, WaitingForAgent or NotAdmitted.", []string{"namespace", "state"}, nil)
 	gitReposDesc = prometheus.NewDesc("flotilla_gitrepos",
 		"GitRepos by state.", []string{"namespace", "state"}, nil)
+	// The info metrics have one series per object, never per cluster: they join the counts
+	// above (on namespace and bundle or gitrepo) to the commit and state a dashboard shows.
+	gitRepoInfoDesc = prometheus.NewDesc("flotilla_gitrepo_info",
+		"1 for every GitRepo, with its repository, the commit it deploys, its state and whether it is Ready.", []string{"namespace", "gitrepo", "repo", "commit", "state", "ready"}, nil)
+	bundleInfoDesc = prometheus.NewDesc("flotilla_bundle_info",
+		"1 for every Bundle, with its GitRepo, the commit it rolls out, its state, its rollout's outcome and whether the newest commit renders.",
+		[]string{"namespace", "bundle", "gitrepo", "commit", "state", "outcome", "rendered"}, nil)
 )
 
 // fleetState is the collector of the state gauges, read from a cache at each scrape.
@@ -77,7 +86,7 @@ type fleetState struct {
 }
 
 func (s fleetState) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{bundlesDesc, bundleClustersDesc, bundleRevisionDesc, partitionClustersDesc, stageClustersDesc, clustersDesc, gitReposDesc} {
+	for _, d := range []*prometheus.Desc{bundlesDesc, bundleClustersDesc, bundleRevisionDesc, partitionClustersDesc, stageClustersDesc, clustersDesc, gitReposDesc, gitRepoInfoDesc, bundleInfoDesc} {
 		ch <- d
 	}
 }
@@ -99,6 +108,11 @@ func (s fleetState) Collect(ch chan<- prometheus.Metric) {
 		for state, n := range countsByState(b.Status.Summary) {
 			gauge(bundleClustersDesc, float64(n), b.Namespace, b.Name, state)
 		}
+		outcome := ""
+		if b.Status.Outcome != nil {
+			outcome = string(b.Status.Outcome.Outcome)
+		}
+		gauge(bundleInfoDesc, 1, b.Namespace, b.Name, b.Labels[LabelGitRepo], b.Status.Commit, bundleState(b), outcome, strconv.FormatBool(b.Status.RenderFailure == nil))
 		gauge(bundleRevisionDesc, float64(b.Spec.LatestRevision), b.Namespace, b.Name, "latest")
 		gauge(bundleRevisionDesc, float64(b.Status.ReleasingRevision), b.Namespace, b.Name, "releasing")
 		for _, p := range b.Status.Partitions {
@@ -123,6 +137,11 @@ func (s fleetState) Collect(ch chan<- prometheus.Metric) {
 		log.FromContext(ctx).Error(err, "metrics: gitrepos not listed")
 	}
 	countGauges(ch, gitReposDesc, countDisplayed(repos.Items, func(r *v1alpha1.GitRepo) (string, string) { return r.Namespace, r.Status.Display.State }))
+	for i := range repos.Items {
+		r := &repos.Items[i]
+		gauge(gitRepoInfoDesc, 1, r.Namespace, r.Name, gitsource.SanitizeURL(r.Spec.Repo), r.Status.Commit, orUnknown(r.Status.Display.State),
+			strconv.FormatBool(meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ReadyCondition)))
+	}
 }
 
 // countDisplayed counts objects by namespace and the state they display.

@@ -65,10 +65,9 @@ const minTokenSeconds = 600
 // tokenReconciler turns a ClusterRegistrationToken into a Secret holding a bearer token that may
 // only create and read ClusterRegistrations in the token's namespace.
 type tokenReconciler struct {
-	client client.Client
-	kube   kubernetes.Interface
-	server string
-	ca     []byte
+	client   client.Client
+	kube     kubernetes.Interface
+	endpoint agentEndpoint
 }
 
 func (r *tokenReconciler) setup(mgr ctrl.Manager) error {
@@ -124,13 +123,23 @@ func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterReg
 	if err != nil {
 		return reconciler.Outcome{}, fmt.Errorf("failed to issue registration token: %w", err)
 	}
+	// An in-cluster address is no address for agents elsewhere: the Secret then holds none, and
+	// the token says why (agent install refuses it without --api-server-url).
+	server := r.endpoint.server
+	cond := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
+		Message: "agents register with the hub at " + server, ObservedGeneration: tok.Generation}
+	if r.endpoint.inCluster {
+		server = ""
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.InClusterAddressReason, r.endpoint.inClusterMessage()
+	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns},
-		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.ca, RegistrationServer: []byte(r.server),
+		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.endpoint.ca, RegistrationServer: []byte(server),
 			v1alpha1.RegistrationTokenNameKey: []byte(tok.Name)}}
 	if err := r.client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
 		return reconciler.Outcome{}, err
 	}
 	tok.Status.SecretName, tok.Status.Expires = secret.Name, expires
+	meta.SetStatusCondition(&tok.Status.Conditions, cond)
 	return reconciler.Outcome{}, nil
 }
 

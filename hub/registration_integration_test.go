@@ -37,7 +37,7 @@ func newRegistrar(t *testing.T, burst int) *registrar {
 	c := apiClient(t)
 	kube := kubernetes.NewForConfigOrDie(hubCluster.Config())
 	r := &registrar{t: t, c: c, ns: namespace(t, c), now: time.Now()}
-	r.tokens = &tokenReconciler{client: c, kube: kube, server: hubCluster.Config().Host, ca: hubCluster.Config().CAData}
+	r.tokens = &tokenReconciler{client: c, kube: kube, endpoint: agentEndpoint{server: hubCluster.Config().Host, ca: hubCluster.Config().CAData}}
 	r.regs = &registrationReconciler{client: c, kube: kube, now: func() time.Time { return r.now }, tokenTTL: time.Hour,
 		limits: tokenLimits{every: time.Hour, burst: burst}}
 	return r
@@ -235,5 +235,34 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	})
 	if reg := r.reconcile("site-c-1"); reg.Status.Granted || !strings.Contains(heldFor(reg), "registration token edge does not exist") {
 		t.Errorf("a registration of a deleted token: granted=%v %q", reg.Status.Granted, heldFor(reg))
+	}
+}
+
+// A hub whose own API address is the in-cluster one gives its tokens no address (no agent on
+// another cluster could reach it) and says so on the token, instead of a Secret whose agents
+// fail to connect.
+func TestTokenOfAHubWithAnInClusterAddressSaysWhyItHasNone(t *testing.T) {
+	r := newRegistrar(t, 1)
+	r.tokens.endpoint = agentEndpoint{server: "https://10.96.0.1:443", ca: hubCluster.Config().CAData, inCluster: true}
+	ctx := context.Background()
+	if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: r.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	r.reconcileToken("edge")
+	var tok v1alpha1.ClusterRegistrationToken
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &tok); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(tok.Status.Conditions, v1alpha1.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.InClusterAddressReason ||
+		!strings.Contains(ready.Message, "https://10.96.0.1:443") || !strings.Contains(ready.Message, "--agent-api-server-url") {
+		t.Errorf("the token's Ready condition: %+v", ready)
+	}
+	var secret corev1.Secret
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: tok.Status.SecretName}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if server := secret.Data[RegistrationServer]; len(server) != 0 {
+		t.Errorf("the Secret gives agents the in-cluster address %q", server)
 	}
 }

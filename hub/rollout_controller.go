@@ -77,8 +77,9 @@ func (r *rolloutReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
 		WithOptions(controller.Options{MaxConcurrentReconciles: bundleWorkers}).
 		// Its own status writes do not come back as passes: only the spec, labels and
-		// annotations (approvals, skips) of a Bundle change a plan.
-		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// annotations (approvals, skips) of a Bundle change a plan, and the bundler's record
+		// that the newest commit does not render changes what its status says.
+		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, renderFailureChanged{}))).
 		Watches(&v1alpha1.BundleDeployment{}, coalesced(passCoalesce, bundleOfDeployment, deploymentPlanChanged)).
 		WatchesRawSource(source.Channel(r.staging.done, &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{live: r.live, now: r.now})).
@@ -543,4 +544,13 @@ func appendGroup(gs []rollout.ClusterGroup, g rollout.ClusterGroup) []rollout.Cl
 		}
 	}
 	return append(gs, g)
+}
+
+// renderFailureChanged passes a Bundle whose status.renderFailure the bundler changed.
+type renderFailureChanged struct{ predicate.Funcs }
+
+func (renderFailureChanged) Update(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*v1alpha1.Bundle)
+	bun, okNew := e.ObjectNew.(*v1alpha1.Bundle)
+	return okOld && okNew && !equality.Semantic.DeepEqual(old.Status.RenderFailure, bun.Status.RenderFailure)
 }

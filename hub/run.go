@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -50,6 +51,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
+	endpoint, err := resolveAgentEndpoint(opts, os.Getenv)
+	if err != nil {
+		return err
+	}
 	sh := shard(opts.Shard)
 	mgr, err := newManager(ctx, opts, sh)
 	if err != nil {
@@ -73,7 +78,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	src, b := newSource(mgr, opts, sh, live, recorder)
-	for _, c := range controllers(mgr, opts, sh, src, b, kube, live, recorder) {
+	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder) {
 		if c.fleetWide && !sh.fleetWide() {
 			continue
 		}
@@ -216,14 +221,7 @@ type controllerSetup struct {
 
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
-func controllers(mgr ctrl.Manager, opts Options, sh shard, src *sourceReconciler, b *bundler, kube kubernetes.Interface, live *liveness, recorder *events.Recorder) []controllerSetup {
-	server, ca := opts.Server, opts.CACert
-	if server == "" {
-		server = opts.Config.Host
-	}
-	if len(ca) == 0 {
-		ca = opts.Config.CAData
-	}
+func controllers(mgr ctrl.Manager, opts Options, endpoint agentEndpoint, sh shard, src *sourceReconciler, b *bundler, kube kubernetes.Interface, live *liveness, recorder *events.Recorder) []controllerSetup {
 	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
 	contentGrace := positiveOr(opts.ContentGrace, DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
@@ -247,7 +245,7 @@ func controllers(mgr ctrl.Manager, opts Options, sh shard, src *sourceReconciler
 		{"cluster status", true, (&clusterStatusReconciler{client: c, live: live, now: time.Now, delay: statusDelay,
 			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}, recorder: recorder}).setup},
 		{"cluster group status", true, (&clusterGroupStatusReconciler{client: c, delay: statusDelay}).setup},
-		{"registration token", true, (&tokenReconciler{client: c, kube: kube, server: server, ca: ca}).setup},
+		{"registration token", true, (&tokenReconciler{client: c, kube: kube, endpoint: endpoint}).setup},
 		{"registration", true, (&registrationReconciler{client: c, kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
 			limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup},
 		{"content grant", true, (&contentGrantReconciler{client: c, now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup},

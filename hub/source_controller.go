@@ -239,6 +239,14 @@ func (r *sourceReconciler) sync(ctx context.Context, key string) error {
 			}
 		}
 	}
+	var renderErr *RenderError
+	if errors.As(err, &renderErr) && renderErr.Partial {
+		// The commit is recorded as the GitRepo's; its failed bundles are tried again at the
+		// next poll (a chart server that was down heals without a new commit).
+		r.mu.Lock()
+		r.rerender[key]++
+		r.mu.Unlock()
+	}
 	if err != nil {
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
 	} else if asked > 0 && held == "" {
@@ -324,6 +332,9 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, gitsource.Sanitize(syncErr.Error())
 		if errors.As(syncErr, new(*RestrictedError)) {
 			rendered.Reason = v1alpha1.RestrictedReason
+		}
+		if renderErr.Partial {
+			st.Commit = ref.Commit // the bundles that render roll out at it
 		}
 	case errors.As(syncErr, new(*RestrictedError)):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.RestrictedReason, syncErr.Error()

@@ -50,6 +50,8 @@ func main() {
 	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after a leader's last renewal a standby replica takes over")
 	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading")
 	flag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+	flag.StringVar(&opts.Server, "agent-api-server-url", "", "the hub's API server URL as agents on other clusters reach it, given them in registration tokens; default the hub's own (an in-cluster one is refused: tokens then hold none and say why)")
+	agentCA := flag.String("agent-api-server-ca", "", "PEM file of the CA agents trust for --agent-api-server-url; default the CA of the hub's own connection (its kubeconfig's file or data)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -57,6 +59,14 @@ func main() {
 	if *showVersion {
 		fmt.Println(version.String("flotilla-hub"))
 		return
+	}
+	if *agentCA != "" {
+		ca, err := os.ReadFile(*agentCA)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "flotilla-hub: --agent-api-server-ca:", err)
+			os.Exit(2)
+		}
+		opts.CACert = ca
 	}
 	opts.PollRecordInterval = recordEvery
 	opts.Version = version.Version()

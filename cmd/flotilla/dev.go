@@ -161,9 +161,10 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 	})
 }
 
-// devProgress reports the fleet's status view, whether commit is rolled out (every deployment
-// Ready on its bundle's revision), and a failure that waiting will not mend: the commit does not
-// render.
+// devProgress reports the fleet's status view, whether commit is rolled out as far as it can
+// be (every deployment Ready on its bundle's revision), and a failure that waiting will not
+// mend: the commit renders no bundle, a bundle's rollout is stalled on its spec, or, once the
+// rest is rolled out, the bundles that do not render (each failed alone; the others deployed).
 func devProgress(ctx context.Context, c client.Client, ns, commit string) (view string, done bool, failure string, err error) {
 	var repo v1alpha1.GitRepo
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev"}, &repo); err != nil {
@@ -174,15 +175,32 @@ func devProgress(ctx context.Context, c client.Client, ns, commit string) (view 
 		return "", false, "", err
 	}
 	view = b.String()
-	// The hub keeps the last good commit when a newer one does not render, and says why.
-	if cond := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.RenderedCondition); cond != nil && cond.Status == metav1.ConditionFalse {
-		return view, false, "the repository does not render: " + cond.Message, nil
-	}
+	rendered := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.RenderedCondition)
+	notRendered := rendered != nil && rendered.Status == metav1.ConditionFalse
 	if repo.Status.Commit != commit {
+		// The hub keeps the last good commit when a newer one renders no bundle, and says why.
+		if notRendered {
+			return view, false, "the repository does not render: " + rendered.Message, nil
+		}
 		return view, false, "", nil
 	}
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+		return view, false, "", err
+	}
+	for _, bun := range bundles.Items {
+		if stalled := meta.FindStatusCondition(bun.Status.Conditions, v1alpha1.StalledCondition); stalled != nil && stalled.Status == metav1.ConditionTrue {
+			return view, false, fmt.Sprintf("bundle %s cannot roll out: %s", bun.Name, stalled.Message), nil
+		}
+	}
 	applied, err := allApplied(ctx, c, ns)
-	return view, applied, "", err
+	if err != nil || !applied {
+		return view, false, "", err
+	}
+	if notRendered {
+		return view, false, "every bundle that renders is Ready; these do not: " + rendered.Message, nil
+	}
+	return view, true, "", nil
 }
 
 func firstLine(s string) string {

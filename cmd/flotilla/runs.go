@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -185,6 +186,7 @@ staged bundle gets a new run, a sequence starts it over from its first group.`,
 func newAgentCommand(h *hubFlags) *cobra.Command {
 	root := &cobra.Command{Use: "agent", Short: "Install the agent of a downstream cluster"}
 	in := operate.AgentInstall{}
+	var caFile string
 	install := &cobra.Command{
 		Use:   "install --token NAME --cluster-name NAME [--label k=v]...",
 		Short: "Print the agent manifest of one cluster, to apply there with kubectl apply -f -",
@@ -202,6 +204,11 @@ them itself. A registration for a Cluster that has an agent already waits for
 				return err
 			}
 			in.Namespace = ns
+			if caFile != "" {
+				if in.CA, err = os.ReadFile(caFile); err != nil {
+					return badInput("--api-server-ca: %v", err)
+				}
+			}
 			out, err := operate.AgentManifest(cmd.Context(), c, in)
 			if err != nil {
 				return err
@@ -214,6 +221,8 @@ them itself. A registration for a Cluster that has an agent already waits for
 	install.Flags().StringVar(&in.ClusterName, "cluster-name", "", "name of the Cluster to register (required)")
 	install.Flags().StringToStringVar(&in.ClusterLabels, "label", nil, "label set on the Cluster on the hub, key=value (repeatable)")
 	install.Flags().StringVar(&in.Image, "image", "", "agent image (default: the one manifests/agent names)")
+	install.Flags().StringVar(&in.Server, "api-server-url", "", "the hub's API server URL as this cluster reaches it (default: the one the token gives)")
+	install.Flags().StringVar(&caFile, "api-server-ca", "", "PEM file of the CA this cluster's agent trusts for the hub (default: the one the token gives)")
 	_ = install.MarkFlagRequired("token")
 	_ = install.MarkFlagRequired("cluster-name")
 	root.AddCommand(install)

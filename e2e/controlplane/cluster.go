@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,7 +34,17 @@ type ClusterOptions struct {
 	Kind Kind
 	// Nodes is the number of simulated nodes of a workload cluster. Default 1.
 	Nodes int
+	// External makes the cluster's API server reachable as other clusters reach a real one: at
+	// ExternalHost, another loopback address, the only address its certificate names. Host
+	// then stands for its in-cluster address: valid only under the in-cluster server name
+	// (Config and the kubeconfig set it), so a client given Host as it is fails, as a client
+	// on another cluster fails to dial an in-cluster address. The kubeconfig names its
+	// certificates by file.
+	External bool
 }
+
+// externalIP is the loopback address external clusters are reached at.
+var externalIP = net.ParseIP("127.0.0.2")
 
 // serviceIP is the first address of the service range: the in-cluster "kubernetes" Service.
 const serviceIP = "10.96.0.1"
@@ -46,10 +57,13 @@ type Cluster struct {
 	KubeconfigPath string
 	// Host is the API server URL.
 	Host string
+	// ExternalHost is where other clusters reach the API server (ClusterOptions.External).
+	ExternalHost string
 
-	dir   string
-	pki   *pki
-	procs []*process // in start order; stopped in reverse
+	dir       string
+	pki       *pki
+	procs     []*process // in start order; stopped in reverse
+	forwarder *forwarder
 }
 
 // Config returns an admin client config for the cluster.
@@ -57,13 +71,40 @@ func (c *Cluster) Config() *rest.Config {
 	return &rest.Config{
 		Host: c.Host,
 		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   c.pki.caData,
-			CertData: c.pki.adminCert,
-			KeyData:  c.pki.adminKey,
+			CAData:     c.pki.caData,
+			CertData:   c.pki.adminCert,
+			KeyData:    c.pki.adminKey,
+			ServerName: c.serverName(),
 		},
 		QPS:   200,
 		Burst: 400,
 	}
+}
+
+// ExternalConfig is an admin client config through ExternalHost, as from another cluster.
+func (c *Cluster) ExternalConfig() *rest.Config {
+	cfg := c.Config()
+	cfg.Host, cfg.ServerName = c.ExternalHost, ""
+	return cfg
+}
+
+// CA is the PEM of the cluster's certificate authority.
+func (c *Cluster) CA() []byte { return c.pki.caData }
+
+// ExternalConnections counts the connections made through ExternalHost.
+func (c *Cluster) ExternalConnections() int64 {
+	if c.forwarder == nil {
+		return 0
+	}
+	return c.forwarder.connections.Load()
+}
+
+// serverName is the name Host is valid under: the in-cluster one for an external cluster.
+func (c *Cluster) serverName() string {
+	if c.ExternalHost != "" {
+		return inClusterName
+	}
+	return ""
 }
 
 // Stop stops the cluster's components. Its data stays in etcd until the environment stops.
@@ -72,6 +113,10 @@ func (c *Cluster) Stop() {
 		c.procs[i].stop()
 	}
 	c.procs = nil
+	if c.forwarder != nil {
+		c.forwarder.stop()
+		c.forwarder = nil
+	}
 }
 
 func startCluster(ctx context.Context, bins *Binaries, etcdURL, dir string, opts ClusterOptions) (*Cluster, error) {
@@ -81,7 +126,11 @@ func startCluster(ctx context.Context, bins *Binaries, etcdURL, dir string, opts
 	if opts.Nodes <= 0 {
 		opts.Nodes = 1
 	}
-	p, err := newPKI(filepath.Join(dir, "pki"))
+	var external net.IP
+	if opts.External {
+		external = externalIP
+	}
+	p, err := newPKI(filepath.Join(dir, "pki"), external)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +139,12 @@ func startCluster(ctx context.Context, bins *Binaries, etcdURL, dir string, opts
 		return nil, err
 	}
 	c := &Cluster{Name: opts.Name, Kind: opts.Kind, dir: dir, pki: p, Host: "https://127.0.0.1:" + strconv.Itoa(port)}
+	if opts.External {
+		if c.forwarder, err = forward(external, "127.0.0.1:"+strconv.Itoa(port)); err != nil {
+			return nil, err
+		}
+		c.ExternalHost = "https://" + c.forwarder.addr
+	}
 	c.KubeconfigPath = filepath.Join(dir, "kubeconfig")
 	if err := c.writeKubeconfig(); err != nil {
 		return nil, err
@@ -109,6 +164,10 @@ func (c *Cluster) writeKubeconfig() error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.pki.caData}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.pki.adminCert, ClientKeyData: c.pki.adminKey}
+	if c.ExternalHost != "" {
+		cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthority: c.pki.path("ca.crt"), TLSServerName: c.serverName()}
+		cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: c.pki.path("admin.crt"), ClientKey: c.pki.path("admin.key")}
+	}
 	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: "admin"}
 	cfg.CurrentContext = c.Name
 	if err := os.MkdirAll(filepath.Dir(c.KubeconfigPath), 0o700); err != nil {
@@ -164,6 +223,6 @@ func (c *Cluster) httpClient() (*http.Client, error) {
 	pool.AppendCertsFromPEM(c.pki.caData)
 	return &http.Client{
 		Timeout:   5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: c.serverName()}},
 	}, nil
 }

@@ -26,9 +26,11 @@ type pki struct {
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
 
-// newPKI creates a CA, an API server serving certificate valid for the loopback addresses, an
-// admin client certificate and the service-account signing key.
-func newPKI(dir string) (*pki, error) {
+// newPKI creates a CA, an API server serving certificate, an admin client certificate and the
+// service-account signing key. The certificate is valid for the loopback addresses and the
+// in-cluster names; with an external address, for that address and the in-cluster names only,
+// as a real cluster's is for its public address and not for the loopback one it listens on.
+func newPKI(dir string, external net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("failed to create pki dir: %w", err)
 	}
@@ -80,8 +82,8 @@ func newPKI(dir string) (*pki, error) {
 	servingCert, servingKey, err := issue(2, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP(serviceIP)},
+		DNSNames:    servingNames(external),
+		IPAddresses: servingIPs(external),
 	})
 	if err != nil {
 		return nil, err
@@ -130,4 +132,22 @@ func newPKI(dir string) (*pki, error) {
 
 func pemBlock(kind string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
+}
+
+// inClusterName is the API server's name inside its cluster.
+const inClusterName = "kubernetes.default.svc"
+
+func servingNames(external net.IP) []string {
+	names := []string{"kubernetes", "kubernetes.default", inClusterName, "kubernetes.default.svc.cluster.local"}
+	if external == nil {
+		names = append(names, "localhost")
+	}
+	return names
+}
+
+func servingIPs(external net.IP) []net.IP {
+	if external != nil {
+		return []net.IP{external, net.ParseIP(serviceIP)}
+	}
+	return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP(serviceIP)}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,7 +62,9 @@ func TestMain(m *testing.M) {
 	}
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
-		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare}); err != nil {
+		// The hub reaches its API server at an address agents cannot use, as in a pod; they
+		// reach it at another address, each from a cluster with a CA of its own.
+		if hubCluster, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", Kind: controlplane.Bare, External: true}); err != nil {
 			return err
 		}
 		if err := controlplane.InstallFlotillaAPI(ctx, hubCluster.Config()); err != nil {
@@ -227,9 +230,31 @@ func (f *fleetEnv) stopKnownAgent(w *controlplane.Cluster) {
 }
 
 func (f *fleetEnv) startHub() {
-	f.start("hub", func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache, StatusDelay: time.Second, Version: hubVersion, Namespace: f.ns})
-	})
+	f.startHubWith(func(o *hub.Options) { o.Version = hubVersion })
+}
+
+// startHubWith runs the hub as it is deployed: connected with its kubeconfig, which names its
+// CA by file and dials the in-cluster address, and told the address agents reach it at
+// (--agent-api-server-url); set changes the options.
+func (f *fleetEnv) startHubWith(set func(*hub.Options)) {
+	f.t.Helper()
+	opts := hubOptions(f.t)
+	opts.CacheDir, opts.StatusDelay, opts.Namespace = f.hubCache, time.Second, f.ns
+	set(&opts)
+	f.start("hub", func(ctx context.Context) error { return hub.Run(ctx, opts) })
+}
+
+// hubOptions are the connection options of a hub of the hub cluster.
+func hubOptions(t *testing.T) hub.Options {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", hubCluster.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CAFile == "" || len(cfg.CAData) > 0 {
+		t.Fatalf("the hub's kubeconfig should name its CA by file: %+v", cfg.TLSClientConfig)
+	}
+	return hub.Options{Config: cfg, Server: hubCluster.ExternalHost}
 }
 
 func (f *fleetEnv) startAgent(w *controlplane.Cluster) {
@@ -261,7 +286,7 @@ func agentConfig(t *testing.T, clusterNS string) *rest.Config {
 	var cfg *rest.Config
 	var err error
 	eventually(t, "the agent's credentials in "+clusterNS, 30*time.Second, func() bool {
-		cfg, err = hub.AgentConfig(context.Background(), hubCluster.Config(), clusterNS, time.Hour)
+		cfg, err = hub.AgentConfig(context.Background(), hubCluster.ExternalConfig(), clusterNS, time.Hour)
 		return err == nil
 	}, func() string { return fmt.Sprint("last error: ", err) })
 	return cfg

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -39,6 +40,15 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	eventually(t, "the token's secret", 30*time.Second, func() bool {
 		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "new-clusters-registration"}, &secret) == nil
 	})
+	// The token gives agents the address they reach the hub at, not the hub's own, and the CA
+	// the hub's kubeconfig names by file.
+	if got := string(secret.Data[hub.RegistrationServer]); got != hubCluster.ExternalHost || got == hubCluster.Host {
+		t.Errorf("the token gives agents %q, want the hub's external address %s", got, hubCluster.ExternalHost)
+	}
+	if got := secret.Data[hub.RegistrationCA]; !bytes.Equal(got, hubCluster.CA()) {
+		t.Errorf("the token gives agents the CA %q, want the hub cluster's", got)
+	}
+	connections := hubCluster.ExternalConnections()
 	// What the registration token alone can do: not read secrets.
 	regCfg := &rest.Config{Host: string(secret.Data[hub.RegistrationServer]), BearerToken: string(secret.Data[hub.RegistrationToken]),
 		TLSClientConfig: rest.TLSClientConfig{CAData: secret.Data[hub.RegistrationCA]}}
@@ -79,6 +89,9 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	again, err := agent.Bootstrap(ctx, local, boot)
 	if err != nil || again.Namespace != reg.Namespace || again.HubConfig.BearerToken != reg.HubConfig.BearerToken {
 		t.Errorf("restart: %+v %v, want the kept credentials of %+v", again, err, reg)
+	}
+	if hubCluster.ExternalConnections() == connections {
+		t.Errorf("the agent registered without dialing the hub's external address")
 	}
 	var regs v1alpha1.ClusterRegistrationList
 	if err := f.hub.List(ctx, &regs, client.InNamespace(f.ns)); err != nil || len(regs.Items) != 1 {

@@ -291,9 +291,7 @@ func TestDeletedGitRepoWaitsForItsClustersButNotForever(t *testing.T) {
 	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: leaving-repo\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
 	srv := up.ServeHTTP("", "")
 	f := startFleetWith(t, func(f *fleetEnv) {
-		f.start("hub", func(ctx context.Context) error {
-			return hub.Run(ctx, hub.Options{Config: hubCluster.Config(), CacheDir: f.hubCache, StatusDelay: time.Second, Namespace: f.ns, UninstallTimeout: uninstallTimeout})
-		})
+		f.startHubWith(func(o *hub.Options) { o.UninstallTimeout = uninstallTimeout })
 	})
 	createRepo(t, f, srv.URL+"/repo.git", map[string]string{"env": "prod"})
 	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })

@@ -49,11 +49,10 @@ func (w *writeLog) about(s string) []string {
 // startShard runs a hub shard whose writes are logged.
 func (f *fleetEnv) startShard(name string) *writeLog {
 	log := &writeLog{}
-	cfg := hubCluster.Config()
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
-	f.start("hub "+name, func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: cfg, CacheDir: f.t.TempDir(), StatusDelay: time.Second, Namespace: f.ns, Shard: name})
-	})
+	opts := hubOptions(f.t)
+	opts.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
+	opts.CacheDir, opts.StatusDelay, opts.Namespace, opts.Shard = f.t.TempDir(), time.Second, f.ns, name
+	f.start("hub "+name, func(ctx context.Context) error { return hub.Run(ctx, opts) })
 	return log
 }
 

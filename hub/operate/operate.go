@@ -329,6 +329,10 @@ type AgentInstall struct {
 	ClusterLabels map[string]string
 	// Image replaces the agent image of manifests/agent when set.
 	Image string
+	// Server and CA, when set, replace the hub address and CA (PEM) the token's Secret gives:
+	// where this cluster reaches the hub.
+	Server string
+	CA     []byte
 }
 
 // defaultAgentImage is the image manifests/agent names.
@@ -355,6 +359,20 @@ func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byt
 	if err := c.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: tok.Status.SecretName}, &secret); err != nil {
 		return nil, fmt.Errorf("failed to read the token's secret %s: %w", tok.Status.SecretName, err)
 	}
+	server, ca := secret.Data[v1alpha1.RegistrationServerKey], secret.Data[v1alpha1.RegistrationCAKey]
+	if in.Server != "" {
+		server = []byte(in.Server)
+	}
+	if len(in.CA) > 0 {
+		ca = in.CA
+	}
+	if len(server) == 0 {
+		why := "it holds no hub address"
+		if ready := meta.FindStatusCondition(tok.Status.Conditions, v1alpha1.ReadyCondition); ready != nil && ready.Status == metav1.ConditionFalse {
+			why = ready.Message
+		}
+		return nil, &ErrInput{fmt.Errorf("registration token %s/%s: %s; pass --api-server-url with the address this cluster reaches the hub at", in.Namespace, in.Token, why)}
+	}
 	if len(in.ClusterLabels) > 0 {
 		if err := labelCluster(ctx, c, in.Namespace, in.ClusterName, in.ClusterLabels); err != nil {
 			return nil, err
@@ -363,8 +381,8 @@ func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byt
 	boot := map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
 		"metadata": map[string]any{"name": "flotilla-agent-bootstrap", "namespace": "flotilla-system"},
 		"data": map[string][]byte{
-			v1alpha1.RegistrationTokenKey: secret.Data[v1alpha1.RegistrationTokenKey], v1alpha1.RegistrationServerKey: secret.Data[v1alpha1.RegistrationServerKey],
-			v1alpha1.RegistrationCAKey: secret.Data[v1alpha1.RegistrationCAKey], v1alpha1.RegistrationNamespaceKey: secret.Data[v1alpha1.RegistrationNamespaceKey],
+			v1alpha1.RegistrationTokenKey: secret.Data[v1alpha1.RegistrationTokenKey], v1alpha1.RegistrationServerKey: server,
+			v1alpha1.RegistrationCAKey: ca, v1alpha1.RegistrationNamespaceKey: secret.Data[v1alpha1.RegistrationNamespaceKey],
 			v1alpha1.RegistrationClusterNameKey: []byte(in.ClusterName), v1alpha1.RegistrationTokenNameKey: []byte(in.Token),
 		}}
 	bootYAML, err := yaml.Marshal(boot)

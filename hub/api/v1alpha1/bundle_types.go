@@ -137,12 +137,25 @@ type BundleStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
 	Quarantined []RevisionFailure `json:"quarantined,omitempty"`
+	// RenderFailure is the newest commit of the bundle's GitRepo when the bundle does not
+	// render at it: the revisions above stay deployed, the GitRepo's other bundles roll out,
+	// and the Rendered condition says why. Cleared by the next commit that renders.
+	// +optional
+	RenderFailure *RenderFailure `json:"renderFailure,omitempty"`
 	// +optional
 	Display Display `json:"display,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RenderFailure is a commit at which a bundle does not render.
+type RenderFailure struct {
+	Commit string `json:"commit"`
+	// Message names the file and field, and the cluster it was rendered for.
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message"`
 }
 
 // PartitionStatus is the progress of one partition (R1.6, R1.12).

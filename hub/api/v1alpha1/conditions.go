@@ -68,9 +68,12 @@ const (
 	RefNotFoundReason          = "RefNotFound"
 	RenderFailedReason         = "RenderFailed"
 	HeartbeatMissedReason      = "HeartbeatMissed"
-	DriftDetectedReason        = "DriftDetected"
-	ApprovedReason             = "Approved"
-	NewerRunReason             = "NewerRun"
+	// InClusterAddressReason: a registration token holds no hub address, since the hub's own
+	// is an in-cluster one that agents on other clusters cannot reach.
+	InClusterAddressReason = "InClusterAddress"
+	DriftDetectedReason    = "DriftDetected"
+	ApprovedReason         = "Approved"
+	NewerRunReason         = "NewerRun"
 
 	// RestrictedReason: a FleetRestriction does not allow what was asked (a GitRepo's
 	// repository, a bundle's namespace, service account or objects); the message names it.

@@ -1,0 +1,70 @@
+package hub
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// agentEndpoint is the hub API server address and CA that registration tokens give agents,
+// in their Secret (ca.crt, server). Agents run on other clusters: the address the hub itself
+// dials from inside its own cluster is rarely one they can reach.
+type agentEndpoint struct {
+	server string
+	ca     []byte
+	// inCluster: no address was set for agents (Options.Server), and the hub's own is the
+	// in-cluster one, which no other cluster reaches. Tokens are then issued without an
+	// address, and say why; `flotilla agent install --api-server-url` or the hub's
+	// --agent-api-server-url gives one.
+	inCluster bool
+}
+
+// resolveAgentEndpoint takes Options.Server and Options.CACert, or else the hub's own
+// connection: its host, and its CA whether the kubeconfig holds it as data or names its file.
+func resolveAgentEndpoint(opts Options, getenv func(string) string) (agentEndpoint, error) {
+	e := agentEndpoint{server: opts.Server, ca: opts.CACert}
+	if e.server == "" && opts.Config != nil {
+		e.server = opts.Config.Host
+		e.inCluster = isInClusterAddress(e.server, getenv)
+	}
+	if len(e.ca) == 0 && opts.Config != nil {
+		e.ca = opts.Config.CAData
+		if len(e.ca) == 0 && opts.Config.CAFile != "" {
+			data, err := os.ReadFile(opts.Config.CAFile)
+			if err != nil {
+				return e, fmt.Errorf("failed to read the API server's CA for agents: %w", err)
+			}
+			e.ca = data
+		}
+	}
+	return e, nil
+}
+
+// inClusterHosts are the names a cluster's own API server has inside it.
+var inClusterHosts = []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+
+// isInClusterAddress reports whether server is the API server's address inside its own
+// cluster: the kubernetes Service (by the address the pod's environment gives it, or by name).
+func isInClusterAddress(server string, getenv func(string) string) bool {
+	u, err := url.Parse(server)
+	if err != nil {
+		return false
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if svc := getenv("KUBERNETES_SERVICE_HOST"); svc != "" && host == strings.ToLower(svc) {
+		return true
+	}
+	for _, h := range inClusterHosts {
+		if host == h {
+			return true
+		}
+	}
+	return false
+}
+
+// inClusterMessage says why a token's Secret holds no address.
+func (e agentEndpoint) inClusterMessage() string {
+	return fmt.Sprintf("the hub reaches its API server at %s, an in-cluster address that agents on other clusters cannot reach: "+
+		"set the hub's --agent-api-server-url (chart value agentAPIServer.url), or give each agent one with flotilla agent install --api-server-url", e.server)
+}
