@@ -58,6 +58,17 @@ rolloutStrategy:
 			t.Errorf("%d Events %q, want 1:\n%s", n, w, story)
 		}
 	}
+	// A healthy rollout, waits for its canary included, is told in Normal Events only: alerts
+	// on Warnings do not fire on it.
+	var list corev1.EventList
+	if err := f.c.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Type != corev1.EventTypeNormal {
+			t.Errorf("%s Event %s on %s: %s", e.Type, e.Reason, e.InvolvedObject.Name, e.Message)
+		}
+	}
 }
 
 // The recorder aggregates an Event repeated on one object into one Event with a count, keeps

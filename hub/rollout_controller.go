@@ -404,16 +404,18 @@ func recordReleases(rec *events.Recorder, bun *v1alpha1.Bundle, revision int64, 
 
 // recordTransitions records what a status write of a continuous rollout changed for people: a
 // rollback starting, a pause (or a new reason for it). Its completion is told with the write
-// (recordCompletion).
+// (recordCompletion). Both are Normal: a person's rollback and a partition that waits for its
+// canary are the rollout working as designed, and alerts on Warnings must not fire on them; a
+// failed revision (outcome.go) and an offline cluster are Warnings.
 func (r *rolloutReconciler) recordTransitions(orig, bun *v1alpha1.Bundle) {
 	st := &bun.Status
 	if st.ReleasingRevision != orig.Status.ReleasingRevision && bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision < bun.Spec.LatestRevision {
-		r.recorder.Warning(bun, v1alpha1.EventRollbackStarted, "rolling back from revision %d to revision %d", bun.Spec.LatestRevision, st.ReleasingRevision)
+		r.recorder.Normal(bun, v1alpha1.EventRollbackStarted, "rolling back from revision %d to revision %d", bun.Spec.LatestRevision, st.ReleasingRevision)
 	}
 	// A pause ends with the release that follows it, or the rollout completing: both are told.
 	was, is := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.RolloutPausedCondition), meta.FindStatusCondition(st.Conditions, v1alpha1.RolloutPausedCondition)
 	if is != nil && (was == nil || was.Message != is.Message) {
-		r.recorder.Warning(bun, v1alpha1.EventRolloutPaused, "revision %d: %s", st.ReleasingRevision, is.Message)
+		r.recorder.Normal(bun, v1alpha1.EventRolloutPaused, "revision %d: %s", st.ReleasingRevision, is.Message)
 	}
 }
 

@@ -94,6 +94,8 @@ func TestHelmChartsInstall(t *testing.T) {
 	hubChart := loadChart(t, "flotilla-hub")
 	stream, err := renderChart(hubChart, "flotilla-chart", map[string]any{
 		"image": map[string]any{"tag": "v0.9.1"}, "extraArgs": []any{"--agent-token-ttl=72h"},
+		// Where agents on other clusters reach the hub, and the CA they trust for it.
+		"agentAPIServer": map[string]any{"url": hubCluster.ExternalHost, "caCert": string(hubCluster.CA())},
 	})
 	if err != nil {
 		t.Fatalf("render the hub chart: %v", err)
@@ -111,10 +113,19 @@ func TestHelmChartsInstall(t *testing.T) {
 	kinds := byKind(applied)
 	crds, _ := manifests.CRDs()
 	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != 3 || len(kinds["ValidatingAdmissionPolicyBinding"]) != 3 ||
-		len(kinds["ClusterRole"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 1 {
-		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings, %d roles, %d role bindings, %d deployments, %d services",
+		len(kinds["ClusterRole"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 2 {
+		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings, %d roles, %d role bindings, %d deployments, %d services (webhook and metrics)",
 			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]),
 			len(kinds["ClusterRole"]), len(kinds["ClusterRoleBinding"]), len(kinds["Deployment"]), len(kinds["Service"]))
+	}
+	// The fleet namespace the CLI defaults to, so that the README's token step works as written.
+	if ns := names(kinds["Namespace"]); !slices.Contains(ns, "fleet-default") {
+		t.Errorf("the hub chart creates namespaces %v, want fleet-default", ns)
+	}
+	if cms := kinds["ConfigMap"]; len(cms) != 1 {
+		t.Errorf("the hub chart applied config maps %v, want the agents' CA", names(cms))
+	} else if ca, _, _ := unstructured.NestedString(cms[0].Object, "data", "ca.crt"); ca != string(hubCluster.CA()) {
+		t.Errorf("the agents' CA in %s: %q", cms[0].GetName(), ca)
 	}
 	for _, crd := range crds {
 		found := false
@@ -130,8 +141,23 @@ func TestHelmChartsInstall(t *testing.T) {
 		c := containers[0].(map[string]any)
 		args, _, _ := unstructured.NestedStringSlice(c, "args")
 		nonRoot, _, _ := unstructured.NestedBool(d[0].Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
-		if c["image"] != "ghcr.io/flotilla-dev/flotilla-hub:v0.9.1" || !slices.Contains(args, "--agent-token-ttl=72h") || !nonRoot {
+		if c["image"] != "ghcr.io/flotilla-dev/flotilla-hub:v0.9.1" || !slices.Contains(args, "--agent-token-ttl=72h") || !nonRoot ||
+			!slices.Contains(args, "--agent-api-server-url="+hubCluster.ExternalHost) || !slices.Contains(args, "--agent-api-server-ca=/etc/flotilla/agent-api-server/ca.crt") {
 			t.Errorf("hub container: image %v, args %v, runAsNonRoot %v", c["image"], args, nonRoot)
+		}
+	}
+
+	// Monitoring with the Prometheus Operator: a ServiceMonitor of the metrics Service and the
+	// alert rules, whose expressions name only metrics the hub serves.
+	stream, err = renderChart(hubChart, "flotilla-chart", map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true, "gitRepoNotReadyFor": "20m"}}})
+	if err != nil {
+		t.Fatalf("render the hub chart with monitoring: %v", err)
+	}
+	for _, want := range []string{"kind: ServiceMonitor", "kind: PrometheusRule", "alert: FlotillaGitRepoNotReady", "for: 20m", "flotilla_gitrepo_info{ready=\"false\"}",
+		"flotilla_bundle_info{outcome=~\"Failed|RolledBack\"}", "flotilla_clusters{state=\"Offline\"}", "{{ $labels.gitrepo }}"} {
+		if !strings.Contains(stream, want) {
+			t.Errorf("the monitoring objects lack %q", want)
 		}
 	}
 

@@ -116,7 +116,9 @@ func TestHubMetricsFollowARollout(t *testing.T) {
 	renderErrors := m.value("flotilla_render_errors_total")
 	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: metered\nhelm: {chart: ../../../etc}\n"})
 	metricsShow("the render error", func(m scrape) bool {
-		return m.value("flotilla_render_errors_total") > max(renderErrors, 0) && m.value("flotilla_gitrepos", ns, "state="+v1alpha1.RenderFailedReason) == 1
+		return m.value("flotilla_render_errors_total") > max(renderErrors, 0) && m.value("flotilla_gitrepos", ns, "state="+v1alpha1.RenderFailedReason) == 1 &&
+			m.value("flotilla_gitrepo_info", ns, "ready=false", "state="+v1alpha1.RenderFailedReason) == 1 &&
+			m.value("flotilla_bundle_info", ns, bundle, "rendered=false") == 1
 	})
 
 	// The fix rolls out: every cluster ready on revision 3, one more rollout measured.
@@ -124,6 +126,7 @@ func TestHubMetricsFollowARollout(t *testing.T) {
 	metricsShow("revision 3 ready on every cluster", func(m scrape) bool {
 		return m.value("flotilla_bundle_revision", ns, bundle, "revision=releasing") == 3 &&
 			m.value("flotilla_bundle_clusters", ns, bundle, "state=ready") == clusters && m.value("flotilla_bundles", ns, "state=Ready") == 1 &&
+			m.value("flotilla_bundle_info", ns, bundle, "rendered=true", "state=Ready") == 1 && m.value("flotilla_gitrepo_info", ns, "ready=true") == 1 &&
 			m.value("flotilla_commit_to_ready_seconds") > ready && m.value("flotilla_releases_total") >= releases+1+clusters
 	})
 }

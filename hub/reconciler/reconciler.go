@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Object is a kind with a status: a pointer to an API type with a Status field.
@@ -63,7 +65,35 @@ type Status[T any, PT Object[T]] struct {
 	Gone     func(ctx context.Context, key types.NamespacedName) error
 }
 
+// conflictRetry is how soon a pass whose write lost an optimistic-lock race is done again.
+const conflictRetry = 50 * time.Millisecond
+
+// Reconcile runs one pass. A write that lost an optimistic-lock race (the object changed since
+// it was read) is no failure: the pass is done again from a fresh read, and the race is logged
+// at debug level, not as an error with a stack trace.
 func (s Status[T, PT]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := s.reconcile(ctx, req)
+	if err != nil && onlyConflicts(err) {
+		log.FromContext(ctx).V(1).Info("the object changed while it was reconciled; reconciling it again", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
+}
+
+// onlyConflicts reports whether every error err joins is a conflict.
+func onlyConflicts(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !onlyConflicts(e) {
+				return false
+			}
+		}
+		return len(joined.Unwrap()) > 0
+	}
+	return apierrors.IsConflict(err)
+}
+
+func (s Status[T, PT]) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := PT(new(T))
 	if err := s.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if client.IgnoreNotFound(err) == nil && s.Gone != nil {

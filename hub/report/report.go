@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -107,6 +108,10 @@ func Collect(ctx context.Context, c client.Client, namespace, name string) (*Sta
 			g.Bundles = append(g.Bundles, b)
 		}
 		st.GitRepos = append(st.GitRepos, g)
+	}
+	if name != "" && len(st.GitRepos) == 0 {
+		// As kubectl get says it: a name that names nothing is an error, not an empty report.
+		return nil, fmt.Errorf("namespace %s: %w", namespace, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("gitrepos").GroupResource(), name))
 	}
 	var err error
 	st.HubVersion, st.OlderAgents, err = olderAgents(ctx, c, namespace)
