@@ -113,6 +113,7 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 		}
 		deadline := time.Now().Add(o.timeout)
 		last := ""
+		live := newScreen(out, f.header...)
 		for {
 			view, done, failure, err := devProgress(ctx, f.c, f.ns, commit)
 			if ctx.Err() != nil {
@@ -137,7 +138,7 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 					return fmt.Errorf("the rollout did not complete within %s:\n%s", o.timeout, view)
 				}
 			} else {
-				fmt.Fprint(out, "\033[H\033[2J"+view)
+				live.draw(view)
 			}
 			select {
 			case <-ctx.Done():

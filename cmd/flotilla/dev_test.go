@@ -82,9 +82,25 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs([]string{"dev", repo, "--clusters", clusters, "--once", "--timeout", "5m"})
+	// The bundle that does not render fails alone: the others are deployed, and --once exits
+	// non-zero naming the file and field at fault.
 	err := cmd.ExecuteContext(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "does not render") || !strings.Contains(err.Error(), "kustomized/fleet.yaml") {
-		t.Errorf("dev --once on a repository that does not render: %v\n%s", err, out.String())
+	if err == nil || !strings.Contains(err.Error(), "every bundle that renders is Ready") || !strings.Contains(err.Error(), "kustomized/fleet.yaml: kustomize.dir") {
+		t.Errorf("dev --once on a repository with a bundle that does not render: %v\n%s", err, out.String())
+	}
+	// A repository of which nothing renders fails as soon as the hub says so.
+	for _, f := range []string{"fleet.yaml", "apps/web/fleet.yaml"} {
+		if err := os.WriteFile(filepath.Join(repo, f), []byte("helm: {chart: ../../../../etc}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	cmd = newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"dev", repo, "--clusters", clusters, "--once", "--timeout", "5m"})
+	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "the repository does not render") {
+		t.Errorf("dev --once on a repository of which nothing renders: %v\n%s", err, out.String())
 	}
 }
 
@@ -145,6 +161,16 @@ func TestDevRollsOutChanges(t *testing.T) {
 	}
 	if out, err := runCLI("status", "--kubeconfig", kubeconfig, "-n", localFleetNamespace); err != nil || !strings.Contains(out, "GitRepo "+localFleetNamespace+"/dev") {
 		t.Errorf("status as text: %v\n%s", err, out)
+	}
+	// A GitRepo that does not exist is an error, as kubectl says it; names complete from the hub.
+	if out, err := runCLI("status", "nosuch", "--kubeconfig", kubeconfig, "-n", localFleetNamespace); err == nil || !strings.Contains(err.Error(), `"nosuch" not found`) {
+		t.Errorf("status nosuch: %v\n%s", err, out)
+	}
+	if out, err := runCLI("__complete", "status", "--kubeconfig", kubeconfig, "-n", localFleetNamespace, "d"); err != nil || !strings.HasPrefix(out, "dev\n") {
+		t.Errorf("completing a GitRepo's name: %v\n%s", err, out)
+	}
+	if out, err := runCLI("__complete", "rollback", "--kubeconfig", kubeconfig, "-n", localFleetNamespace, ""); err != nil || !strings.Contains(out, "dev\n") {
+		t.Errorf("completing a bundle's name: %v\n%s", err, out)
 	}
 	extra := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: added-while-running}\ndata: {a: b}\n"
 	if err := os.WriteFile(filepath.Join(repo, "extra.yaml"), []byte(extra), 0o644); err != nil {

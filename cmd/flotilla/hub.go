@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -104,4 +106,34 @@ func (o *outputFlag) print(out io.Writer, v any) error {
 	}
 	_, err = out.Write(data)
 	return err
+}
+
+// completeNames completes a command's one argument with the names of a kind's objects in the
+// namespace the connection flags select, read with the user's own credentials (shell
+// completion: `source <(flotilla completion bash)`).
+func (h *hubFlags) completeNames(list func() client.ObjectList) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, ns, err := h.connect()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		objs := list()
+		if err := c.List(cmd.Context(), objs, client.InNamespace(ns)); err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		items, err := meta.ExtractList(objs)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []string
+		for _, o := range items {
+			if obj, ok := o.(client.Object); ok && strings.HasPrefix(obj.GetName(), toComplete) {
+				names = append(names, obj.GetName())
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
 }

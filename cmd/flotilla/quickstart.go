@@ -77,6 +77,8 @@ type localFleet struct {
 	ns      string
 	ctx     context.Context
 	wg      sync.WaitGroup
+	// header are the lines a live view keeps on top: how to reach the hub and its metrics.
+	header []string
 }
 
 // localFleetNamespace is the fleet namespace of the quickstart and `flotilla dev`.
@@ -120,12 +122,18 @@ func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body 
 		_ = os.WriteFile(kubeconfig, data, 0o600)
 	}
 	f.say("hub cluster ready: export KUBECONFIG=%s; kubectl get gitrepos,bundles,clusters -A", kubeconfig)
+	metrics, err := freeLoopbackAddr()
+	if err != nil {
+		return err
+	}
+	f.say("hub metrics: http://%s/metrics", metrics)
+	f.header = []string{"export KUBECONFIG=" + kubeconfig + "   # kubectl get gitrepos,bundles,clusters -A", "hub metrics: http://" + metrics + "/metrics   Ctrl-C tears everything down", ""}
 	defer f.wg.Wait()
 	var cancel context.CancelFunc
 	f.ctx, cancel = context.WithCancel(ctx)
 	defer cancel()
 	f.background("hub", func(ctx context.Context) error {
-		return hub.Run(ctx, hub.Options{Config: f.hub.Config(), CacheDir: filepath.Join(f.dir, "hub-cache")})
+		return hub.Run(ctx, hub.Options{Config: f.hub.Config(), CacheDir: filepath.Join(f.dir, "hub-cache"), MetricsAddr: metrics})
 	})
 	scheme, _ := hub.Scheme()
 	if f.c, err = client.New(f.hub.Config(), client.Options{Scheme: scheme}); err != nil {
@@ -179,6 +187,16 @@ func (f *localFleet) createRepo(ctx context.Context, name, url string) error {
 	return f.c.Create(ctx, repo)
 }
 
+// freeLoopbackAddr is a loopback address with a port nothing listens on now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
 func (o *quickstartOptions) run(ctx context.Context, out io.Writer) error {
 	return runLocalFleet(ctx, out, "quickstart", o.dir, func(f *localFleet) error { return o.demo(f.ctx, out, f) })
 }
@@ -221,7 +239,7 @@ func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFle
 		return err
 	}
 	want := fmt.Sprintf("%d/%d", 2*o.clusters, 2*o.clusters)
-	if err := o.follow(ctx, out, f.c, f.ns, "first deployment", "", want); err != nil {
+	if err := o.follow(ctx, out, f, "first deployment", "", want); err != nil {
 		return err
 	}
 	f.say("committing a new image tag: watch it go to the canary first, then the rest")
@@ -230,7 +248,7 @@ func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFle
 	if err != nil {
 		return err
 	}
-	if err := o.follow(ctx, out, f.c, f.ns, "update", commit, want); err != nil {
+	if err := o.follow(ctx, out, f, "update", commit, want); err != nil {
 		return err
 	}
 	if o.once {
@@ -266,7 +284,9 @@ func joinCluster(ctx context.Context, c client.Client, w *controlplane.Cluster, 
 
 // follow shows the rollout until the GitRepo is on commit (any, when empty) and want clusters
 // are ready: a live view in a terminal, progress lines with --once.
-func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.Client, ns, what, commit, want string) error {
+func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, f *localFleet, what, commit, want string) error {
+	c, ns := f.c, f.ns
+	live := newScreen(out, f.header...)
 	deadline := time.Now().Add(o.timeout)
 	last := ""
 	for {
@@ -293,7 +313,7 @@ func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, c client.
 			fmt.Fprintf(out, "quickstart: %s\n", line)
 			last = line
 		case !o.once:
-			fmt.Fprint(out, "\033[H\033[2J"+view.String())
+			live.draw(view.String())
 		}
 		settled, err := allApplied(ctx, c, ns)
 		if err != nil {

@@ -23,7 +23,8 @@ func newApproveCommand(h *hubFlags) *cobra.Command {
 API server authenticates you, which its admission policy checks: no one can approve in another's
 name. A gate with a quorum opens once that many different people approved. A rejection, with its
 reason, stops the run.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.StagedUpdateRunList{} }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reject == (reason == "") {
 				return badInput("--reject and --reason go together")
@@ -69,8 +70,9 @@ func newRunCommand(h *hubFlags) *cobra.Command {
 		state v1alpha1.RunAction
 	}{{"start", v1alpha1.RunRun}, {"stop", v1alpha1.RunStop}, {"resume", v1alpha1.RunRun}} {
 		cmd := &cobra.Command{
-			Use:  verb.use + " RUN",
-			Args: cobra.ExactArgs(1),
+			Use:               verb.use + " RUN",
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.StagedUpdateRunList{} }),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				c, ns, err := h.connect()
 				if err != nil {
@@ -91,9 +93,10 @@ func newRunCommand(h *hubFlags) *cobra.Command {
 func newSkipCommand(h *hubFlags) *cobra.Command {
 	var skip v1alpha1.RunSkip
 	cmd := &cobra.Command{
-		Use:   "skip RUN --stage STAGE [--group G] [--cluster C | --gate Before|After]",
-		Short: "Skip a stage, group, cluster or gate of a staged update run",
-		Args:  cobra.ExactArgs(1),
+		Use:               "skip RUN --stage STAGE [--group G] [--cluster C | --gate Before|After]",
+		Short:             "Skip a stage, group, cluster or gate of a staged update run",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.StagedUpdateRunList{} }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := h.connect()
 			if err != nil {
@@ -122,7 +125,8 @@ func newRollbackCommand(h *hubFlags) *cobra.Command {
 		Long: `Rollback deploys revision N of the bundle again under the bundle's rollout strategy: a
 continuous rollout releases it partition by partition; a staged bundle gets a new run for it and
 runs in flight stop. The next commit that changes the bundle ends the rollback.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.BundleList{} }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return h.actOnBundle(cmd, args[0], fmt.Sprintf("rolling back to revision %d", to), func(ctx context.Context, c client.Client, ns, me string) (operate.RollbackResult, error) {
 				return operate.Rollback(ctx, c, ns, args[0], to, me)
@@ -170,7 +174,8 @@ func newRolloutCommand(h *hubFlags) *cobra.Command {
 failure policy rolled it back is released nowhere until a newer revision replaces it or a person
 retries it. The revision then rolls out again under the bundle's strategy, watched as before: a
 staged bundle gets a new run, a sequence starts it over from its first group.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.BundleList{} }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return h.actOnBundle(cmd, args[0], fmt.Sprintf("revision %d rolls out again", revision), func(ctx context.Context, c client.Client, ns, me string) (operate.RollbackResult, error) {
 				return operate.Retry(ctx, c, ns, args[0], revision, me)
@@ -238,7 +243,8 @@ func newClusterCommand(h *hubFlags) *cobra.Command {
 AwaitingApproval) take over the Cluster it claims: the hub revokes the credentials of the
 Cluster's current agent and grants the new one. Approve only a registration you expect, such as
 a cluster rebuilt from scratch: anyone holding a registration token can ask.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.ClusterRegistrationList{} }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := h.connect()
 			if err != nil {

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
@@ -16,9 +17,10 @@ func newStatusCommand(h *hubFlags) *cobra.Command {
 	var interval time.Duration
 	var output *outputFlag
 	cmd := &cobra.Command{
-		Use:   "status [GITREPO]",
-		Short: "Show GitRepos, their bundles, partitions and clusters, and why anything waits",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "status [GITREPO]",
+		Short:             "Show GitRepos, their bundles, partitions and clusters, and why anything waits",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: h.completeNames(func() client.ObjectList { return &v1alpha1.GitRepoList{} }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			structured, err := output.structured()
 			if err != nil {
@@ -38,6 +40,7 @@ func newStatusCommand(h *hubFlags) *cobra.Command {
 			if allNamespaces {
 				ns = ""
 			}
+			live := newScreen(cmd.OutOrStdout())
 			for {
 				st, err := report.Collect(cmd.Context(), c, ns, name)
 				if err != nil {
@@ -54,7 +57,7 @@ func newStatusCommand(h *hubFlags) *cobra.Command {
 					_, err := io.WriteString(cmd.OutOrStdout(), buf.String())
 					return err
 				}
-				fmt.Fprint(cmd.OutOrStdout(), "\033[H\033[2J"+buf.String())
+				live.draw(buf.String())
 				select {
 				case <-cmd.Context().Done():
 					return nil
