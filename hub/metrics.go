@@ -51,6 +51,11 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(renderDuration, commitToReady, syncErrors, renderErrors, releasesWritten, eventsDropped)
+	// Every reason is served from the start, at 0: a rate or increase over a series that
+	// appears only with its first error misses that error.
+	for _, reason := range []string{string(gitsource.CauseAuthentication), string(gitsource.CauseUnreachable), string(gitsource.CauseRefNotFound), string(gitsource.CauseOther), v1alpha1.RestrictedReason} {
+		syncErrors.WithLabelValues(reason)
+	}
 }
 
 // Descriptions of the state gauges.

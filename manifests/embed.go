@@ -9,6 +9,7 @@
 //	agent/    the agent of one downstream cluster (flotilla agent install adds its Secret)
 //	charts/   Helm charts of the hub and the agent; the hub chart's CRDs, ClusterRole and
 //	          policies are copies of the above (go generate ./manifests/)
+//	grafana/  the Grafana dashboard of the hub's metrics
 package manifests
 
 //go:generate go run ./internal/chartgen
@@ -36,6 +37,12 @@ var policies embed.FS
 //
 //go:embed all:charts
 var Charts embed.FS
+
+// Dashboards are the Grafana dashboards of the hub's metrics (grafana/*.json), to import into
+// Grafana or to load with its sidecar.
+//
+//go:embed grafana/*.json
+var Dashboards embed.FS
 
 // Install holds the kustomizations users apply, with everything they refer to.
 //

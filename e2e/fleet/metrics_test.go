@@ -1,8 +1,11 @@
 package fleet
 
 import (
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,10 +13,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 // scrape is one read of a hub's /metrics.
@@ -129,6 +134,65 @@ func TestHubMetricsFollowARollout(t *testing.T) {
 			m.value("flotilla_bundle_info", ns, bundle, "rendered=true", "state=Ready") == 1 && m.value("flotilla_gitrepo_info", ns, "ready=true") == 1 &&
 			m.value("flotilla_commit_to_ready_seconds") > ready && m.value("flotilla_releases_total") >= releases+1+clusters
 	})
+
+	// The Grafana dashboard and the chart's alert rules query only metrics the hub serves.
+	for _, file := range queryFiles(t) {
+		for _, name := range flotillaMetric.FindAllString(file.text, -1) {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+			if m[base] == nil {
+				t.Errorf("%s queries %s, which the hub does not serve", file.name, name)
+			}
+		}
+	}
+}
+
+// flotillaMetric is the name of a metric of the hub's in a query.
+var flotillaMetric = regexp.MustCompile(`flotilla_[a-z_]+`)
+
+type queryFile struct{ name, text string }
+
+// queryFiles are the files of manifests/ that query the hub's metrics: the dashboards' and
+// the alert rules' expressions.
+func queryFiles(t *testing.T) []queryFile {
+	t.Helper()
+	var out []queryFile
+	dashboards, err := fs.Glob(manifests.Dashboards, "grafana/*.json")
+	if err != nil || len(dashboards) == 0 {
+		t.Fatalf("dashboards: %v %v", dashboards, err)
+	}
+	for _, name := range dashboards {
+		data, err := fs.ReadFile(manifests.Dashboards, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Panels []struct {
+				Targets []struct{ Expr string } `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var exprs []string
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				exprs = append(exprs, tg.Expr)
+			}
+		}
+		out = append(out, queryFile{name, strings.Join(exprs, "\n")})
+	}
+	rules, err := fs.ReadFile(manifests.Charts, "charts/flotilla-hub/files/alert-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []struct{ Expr string }
+	if err := yaml.Unmarshal(rules, &list); err != nil || len(list) == 0 {
+		t.Fatalf("alert rules: %v", err)
+	}
+	for _, r := range list {
+		out = append(out, queryFile{"the alert rules", r.Expr})
+	}
+	return out
 }
 
 // flotilla lists the flotilla_* samples, for a failing test's log.
