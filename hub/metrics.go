@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,35 +17,49 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
+// servedMetrics are the names of every metric the hub serves, with or without series yet.
+var servedMetrics []string
+
+// served names a metric of the hub's.
+func served(name string) string {
+	servedMetrics = append(servedMetrics, name)
+	return name
+}
+
+// MetricNames are the names of the hub's own metrics: what dashboards and alert rules may
+// query. A state gauge has series only while objects are in its states (flotilla_stage_clusters
+// while staged runs exist).
+func MetricNames() []string { return slices.Clone(servedMetrics) }
+
 // The hub's metrics, served with controller-runtime's on Options.MetricsAddr. States are read
 // from the informer caches when Prometheus scrapes (fleetState), so they cost nothing between
 // scrapes and always agree with the objects' status. No metric has a per-cluster label: a
 // fleet of 10,000 clusters has as many series as one of ten.
 var (
 	renderDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "flotilla_render_duration_seconds",
+		Name:    served("flotilla_render_duration_seconds"),
 		Help:    "Time to render a commit of a GitRepo: every bundle for every cluster it targets.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12), // 50 ms … 100 s
 	})
 	commitToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "flotilla_commit_to_ready_seconds",
+		Name:    served("flotilla_commit_to_ready_seconds"),
 		Help:    "Time from a bundle's revision being staged from a commit to every cluster it targets running it Ready.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 16), // 1 s … 9 h
 	})
 	syncErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "flotilla_git_sync_errors_total",
+		Name: served("flotilla_git_sync_errors_total"),
 		Help: "Polls of a GitRepo that failed to reach or resolve its repository, by reason.",
 	}, []string{"reason"})
 	renderErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "flotilla_render_errors_total",
+		Name: served("flotilla_render_errors_total"),
 		Help: "Commits that failed to render (the GitRepo keeps its last good commit deployed).",
 	})
 	releasesWritten = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "flotilla_releases_total",
+		Name: served("flotilla_releases_total"),
 		Help: "Releases of a revision to a cluster the hub wrote, every strategy together.",
 	})
 	eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "flotilla_events_dropped_total",
+		Name: served("flotilla_events_dropped_total"),
 		Help: "Events not recorded because the recorder's queue was full.",
 	})
 )
@@ -60,27 +75,27 @@ func init() {
 
 // Descriptions of the state gauges.
 var (
-	bundlesDesc = prometheus.NewDesc("flotilla_bundles",
+	bundlesDesc = prometheus.NewDesc(served("flotilla_bundles"),
 		"Bundles by state: the least advanced state of their clusters, Ready, or Stalled.", []string{"namespace", "state"}, nil)
-	bundleClustersDesc = prometheus.NewDesc("flotilla_bundle_clusters",
+	bundleClustersDesc = prometheus.NewDesc(served("flotilla_bundle_clusters"),
 		"A bundle's clusters by state (desired_ready is all it targets).", []string{"namespace", "bundle", "state"}, nil)
-	bundleRevisionDesc = prometheus.NewDesc("flotilla_bundle_revision",
+	bundleRevisionDesc = prometheus.NewDesc(served("flotilla_bundle_revision"),
 		"A bundle's latest revision, and the one its rollout releases.", []string{"namespace", "bundle", "revision"}, nil)
-	partitionClustersDesc = prometheus.NewDesc("flotilla_partition_clusters",
+	partitionClustersDesc = prometheus.NewDesc(served("flotilla_partition_clusters"),
 		"Clusters in a partition of a continuous rollout, by state (desired_ready is all of them, unavailable those counted against its maxUnavailable).",
 		[]string{"namespace", "bundle", "partition", "state"}, nil)
-	stageClustersDesc = prometheus.NewDesc("flotilla_stage_clusters",
+	stageClustersDesc = prometheus.NewDesc(served("flotilla_stage_clusters"),
 		"Clusters in a stage of a bundle's current staged run: all of them (desired), and those done (completed).",
 		[]string{"namespace", "bundle", "stage", "state"}, nil)
-	clustersDesc = prometheus.NewDesc("flotilla_clusters",
+	clustersDesc = prometheus.NewDesc(served("flotilla_clusters"),
 		"Clusters by state: Ready, a bundle state, Offline, WaitingForAgent or NotAdmitted.", []string{"namespace", "state"}, nil)
-	gitReposDesc = prometheus.NewDesc("flotilla_gitrepos",
+	gitReposDesc = prometheus.NewDesc(served("flotilla_gitrepos"),
 		"GitRepos by state.", []string{"namespace", "state"}, nil)
 	// The info metrics have one series per object, never per cluster: they join the counts
 	// above (on namespace and bundle or gitrepo) to the commit and state a dashboard shows.
-	gitRepoInfoDesc = prometheus.NewDesc("flotilla_gitrepo_info",
+	gitRepoInfoDesc = prometheus.NewDesc(served("flotilla_gitrepo_info"),
 		"1 for every GitRepo, with its repository, the commit it deploys, its state and whether it is Ready.", []string{"namespace", "gitrepo", "repo", "commit", "state", "ready"}, nil)
-	bundleInfoDesc = prometheus.NewDesc("flotilla_bundle_info",
+	bundleInfoDesc = prometheus.NewDesc(served("flotilla_bundle_info"),
 		"1 for every Bundle, with its GitRepo, the commit it rolls out, its state, its rollout's outcome and whether the newest commit renders.",
 		[]string{"namespace", "bundle", "gitrepo", "commit", "state", "outcome", "rendered"}, nil)
 )

@@ -114,8 +114,10 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 		deadline := time.Now().Add(o.timeout)
 		last := ""
 		live := newScreen(out, f.header...)
+		var settling failureSettling
 		for {
 			view, done, failure, err := devProgress(ctx, f.c, f.ns, commit)
+			failure = settling.settled(failure, time.Now())
 			if ctx.Err() != nil {
 				return nil // stopped (a read cut short by the stop is no failure)
 			}
@@ -165,7 +167,8 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 // devProgress reports the fleet's status view, whether commit is rolled out as far as it can
 // be (every deployment Ready on its bundle's revision), and a failure that waiting will not
 // mend: the commit renders no bundle, a bundle's rollout is stalled on its spec, or, once the
-// rest is rolled out, the bundles that do not render (each failed alone; the others deployed).
+// rest is rolled out, the deployments whose apply failed and the bundles that do not render
+// (each failed alone; the others deployed).
 func devProgress(ctx context.Context, c client.Client, ns, commit string) (view string, done bool, failure string, err error) {
 	var repo v1alpha1.GitRepo
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev"}, &repo); err != nil {
@@ -195,13 +198,48 @@ func devProgress(ctx context.Context, c client.Client, ns, commit string) (view 
 		}
 	}
 	applied, err := allApplied(ctx, c, ns)
-	if err != nil || !applied {
+	if err != nil {
 		return view, false, "", err
+	}
+	if !applied {
+		failed, err := failedApplies(ctx, c, ns)
+		if err != nil || len(failed) == 0 {
+			return view, false, "", err
+		}
+		return view, false, applyFailuresPrefix + strings.Join(failed, "; "), nil
 	}
 	if notRendered {
 		return view, false, "every bundle that renders is Ready; these do not: " + rendered.Message, nil
 	}
 	return view, true, "", nil
+}
+
+// applyFailuresPrefix starts the failure of deployments whose apply failed: an agent retries
+// them, so they count only once they stayed for applyFailureGrace (failureSettling).
+const applyFailuresPrefix = "every other deployment is Ready; these failed to apply: "
+
+const applyFailureGrace = 15 * time.Second
+
+// failureSettling holds back a failure of applies until the same one stayed applyFailureGrace:
+// an apply that fails while what it needs is still being created (a namespace, a CRD) heals at
+// the agent's next try. Every other failure counts at once.
+type failureSettling struct {
+	failure string
+	since   time.Time
+}
+
+func (s *failureSettling) settled(failure string, now time.Time) string {
+	if !strings.HasPrefix(failure, applyFailuresPrefix) {
+		s.failure = ""
+		return failure
+	}
+	if failure != s.failure {
+		s.failure, s.since = failure, now
+	}
+	if now.Sub(s.since) < applyFailureGrace {
+		return ""
+	}
+	return failure
 }
 
 func firstLine(s string) string {

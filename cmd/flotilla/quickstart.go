@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -358,6 +360,40 @@ func allApplied(ctx context.Context, c client.Client, ns string) (bool, error) {
 		}
 	}
 	return len(bds.Items) > 0, nil
+}
+
+// failedApplies lists, once every other deployment of the namespace is Ready, the ones whose
+// apply failed ("bundle on cluster: why"): what is left then will not heal by waiting (a kind
+// the cluster does not know, a namespace it may not create). Empty while anything else moves.
+func failedApplies(ctx context.Context, c client.Client, ns string) ([]string, error) {
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	byName := map[string]*v1alpha1.Bundle{}
+	for i := range bundles.Items {
+		byName[bundles.Items[i].Name] = &bundles.Items[i]
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
+		return nil, err
+	}
+	var failed []string
+	for _, bd := range bds.Items {
+		switch hub.DeploymentState(byName[bd.Spec.Bundle], &bd) {
+		case v1alpha1.StateReady:
+		case v1alpha1.StateErrApplied:
+			why := "apply failed"
+			if cond := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); cond != nil && cond.Message != "" {
+				why = cond.Message
+			}
+			failed = append(failed, fmt.Sprintf("%s on %s: %s", bd.Spec.Bundle, bd.Labels[hub.LabelCluster], why))
+		default:
+			return nil, nil
+		}
+	}
+	sort.Strings(failed)
+	return failed, nil
 }
 
 // serveGit creates a repository under the fleet's directory and serves it over HTTP on

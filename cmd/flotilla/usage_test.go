@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
@@ -57,5 +58,29 @@ func TestVersionFlag(t *testing.T) {
 	root.SetArgs([]string{"--version"})
 	if err := root.Execute(); err != nil || !strings.HasPrefix(out.String(), "flotilla ") {
 		t.Errorf("--version printed %q (%v)", out.String(), err)
+	}
+}
+
+func TestApplyFailuresCountOnceTheyStay(t *testing.T) {
+	var s failureSettling
+	start := time.Unix(0, 0)
+	fails := applyFailuresPrefix + "web on dev-1: no matches for kind GitRepo"
+	for _, step := range []struct {
+		at         time.Duration
+		failure    string
+		wantCounts bool
+	}{
+		{0, "the repository does not render: x", true}, // any other failure at once
+		{0, fails, false},
+		{10 * time.Second, fails, false},
+		{16 * time.Second, fails, true},
+		{17 * time.Second, applyFailuresPrefix + "another", false}, // a new set starts over
+		{18 * time.Second, "", false},
+		{19 * time.Second, fails, false},
+	} {
+		got := s.settled(step.failure, start.Add(step.at))
+		if (got != "") != step.wantCounts || got != "" && got != step.failure {
+			t.Errorf("at %s, %q: %q", step.at, step.failure, got)
+		}
 	}
 }
