@@ -107,6 +107,16 @@ func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body 
 		return err
 	}
 	f.dir, _ = filepath.Abs(dir)
+	// What the in-process components write to stderr themselves (Kustomize's deprecation
+	// notes, for one) goes to a log of the fleet's, not across the live view.
+	logPath := filepath.Join(f.dir, "fleet.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	stderr := os.Stderr
+	os.Stderr = logFile
+	defer func() { os.Stderr = stderr; logFile.Close() }()
 	defer f.closeServers()
 	f.say("starting the control planes (the first run builds Kubernetes, etcd and kwok: several minutes)")
 	if f.env, err = controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(f.dir, "clusters"), Progress: out}); err != nil {
@@ -128,7 +138,7 @@ func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body 
 	if err != nil {
 		return err
 	}
-	f.say("hub metrics: http://%s/metrics", metrics)
+	f.say("hub metrics: http://%s/metrics; the components' own output: %s", metrics, logPath)
 	f.header = []string{"export KUBECONFIG=" + kubeconfig + "   # kubectl get gitrepos,bundles,clusters -A", "hub metrics: http://" + metrics + "/metrics   Ctrl-C tears everything down", ""}
 	defer f.wg.Wait()
 	var cancel context.CancelFunc
