@@ -59,15 +59,13 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 	if err := os.WriteFile(clusters, []byte("clusters:\n- {name: dev-1, labels: {env: dev, region: eu}, groups: [europe]}\n- {name: prod-1, labels: {env: prod, region: us}}\nclusterGroups:\n- {name: europe}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	cmd := newRootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"dev", repo, "--clusters", clusters, "--once", "--timeout", "5m"})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("dev --once: %v\n%s", err, out.String())
+	devOnce := func() (string, error) {
+		return runCLI("dev", repo, "--clusters", clusters, "--once", "--timeout", "5m")
 	}
-	text := out.String()
+	text, err := devOnce()
+	if err != nil {
+		t.Fatalf("dev --once: %v\n%s", err, text)
+	}
 	for _, want := range []string{"every bundle is Ready on every cluster it targets", "Bundle dev-apps-web", "Bundle dev-kustomized", "Bundle dev (.)", "dev-1", "prod-1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
@@ -77,16 +75,10 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, "kustomized", "fleet.yaml"), []byte("kustomize: {dir: overlays/missing}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	cmd = newRootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"dev", repo, "--clusters", clusters, "--once", "--timeout", "5m"})
 	// The bundle that does not render fails alone: the others are deployed, and --once exits
 	// non-zero naming the file and field at fault.
-	err := cmd.ExecuteContext(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "every bundle that renders is Ready") || !strings.Contains(err.Error(), "kustomized/fleet.yaml: kustomize.dir") {
-		t.Errorf("dev --once on a repository with a bundle that does not render: %v\n%s", err, out.String())
+	if out, err := devOnce(); err == nil || !strings.Contains(err.Error(), "every bundle that renders is Ready") || !strings.Contains(err.Error(), "kustomized/fleet.yaml: kustomize.dir") {
+		t.Errorf("dev --once on a repository with a bundle that does not render: %v\n%s", err, out)
 	}
 	// A repository of which nothing renders fails as soon as the hub says so.
 	for _, f := range []string{"fleet.yaml", "apps/web/fleet.yaml"} {
@@ -94,13 +86,8 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out.Reset()
-	cmd = newRootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"dev", repo, "--clusters", clusters, "--once", "--timeout", "5m"})
-	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "the repository does not render") {
-		t.Errorf("dev --once on a repository of which nothing renders: %v\n%s", err, out.String())
+	if out, err := devOnce(); err == nil || !strings.Contains(err.Error(), "the repository does not render") {
+		t.Errorf("dev --once on a repository of which nothing renders: %v\n%s", err, out)
 	}
 }
 

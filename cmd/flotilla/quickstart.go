@@ -352,58 +352,70 @@ func (o *quickstartOptions) follow(ctx context.Context, out io.Writer, f *localF
 // allApplied reports whether every BundleDeployment of the namespace's bundles runs its
 // bundle's revision and is Ready.
 func allApplied(ctx context.Context, c client.Client, ns string) (bool, error) {
-	var bundles v1alpha1.BundleList
-	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+	deployments, err := deploymentStates(ctx, c, ns)
+	if err != nil {
 		return false, err
 	}
-	byName := map[string]*v1alpha1.Bundle{}
-	for i := range bundles.Items {
-		byName[bundles.Items[i].Name] = &bundles.Items[i]
-	}
-	var bds v1alpha1.BundleDeploymentList
-	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
-		return false, err
-	}
-	for _, bd := range bds.Items {
-		if hub.DeploymentState(byName[bd.Spec.Bundle], &bd) != v1alpha1.StateReady {
+	for _, d := range deployments {
+		if d.state != v1alpha1.StateReady {
 			return false, nil
 		}
 	}
-	return len(bds.Items) > 0, nil
+	return len(deployments) > 0, nil
 }
 
 // failedApplies lists, once every other deployment of the namespace is Ready, the ones whose
 // apply failed ("bundle on cluster: why"): what is left then will not heal by waiting (a kind
-// the cluster does not know, a namespace it may not create). Empty while anything else moves.
+// the cluster does not know, an object another deployment owns). Empty while anything else
+// moves.
 func failedApplies(ctx context.Context, c client.Client, ns string) ([]string, error) {
-	var bundles v1alpha1.BundleList
-	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	byName := map[string]*v1alpha1.Bundle{}
-	for i := range bundles.Items {
-		byName[bundles.Items[i].Name] = &bundles.Items[i]
-	}
-	var bds v1alpha1.BundleDeploymentList
-	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
+	deployments, err := deploymentStates(ctx, c, ns)
+	if err != nil {
 		return nil, err
 	}
 	var failed []string
-	for _, bd := range bds.Items {
-		switch hub.DeploymentState(byName[bd.Spec.Bundle], &bd) {
+	for _, d := range deployments {
+		switch d.state {
 		case v1alpha1.StateReady:
 		case v1alpha1.StateErrApplied:
 			why := "apply failed"
-			if cond := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); cond != nil && cond.Message != "" {
+			if cond := meta.FindStatusCondition(d.bd.Status.Conditions, v1alpha1.AppliedCondition); cond != nil && cond.Message != "" {
 				why = cond.Message
 			}
-			failed = append(failed, fmt.Sprintf("%s on %s: %s", bd.Spec.Bundle, bd.Labels[hub.LabelCluster], why))
+			failed = append(failed, fmt.Sprintf("%s on %s: %s", d.bd.Spec.Bundle, d.bd.Labels[hub.LabelCluster], why))
 		default:
 			return nil, nil
 		}
 	}
 	sort.Strings(failed)
 	return failed, nil
+}
+
+// deploymentState is a BundleDeployment of the namespace's bundles with its state.
+type deploymentState struct {
+	bd    *v1alpha1.BundleDeployment
+	state v1alpha1.ClusterState
+}
+
+func deploymentStates(ctx context.Context, c client.Client, ns string) ([]deploymentState, error) {
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	byName := map[string]*v1alpha1.Bundle{}
+	for i := range bundles.Items {
+		byName[bundles.Items[i].Name] = &bundles.Items[i]
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
+		return nil, err
+	}
+	out := make([]deploymentState, len(bds.Items))
+	for i := range bds.Items {
+		bd := &bds.Items[i]
+		out[i] = deploymentState{bd: bd, state: hub.DeploymentState(byName[bd.Spec.Bundle], bd)}
+	}
+	return out, nil
 }
 
 // serveGit creates a repository under the fleet's directory and serves it over HTTP on
