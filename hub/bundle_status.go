@@ -68,7 +68,7 @@ func setRendered(bun *v1alpha1.Bundle) {
 	}
 	msg := fmt.Sprintf("commit %s does not render; revision %d stays deployed: %s", shortCommit(f.Commit), bun.Spec.LatestRevision, f.Message)
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.RenderedCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.RenderFailedReason,
-		Message: truncate(msg, 32768), ObservedGeneration: bun.Generation})
+		Message: truncate(msg, maxConditionMessage), ObservedGeneration: bun.Generation})
 	st.Display.Message = msg
 }
 

@@ -219,7 +219,13 @@ func (b *bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, co
 		}
 	}
 	slices.Sort(msgs)
-	err := &RenderError{Err: fmt.Errorf("%d of %d bundles do not render and keep their last revision: %s", len(failed), len(failed)+rendered, strings.Join(msgs, "; ")), Partial: rendered > 0}
+	// The GitRepo's condition names a few, each Bundle its own: a condition's message is bounded.
+	const named = 5
+	listed := strings.Join(msgs[:min(len(msgs), named)], "; ")
+	if len(msgs) > named {
+		listed += fmt.Sprintf("; and %d more (each Bundle's Rendered condition says why)", len(msgs)-named)
+	}
+	err := &RenderError{Err: fmt.Errorf("%d of %d bundles do not render and keep their last revision: %s", len(failed), len(failed)+rendered, truncate(listed, 16384)), Partial: rendered > 0}
 	if len(failed) == 1 && rendered == 0 {
 		err.Err = failed[0].err.Err
 	}

@@ -329,7 +329,7 @@ func (r *sourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 	case errors.As(syncErr, &renderErr):
 		// The source is fine; the commit is not: keep deploying the last good one.
 		renderErrors.Inc()
-		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, gitsource.Sanitize(syncErr.Error())
+		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionFalse, v1alpha1.RenderFailedReason, truncate(gitsource.Sanitize(syncErr.Error()), maxConditionMessage)
 		if errors.As(syncErr, new(*RestrictedError)) {
 			rendered.Reason = v1alpha1.RestrictedReason
 		}
