@@ -10,7 +10,8 @@
 //	controller (file)                       reconciles     wakes on                         writes
 //	gitrepo-source (source_controller.go)    GitRepo        its spec, Clusters, groups,       GitRepo status and finalizer; through the
 //	                                                        restrictions, webhooks, polls     bundler (bundler.go): Bundles, Contents,
-//	                                                                                          revision records, staged deployments
+//	                                                                                          revision records, staged deployments,
+//	                                                                                          a Bundle's status.renderFailure
 //	gitrepo-status (gitrepo_status.go)       GitRepo        its Bundles                       GitRepo status: the bundles' sum
 //	bundle-rollout (rollout_controller.go)   Bundle         its deployments, Clusters,        BundleDeployments (releases, removals),
 //	                                                        agents' Leases, staged runs       Bundle status; automatic staged runs
@@ -29,12 +30,19 @@
 //	registration-token (registration.go)     ClusterRegistrationToken                         its Secret and ServiceAccount, its status
 //	cluster-registration (registration.go)   ClusterRegistration Clusters                     the Cluster, its sealed credentials, status
 //
+// A bundle of a commit that does not render fails alone (bundler.render): the others are
+// written, the failed one keeps its revisions and gets status.renderFailure, which the
+// strategy controllers show as its Rendered condition, and the GitRepo's Rendered condition
+// names them. The agents' address and CA that registration tokens carry are the operator's
+// (agent_endpoint.go), never an in-cluster address.
+//
 // Every controller of an object with a status or a finalizer runs on one skeleton,
 // reconciler.Status (package hub/reconciler, shared with the agent): it reads the object, lets
 // the controller's step set the status of a copy, writes the status only when it changed
 // (conditionally on the object as read where a stale cache could mislead), holds and releases
 // finalizers (the removal controllers only finalize), and tells what changed (Events) once the
-// status shows it. Two are not object reconcilers and do not use it: content-gc collects a
+// status shows it. A write that loses an optimistic-lock race is done again from a fresh read,
+// logged at debug level, not as an error. Two are not object reconcilers and do not use it: content-gc collects a
 // namespace, and content-grant prunes RoleBindings, which have no status.
 //
 // When a revision fails (ROLLOUT.md §5, outcome.go), the controller of the bundle's strategy

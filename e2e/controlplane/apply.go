@@ -19,6 +19,23 @@ import (
 	"k8s.io/client-go/restmapper"
 )
 
+// Decode reads every object of a multi-document YAML or JSON stream, skipping empty documents.
+func Decode(stream []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return objs, fmt.Errorf("failed to decode object %d: %w", len(objs)+1, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
 // Apply server-side applies every object of a multi-document YAML stream, in order, as
 // `kubectl apply --server-side` would. It returns the objects applied.
 func Apply(ctx context.Context, cfg *rest.Config, stream []byte) ([]*unstructured.Unstructured, error) {
@@ -31,18 +48,12 @@ func Apply(ctx context.Context, cfg *rest.Config, stream []byte) ([]*unstructure
 	if err != nil {
 		return nil, err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+	objs, err := Decode(stream)
+	if err != nil {
+		return nil, err
+	}
 	var applied []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return applied, nil
-		} else if err != nil {
-			return applied, fmt.Errorf("failed to decode object %d: %w", len(applied)+1, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -66,4 +77,5 @@ func Apply(ctx context.Context, cfg *rest.Config, stream []byte) ([]*unstructure
 		}
 		applied = append(applied, out)
 	}
+	return applied, nil
 }

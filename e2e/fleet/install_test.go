@@ -3,7 +3,10 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -252,4 +255,79 @@ func TestStatusListsAgentsOlderThanTheHub(t *testing.T) {
 	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: hub.HubVersionConfigMap}, &cm); err != nil || cm.Data["version"] != hubVersion {
 		t.Errorf("the hub's recorded version: %v %v", cm.Data, err)
 	}
+}
+
+// chartHub renders the hub chart with values and returns the options its Deployment runs the
+// hub with, parsed by the hub's own flags (hub.BindFlags) from the container's arguments. The
+// files the pod mounts (the agents' CA, from the chart's ConfigMap) are written under a
+// directory of the test's, where the arguments then name them; the listen addresses are turned
+// off, as a test listens on loopback only, and the hub's cache is the test's.
+func chartHub(t *testing.T, namespace string, values map[string]any) hub.Options {
+	t.Helper()
+	stream, err := renderChart(loadChart(t, "flotilla-hub"), namespace, values)
+	if err != nil {
+		t.Fatalf("render the hub chart: %v", err)
+	}
+	objs, err := controlplane.Decode([]byte(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := byKind(objs)
+	if len(kinds["Deployment"]) != 1 {
+		t.Fatalf("the hub chart renders deployments %v", names(kinds["Deployment"]))
+	}
+	pod, _, _ := unstructured.NestedMap(kinds["Deployment"][0].Object, "spec", "template", "spec")
+	container := pod["containers"].([]any)[0].(map[string]any)
+	args, _, _ := unstructured.NestedStringSlice(container, "args")
+	// The volumes the pod mounts from the chart's ConfigMaps, laid out under root.
+	root := t.TempDir()
+	configMaps := map[string]map[string]string{}
+	for _, cm := range kinds["ConfigMap"] {
+		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		configMaps[cm.GetName()] = data
+	}
+	volumes := map[string]map[string]string{}
+	for _, v := range pod["volumes"].([]any) {
+		v := v.(map[string]any)
+		if name, _, _ := unstructured.NestedString(v, "configMap", "name"); name != "" {
+			volumes[v["name"].(string)] = configMaps[name]
+		}
+	}
+	mounts, _, _ := unstructured.NestedSlice(container, "volumeMounts")
+	var mounted []string
+	for _, m := range mounts {
+		m := m.(map[string]any)
+		files, ok := volumes[m["name"].(string)]
+		if !ok {
+			continue
+		}
+		dir := filepath.Join(root, m["mountPath"].(string))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mounted = append(mounted, m["mountPath"].(string))
+	}
+	for i, a := range args {
+		for _, path := range mounted {
+			if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, path+"/") {
+				args[i] = k + "=" + filepath.Join(root, v)
+			}
+		}
+	}
+	fs := flag.NewFlagSet("flotilla-hub", flag.ContinueOnError)
+	flags := hub.BindFlags(fs, func(k string) string { return map[string]string{"POD_NAMESPACE": namespace}[k] })
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("the hub's flags refuse the chart's arguments %v: %v", args, err)
+	}
+	opts, err := flags.Options()
+	if err != nil {
+		t.Fatalf("the chart's arguments %v: %v", args, err)
+	}
+	opts.WebhookAddr, opts.MetricsAddr, opts.HealthAddr, opts.CacheDir = "", "0", "", t.TempDir()
+	return opts
 }

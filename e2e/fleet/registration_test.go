@@ -25,12 +25,21 @@ import (
 
 // Registration: a ClusterRegistrationToken yields what an agent needs; the agent registers; the
 // hub creates the Cluster, its namespace and credentials sealed to the agent's key; the agent
-// then deploys with them.
+// then deploys with them. The hub runs as the chart installs it, told where agents reach it
+// (agentAPIServer), and connected itself at an address no agent can use.
 func TestAgentRegistersWithAToken(t *testing.T) {
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: registered\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
 	srv := up.ServeHTTP("", "")
-	f := startFleet(t)
+	f := startFleetWith(t, func(f *fleetEnv) {
+		opts := chartHub(t, f.ns, map[string]any{"agentAPIServer": map[string]any{"url": hubCluster.ExternalHost, "caCert": string(hubCluster.CA())}})
+		if opts.Server != hubCluster.ExternalHost || !bytes.Equal(opts.CACert, hubCluster.CA()) {
+			t.Fatalf("the chart runs the hub with agent address %q and CA %q", opts.Server, opts.CACert)
+		}
+		own := hubOptions(t)
+		opts.Config, opts.StatusDelay, opts.Version = own.Config, time.Second, hubVersion
+		f.start("hub", func(ctx context.Context) error { return hub.Run(ctx, opts) })
+	})
 	ctx := context.Background()
 	tok := &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "new-clusters", Namespace: f.ns}}
 	if err := f.hub.Create(ctx, tok); err != nil {
@@ -41,7 +50,7 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "new-clusters-registration"}, &secret) == nil
 	})
 	// The token gives agents the address they reach the hub at, not the hub's own, and the CA
-	// the hub's kubeconfig names by file.
+	// the chart was given.
 	if got := string(secret.Data[hub.RegistrationServer]); got != hubCluster.ExternalHost || got == hubCluster.Host {
 		t.Errorf("the token gives agents %q, want the hub's external address %s", got, hubCluster.ExternalHost)
 	}

@@ -1,0 +1,79 @@
+package hub
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/bundle"
+)
+
+// Flags are the hub's command-line flags (cmd/flotilla-hub, and the hub chart's Deployment),
+// bound to Options. Tests parse a chart's rendered arguments with them, so that a hub they run
+// is configured exactly as the chart configures it.
+type Flags struct {
+	opts        Options
+	recordEvery int64
+	agentCA     string
+}
+
+// BindFlags defines the hub's flags on fs; getenv gives the defaults read from the pod's
+// environment (POD_NAMESPACE).
+func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
+	f := &Flags{}
+	o := &f.opts
+	cache, _ := os.UserCacheDir()
+	namespace := getenv("POD_NAMESPACE")
+	if namespace == "" {
+		namespace = "flotilla-system"
+	}
+	fs.StringVar(&o.CacheDir, "cache-dir", filepath.Join(cache, "flotilla-hub"), "directory for git checkouts and chart archives")
+	fs.StringVar(&o.WebhookAddr, "webhook-addr", ":8080", "address of the git webhook receiver; empty disables it")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8081", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.StringVar(&o.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz; empty disables them")
+	fs.IntVar(&o.PollWorkers, "poll-workers", 4, "concurrent git polls")
+	fs.IntVar(&o.WritesInFlight, "writes-in-flight", DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
+	fs.DurationVar(&o.GrantPruneDelay, "grant-prune-delay", time.Minute, "how long a content grant shared by several agents waits before it drops those no longer deploying its content")
+	fs.Func("allowed-chart-hosts", "comma-separated chart servers (host or host:port) the hub may download charts from on a repository's behalf; default any", func(v string) error {
+		o.AllowedChartHosts = append(o.AllowedChartHosts, strings.Split(v, ",")...)
+		return nil
+	})
+	fs.DurationVar(&o.RenderTimeout, "render-timeout", bundle.DefaultRenderTimeout, "how long one template render of a bundle (Helm, values templates) may take")
+	fs.Int64Var(&o.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory one template render of a bundle may use")
+	fs.BoolVar(&o.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "let repositories reference ConfigMaps and Secrets (helm.valuesFrom) outside their GitRepo's namespace")
+	fs.Int64Var(&f.recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
+	fs.DurationVar(&o.AgentTokenTTL, "agent-token-ttl", DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")
+	fs.IntVar(&o.RegistrationBurst, "registration-burst", DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
+	fs.DurationVar(&o.RegistrationInterval, "registration-interval", DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
+	fs.StringVar(&o.Namespace, "namespace", namespace, "the hub's own namespace, where it records its version (ConfigMap flotilla-hub)")
+	fs.DurationVar(&o.ContentGrace, "content-gc-grace", DefaultContentGrace, "how old rendered Content that no revision in a bundle's history and no deployment references must be before it is deleted")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", DefaultHeartbeatInterval, "how often agents renew their Lease, for clusters whose spec sets no heartbeatInterval (an idle fleet of N clusters costs N / interval writes a second)")
+	fs.DurationVar(&o.HeartbeatDeadline, "heartbeat-deadline", DefaultHeartbeatDeadline, "how long after its agent's last renewal a cluster counts as offline, for clusters whose spec sets no heartbeatDeadline")
+	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", DefaultUninstallTimeout, "how long a deleted deployment waits for its agent to confirm the removal of its workloads (an offline cluster's deletion finishes after it)")
+	fs.StringVar(&o.Shard, "shard", "", "the hub shard to run: it follows the GitRepos labelled flotilla.dev/shard=<shard>; empty: the default shard, which also keeps the fleet-wide view")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "run the controllers only in the replica holding the Lease flotilla-hub in --namespace; the others stand by and forward webhooks")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after a leader's last renewal a standby replica takes over")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+	fs.StringVar(&o.Server, "agent-api-server-url", "", "the hub's API server URL as agents on other clusters reach it, given them in registration tokens; default the hub's own (an in-cluster one is refused: tokens then hold none and say why)")
+	fs.StringVar(&f.agentCA, "agent-api-server-ca", "", "PEM file of the CA agents trust for --agent-api-server-url; default the CA of the hub's own connection (its kubeconfig's file or data)")
+	return f
+}
+
+// Options are the options the parsed flags give, with the files they name read (the agents'
+// CA). Config, Version and Clock are the caller's to set.
+func (f *Flags) Options() (Options, error) {
+	o := f.opts
+	o.PollRecordInterval = f.recordEvery
+	if f.agentCA != "" {
+		ca, err := os.ReadFile(f.agentCA)
+		if err != nil {
+			return o, fmt.Errorf("--agent-api-server-ca: %w", err)
+		}
+		o.CACert = ca
+	}
+	return o, nil
+}
