@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,8 +18,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -55,9 +52,12 @@ type Client struct {
 	// MaxCheckoutBytes bounds the files of one checkout; default 256 MiB. A commit holding more
 	// is refused rather than filling the hub's disk.
 	MaxCheckoutBytes int64
+	// MaxIdle is how long the cache of a repository nothing checked out stays; default a week.
+	MaxIdle time.Duration
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	swept time.Time
 }
 
 var commitSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -203,14 +203,13 @@ func (c *Client) lock(key string) func() {
 // cache does not have it. Fetches are shallow for branch and tag heads, and incremental: objects
 // already in the cache are not transferred again.
 func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string, error) {
+	if !commitSHA.MatchString(commit) {
+		return "", fmt.Errorf("%q is not a commit id", commit)
+	}
+	c.sweep(time.Now())
 	dir := c.repoDir(repo)
 	defer c.lock(dir)()
 	out := filepath.Join(dir, "checkouts", commit)
-	if _, err := os.Stat(out); err == nil {
-		now := time.Now()
-		_ = os.Chtimes(out, now, now) // recency for eviction
-		return out, nil
-	}
 	r, err := git.PlainInit(filepath.Join(dir, "repo.git"), true)
 	if errors.Is(err, git.ErrRepositoryAlreadyExists) {
 		r, err = git.PlainOpen(filepath.Join(dir, "repo.git"))
@@ -233,7 +232,23 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	if err != nil {
 		return "", fmt.Errorf("commit %s of %s: %w", commit, SanitizeURL(repo.URL), ErrRefNotFound)
 	}
-	if err := writeTree(co, filepath.Join(dir, "checkouts"), commit, c.maxCheckoutBytes()); err != nil {
+	entries, err := treeEntries(co)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(out); err == nil {
+		// Served only as the commit's tree: a checkout that holds anything else (a file
+		// planted, a link changed) is written again.
+		if verifyCheckout(out, entries) == nil {
+			now := time.Now()
+			_ = os.Chtimes(out, now, now) // recency for eviction
+			return out, nil
+		}
+		if err := removeCheckout(out); err != nil {
+			return "", fmt.Errorf("failed to replace the checkout of %s: %w", commit, err)
+		}
+	}
+	if err := writeTree(entries, filepath.Join(dir, "checkouts"), commit, c.maxCheckoutBytes()); err != nil {
 		return "", err
 	}
 	c.evict(filepath.Join(dir, "checkouts"))
@@ -271,76 +286,6 @@ func (c *Client) maxCheckoutBytes() int64 {
 		return c.MaxCheckoutBytes
 	}
 	return 256 << 20
-}
-
-// ErrCheckoutTooLarge: a commit's files are larger than the checkout limit.
-var ErrCheckoutTooLarge = errors.New("the commit's files are larger than the checkout limit")
-
-// writeTree extracts a commit's tree into checkouts/<commit>, read-only: the renderer can read
-// it but nothing can change a commit's files. Submodules are skipped; symlinks are written as
-// they are (the renderer reads through a view confined to the checkout). A tree whose files
-// hold more than limit bytes is refused.
-func writeTree(co *object.Commit, checkouts, commit string, limit int64) error {
-	tree, err := co.Tree()
-	if err != nil {
-		return fmt.Errorf("failed to read tree of %s: %w", commit, err)
-	}
-	if err := os.MkdirAll(checkouts, 0o755); err != nil {
-		return fmt.Errorf("failed to create checkout dir: %w", err)
-	}
-	tmp, err := os.MkdirTemp(checkouts, ".tmp-")
-	if err != nil {
-		return fmt.Errorf("failed to create checkout dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	var total int64
-	err = tree.Files().ForEach(func(f *object.File) error {
-		if total += f.Size; total > limit {
-			return fmt.Errorf("%w (%d MiB)", ErrCheckoutTooLarge, limit>>20)
-		}
-		p := filepath.Join(tmp, filepath.FromSlash(f.Name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		switch f.Mode {
-		case filemode.Symlink:
-			target, err := f.Contents()
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, p)
-		case filemode.Submodule:
-			return nil
-		}
-		rd, err := f.Reader()
-		if err != nil {
-			return err
-		}
-		defer rd.Close()
-		mode := os.FileMode(0o444)
-		if f.Mode == filemode.Executable {
-			mode = 0o555
-		}
-		w, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(w, rd); err != nil {
-			w.Close()
-			return err
-		}
-		if err := w.Close(); err != nil {
-			return err
-		}
-		return os.Chmod(p, mode)
-	})
-	if err != nil {
-		return fmt.Errorf("failed to check out %s: %w", commit, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(checkouts, commit)); err != nil {
-		return fmt.Errorf("failed to check out %s: %w", commit, err)
-	}
-	return nil
 }
 
 // evict keeps the KeepCheckouts most recently used checkouts.
