@@ -31,20 +31,51 @@ import (
 // and the CA bundle it trusts in addition to the system's roots.
 type ChartAccess struct {
 	Username, Password string
-	// CredentialsFor, when set, limits the chart servers the credentials are sent to: only
-	// repository and registry URLs it matches get them (the GitRepo's helmRepoURLRegex).
-	// Credentials always go to the chart repository's own host alone, never to the hosts of
-	// the archives its index links to.
-	CredentialsFor *regexp.Regexp
+	// CredentialsFor admits the chart repository and registry URLs the credentials are sent
+	// to (ForServer, ForURLsMatching); nil sends them to none. The URLs are the repository's
+	// author's, so the operator's scope is an allow-list. Credentials always go to the chart
+	// repository's own host alone, never to the hosts of the archives its index links to.
+	CredentialsFor func(serverURL string) bool
 	CABundle       []byte
 }
 
 // credentials returns the credentials to send to serverURL, if any.
 func (a ChartAccess) credentials(serverURL string) (user, pass string, ok bool) {
-	if a.Username == "" && a.Password == "" || a.CredentialsFor != nil && !a.CredentialsFor.MatchString(serverURL) {
+	if a.Username == "" && a.Password == "" || a.CredentialsFor == nil || !a.CredentialsFor(serverURL) {
 		return "", "", false
 	}
 	return a.Username, a.Password, true
+}
+
+// ForServer admits the URLs of one chart server exactly: the scheme and host (with its port)
+// of server, such as https://charts.example.com or oci://registry.example.com. A plain http
+// server is admitted only when server says http itself: the operator's explicit choice.
+func ForServer(server string) (func(string) bool, error) {
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("%q is not a chart server URL (scheme://host[:port])", redact(server))
+	}
+	switch u.Scheme {
+	case "https", "http", "oci":
+	default:
+		return nil, fmt.Errorf("%q: the scheme must be https, oci or (explicitly) http", redact(server))
+	}
+	scheme, host := u.Scheme, strings.ToLower(u.Host)
+	return func(serverURL string) bool {
+		v, err := url.Parse(serverURL)
+		return err == nil && v.Scheme == scheme && strings.ToLower(v.Host) == host
+	}, nil
+}
+
+// ForURLsMatching admits the chart server URLs that re matches as a whole (Fleet's
+// helmRepoURLRegex, anchored: a pattern that matched part of a URL admitted any host
+// containing it), over https and oci only.
+func ForURLsMatching(re *regexp.Regexp) func(string) bool {
+	whole := regexp.MustCompile(`^(?:` + re.String() + `)$`)
+	return func(serverURL string) bool {
+		u, err := url.Parse(serverURL)
+		return err == nil && (u.Scheme == "https" || u.Scheme == "oci") && u.User == nil && whole.MatchString(serverURL)
+	}
 }
 
 // identity tells caches apart by what the server lets a client see: "" without credentials.

@@ -103,7 +103,7 @@ func renderOnly(t *testing.T, root string, opts RendererOptions, target Target) 
 func TestHelmChartFromRepositoryWithBasicAuth(t *testing.T) {
 	srv := newChartRepo(t, "fleet", "s3cret", configMapChart("greeter", "1.2.0"), configMapChart("greeter", "1.3.1"), configMapChart("greeter", "2.0.0"))
 	root := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: greeter\n  version: \"~1.3\"\n  values: {greeting: hi}\n"})
-	creds := ChartAccess{Username: "fleet", Password: "s3cret"}
+	creds := ChartAccess{Username: "fleet", Password: "s3cret", CredentialsFor: forServer(t, srv.URL)}
 	cache := t.TempDir()
 	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{CacheDir: cache, Access: creds}}, Target{ClusterName: "c1"})
 	if err != nil {
@@ -120,7 +120,7 @@ func TestHelmChartFromRepositoryWithBasicAuth(t *testing.T) {
 		t.Errorf("chart downloaded %d times, want 1", n)
 	}
 	// Wrong credentials: a clear error naming the field, without the password.
-	_, err = renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "fleet", Password: "wrong"}}}, Target{ClusterName: "c1"})
+	_, err = renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "fleet", Password: "wrong", CredentialsFor: forServer(t, srv.URL)}}}, Target{ClusterName: "c1"})
 	if err == nil || !strings.Contains(err.Error(), "fleet.yaml: helm.chart") || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("error = %v", err)
 	}
@@ -140,7 +140,7 @@ func TestHelmDependencyFromRepository(t *testing.T) {
 		"charts/.gitkeep":        "",
 		"templates/_helpers.tpl": "{{- define \"x\" -}}x{{- end -}}\n",
 	})
-	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "u", Password: "p"}}}, Target{})
+	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "u", Password: "p", CredentialsFor: forServer(t, srv.URL)}}}, Target{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestChartHostsOutsideTheAllowListAreNeverContacted(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { contacted.Add(1) }))
 	defer other.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	f := &ChartFetcher{AllowedHosts: []string{host}, Access: ChartAccess{Username: "u", Password: "p"}}
+	f := &ChartFetcher{AllowedHosts: []string{host}, Access: ChartAccess{Username: "u", Password: "p", CredentialsFor: forServer(t, srv.URL)}}
 	if _, err := f.FromRepository(context.Background(), srv.URL, "greeter", ""); err != nil {
 		t.Fatalf("the allowed host: %v", err)
 	}
@@ -275,14 +275,14 @@ func TestChartAccessCABundleAndCredentialScope(t *testing.T) {
 	if _, err := base.For(ChartAccess{}).FromRepository(context.Background(), srv.URL, "greeter", ""); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("an untrusted server was accepted: %v", err)
 	}
-	scoped := base.For(ChartAccess{Username: "u", Password: "p", CABundle: ca, CredentialsFor: regexp.MustCompile(`^https://charts\.example\.com/`)})
+	scoped := base.For(ChartAccess{Username: "u", Password: "p", CABundle: ca, CredentialsFor: ForURLsMatching(regexp.MustCompile(`https://charts\.example\.com/.*`))})
 	if _, err := scoped.FromRepository(context.Background(), srv.URL, "greeter", ""); err != nil {
 		t.Fatalf("with the CA bundle: %v", err)
 	}
 	if n := authSeen.Load(); n != 0 {
 		t.Errorf("credentials were sent to a server helmRepoURLRegex does not match (%d requests)", n)
 	}
-	withCreds := base.For(ChartAccess{Username: "u", Password: "p", CABundle: ca})
+	withCreds := base.For(ChartAccess{Username: "u", Password: "p", CABundle: ca, CredentialsFor: forServer(t, srv.URL)})
 	anonymous := base.For(ChartAccess{CABundle: ca})
 	if withCreds.archiveFile(digest) == anonymous.archiveFile(digest) {
 		t.Errorf("archives fetched with and without credentials share a cache file")
@@ -294,7 +294,7 @@ func TestChartAccessCABundleAndCredentialScope(t *testing.T) {
 func TestHelmChartFromAnArchiveURL(t *testing.T) {
 	srv := newChartRepo(t, "u", "p", configMapChart("greeter", "1.0.0"))
 	root := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/greeter-1.0.0.tgz\n"})
-	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "u", Password: "p"}}}, Target{ClusterName: "c1"})
+	res, err := renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{Access: ChartAccess{Username: "u", Password: "p", CredentialsFor: forServer(t, srv.URL)}}}, Target{ClusterName: "c1"})
 	if err != nil || !strings.Contains(string(res.Manifest), "version: 1.0.0") {
 		t.Fatalf("render: %v\n%v", err, res)
 	}
@@ -304,5 +304,57 @@ func TestHelmChartFromAnArchiveURL(t *testing.T) {
 	_, err = renderOnly(t, root, RendererOptions{Charts: &ChartFetcher{}}, Target{ClusterName: "c1"})
 	if err == nil || !strings.Contains(err.Error(), "fleet.yaml: helm.chart: failed to fetch "+unreachable.URL) || strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("error = %v, want the failed download named", err)
+	}
+}
+
+func forServer(t *testing.T, server string) func(string) bool {
+	t.Helper()
+	f, err := ForServer(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// The servers a GitRepo's chart credentials go to are an allow-list of the operator's: one
+// server exactly (scheme and host with port), or URLs a pattern matches as a whole over https
+// and oci; nothing else, and nothing without a scope.
+func TestChartCredentialsGoOnlyWhereTheOperatorSaid(t *testing.T) {
+	exact := forServer(t, "https://charts.example.com")
+	pattern := ForURLsMatching(regexp.MustCompile(`https://charts\.example\.com(/.*)?`))
+	plain := forServer(t, "http://127.0.0.1:8080")
+	for _, c := range []struct {
+		url                     string
+		exact, pattern, asPlain bool
+	}{
+		{"https://charts.example.com", true, true, false},
+		{"https://charts.example.com/stable/index.yaml", true, true, false},
+		{"https://CHARTS.example.com/x", true, false, false},
+		{"http://charts.example.com", false, false, false},              // the scheme, exactly
+		{"https://charts.example.com:8443", false, false, false},        // the port, exactly
+		{"https://charts.example.com.evil.test/x", false, false, false}, // an unanchored pattern admitted this
+		{"https://evil.test/https://charts.example.com/", false, false, false},
+		{"https://user@charts.example.com/", true, false, false},
+		{"oci://charts.example.com/x", false, false, false},
+		{"http://127.0.0.1:8080/index.yaml", false, false, true},
+		{"http://127.0.0.1:8081/index.yaml", false, false, false},
+	} {
+		if got := exact(c.url); got != c.exact {
+			t.Errorf("ForServer(https://charts.example.com)(%s) = %v", c.url, got)
+		}
+		if got := pattern(c.url); got != c.pattern {
+			t.Errorf("ForURLsMatching(%s) = %v", c.url, got)
+		}
+		if got := plain(c.url); got != c.asPlain {
+			t.Errorf("ForServer(http://127.0.0.1:8080)(%s) = %v", c.url, got)
+		}
+	}
+	if _, _, ok := (ChartAccess{Username: "u", Password: "p"}).credentials("https://charts.example.com"); ok {
+		t.Errorf("credentials without a scope were sent")
+	}
+	for _, bad := range []string{"charts.example.com", "ftp://charts.example.com", "https://u:p@charts.example.com", "https://"} {
+		if _, err := ForServer(bad); err == nil {
+			t.Errorf("ForServer(%q) accepted", bad)
+		}
 	}
 }

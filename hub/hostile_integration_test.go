@@ -380,8 +380,15 @@ func TestHelmSecretRefAndCABundleReachTheChartServer(t *testing.T) {
 		StringData: map[string]string{"username": "charts", "password": "chart-token"}}); err != nil {
 		t.Fatal(err)
 	}
-	owner := h.createRepo(h.goodNS, "charts", url, func(s *v1alpha1.GitRepoSpec) {
+	// Without a server named for them, the credentials go nowhere, and the GitRepo says so.
+	unscoped := h.createRepo(h.goodNS, "unscoped", url, func(s *v1alpha1.GitRepoSpec) {
 		s.HelmSecretRef, s.CABundle = &v1alpha1.LocalObjectReference{Name: "charts"}, ca
+	})
+	if msg := h.renderFailure(unscoped); !strings.Contains(msg, "spec.helmSecretRef: name the chart server its credentials are for in spec.helmRepoURL") {
+		t.Errorf("credentials without a server: %q", msg)
+	}
+	owner := h.createRepo(h.goodNS, "charts", url, func(s *v1alpha1.GitRepoSpec) {
+		s.HelmSecretRef, s.HelmRepoURL, s.CABundle = &v1alpha1.LocalObjectReference{Name: "charts"}, srv.URL, ca
 	})
 	waitFor(t, h.c, owner, "rendered with the GitRepo's credentials", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == commit })
 	other := h.createRepo(h.ns, "charts", url, func(s *v1alpha1.GitRepoSpec) { s.CABundle = ca })

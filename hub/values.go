@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -73,12 +74,23 @@ func (v *valuesResolver) resolveNamespace(field, ns string) (string, error) {
 // servers helmRepoURLRegex matches, and its CA bundle.
 func chartAccess(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo) (bundle.ChartAccess, error) {
 	access := bundle.ChartAccess{CABundle: repo.Spec.CABundle}
-	if expr := repo.Spec.HelmRepoURLRegex; expr != "" {
-		re, err := regexp.Compile(expr)
+	switch spec := &repo.Spec; {
+	case spec.HelmRepoURL != "":
+		scope, err := bundle.ForServer(spec.HelmRepoURL)
+		if err != nil {
+			return access, fmt.Errorf("spec.helmRepoURL: %w", err)
+		}
+		access.CredentialsFor = scope
+	case spec.HelmRepoURLRegex != "":
+		re, err := regexp.Compile(spec.HelmRepoURLRegex)
 		if err != nil {
 			return access, fmt.Errorf("spec.helmRepoURLRegex: %w", err)
 		}
-		access.CredentialsFor = re
+		access.CredentialsFor = bundle.ForURLsMatching(re)
+	case spec.HelmSecretRef != nil:
+		// The chart servers are named by the repository's author: credentials are sent to
+		// none the operator did not name.
+		return access, errors.New("spec.helmSecretRef: name the chart server its credentials are for in spec.helmRepoURL (or match it with spec.helmRepoURLRegex); they are sent to no server a repository names")
 	}
 	if ref := repo.Spec.HelmSecretRef; ref != nil {
 		var s corev1.Secret

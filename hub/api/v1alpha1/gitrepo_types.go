@@ -36,9 +36,17 @@ type GitRepoSpec struct {
 	// HelmSecretRef names a Secret with credentials for Helm repositories referenced by bundles.
 	// +optional
 	HelmSecretRef *LocalObjectReference `json:"helmSecretRef,omitempty"`
-	// HelmRepoURLRegex limits the chart servers helmSecretRef's credentials are sent to: only
-	// Helm repository and OCI registry URLs it matches (an RE2 expression) get them. Without
-	// it, every chart server a bundle of this repository names gets them.
+	// HelmRepoURL is the chart server helmSecretRef's credentials are for: they are sent to its
+	// scheme and host (with port) exactly, such as https://charts.example.com or
+	// oci://registry.example.com, and to no other server a bundle names. http only when given
+	// as http here.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	HelmRepoURL string `json:"helmRepoURL,omitempty"`
+	// HelmRepoURLRegex (Fleet's) admits instead the Helm repository and OCI registry URLs it
+	// matches as a whole (an RE2 expression, anchored at both ends), over https and oci only.
+	// With helmSecretRef, one of helmRepoURL and helmRepoURLRegex is required: the
+	// credentials go to no server a repository's author names.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	HelmRepoURLRegex string `json:"helmRepoURLRegex,omitempty"`
