@@ -55,7 +55,7 @@ func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOp
 	case err == nil && len(kept.Data[credentialsRemoved]) > 0:
 		return nil, fmt.Errorf("%w (%s); delete secret %s/%s to register again", ErrRemoved, kept.Data[credentialsRemoved], opts.Namespace, opts.credentialsSecret())
 	case err == nil && !expired(string(kept.Data[v1alpha1.RegistrationTokenKey]), time.Now()):
-		return registrationFrom(kept), nil
+		return registrationFrom(kept), removeBootstrap(ctx, secrets, opts)
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("failed to read secret %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
@@ -91,7 +91,21 @@ func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOp
 	} else if err != nil {
 		return nil, fmt.Errorf("registered, but failed to keep the credentials in %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
-	return reg, nil
+	return reg, removeBootstrap(ctx, secrets, opts)
+}
+
+// removeBootstrap deletes the bootstrap Secret once the agent keeps credentials of its own: the
+// registration token in it registers any cluster until it expires, and is of no use here any
+// more.
+func removeBootstrap(ctx context.Context, secrets secretsClient, opts BootstrapOptions) error {
+	if err := secrets.Delete(ctx, opts.BootstrapSecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("registered, but failed to remove the bootstrap secret %s/%s: %w", opts.Namespace, opts.BootstrapSecret, err)
+	}
+	return nil
+}
+
+type secretsClient interface {
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // Keep stores credentials the agent renewed or moved to in the credentials Secret: what

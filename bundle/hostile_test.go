@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -212,13 +213,37 @@ func TestKustomizeReachesNoNetwork(t *testing.T) {
 		"helm chart":         {"helmCharts:\n- name: c\n  repo: " + srv.URL + "\n", "helmCharts"},
 		"git remote":         {"resources:\n- github.com/example/repo//base?ref=v1\n", "resources[0]"},
 		"missing local path": {"resources: [nope.yaml]\n", "resources[0]"},
+		// Plugin configurations, inline and in files: only built-in plugins that read the
+		// repository's files, strictly decoded, their paths inside the checkout.
+		"inline transformer's patch":    {"resources: [cm.yaml]\ntransformers:\n- |\n  apiVersion: builtin\n  kind: PatchTransformer\n  metadata: {name: p}\n  path: " + u + "\n", "transformers[0].path"},
+		"inline generator's files":      {"generators:\n- |\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n  metadata: {name: g}\n  files: [k=" + u + "]\n", "generators[0].files[0]"},
+		"inline chart inflation":        {"generators:\n- |\n  apiVersion: builtin\n  kind: HelmChartInflationGenerator\n  metadata: {name: h}\n  repo: " + srv.URL + "\n  chartName: c\n", "generators[0].kind"},
+		"inline plugin of no kind":      {"resources: [cm.yaml]\ntransformers:\n- |\n  apiVersion: example.com/v1\n  kind: Fetcher\n  url: " + u + "\n", "transformers[0].kind"},
+		"a field no plugin has":         {"resources: [cm.yaml]\ntransformers:\n- |\n  apiVersion: builtin\n  kind: LabelTransformer\n  metadata: {name: l}\n  labels: {a: b}\n  url: " + u + "\n", "transformers[0].LabelTransformer"},
+		"a directory of configurations": {"resources: [cm.yaml]\ntransformers: [configs]\n", "transformers[0]"},
+		"a transformer file's patch":    {"resources: [cm.yaml]\ntransformers: [plugins/t.yaml]\n", "@app/plugins/t.yaml: path"},
+		"a generator file's kind":       {"generators: [plugins/g.yaml]\n", "@app/plugins/g.yaml: kind"},
+		"a replacement's source":        {"resources: [cm.yaml]\ntransformers: [plugins/r.yaml]\n", "@app/plugins/r.yaml: replacements[0].path"},
+	}
+	plugins := map[string]string{
+		"app/plugins/t.yaml":             "apiVersion: builtin\nkind: LabelTransformer\nmetadata: {name: ok}\nlabels: {team: a}\n---\napiVersion: builtin\nkind: PatchTransformer\nmetadata: {name: p}\npath: " + u + "\n",
+		"app/plugins/g.yaml":             "apiVersion: builtin\nkind: IAMPolicyGenerator\nmetadata: {name: i}\ncloud: gke\n",
+		"app/plugins/r.yaml":             "apiVersion: builtin\nkind: ReplacementTransformer\nmetadata: {name: r}\nreplacements:\n- path: " + u + "\n",
+		"app/configs/kustomization.yaml": "resources: [t.yaml]\n",
+		"app/configs/t.yaml":             "apiVersion: builtin\nkind: LabelTransformer\nmetadata: {name: l}\nlabels: {a: b}\n",
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			root := writeRepo(t, map[string]string{"app/fleet.yaml": "{}\n", "app/cm.yaml": cm, "app/kustomization.yaml": c.kustomization})
+			files := map[string]string{"app/fleet.yaml": "{}\n", "app/cm.yaml": cm, "app/kustomization.yaml": c.kustomization}
+			maps.Copy(files, plugins)
+			root := writeRepo(t, files)
 			out, err := renderEverything(root, nil)
-			if err == nil || !strings.Contains(err.Error(), "app/kustomization.yaml: "+c.field) {
-				t.Errorf("error %v does not name app/kustomization.yaml: %s", err, c.field)
+			want := "app/kustomization.yaml: " + c.field
+			if at, ok := strings.CutPrefix(c.field, "@"); ok {
+				want = at
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v does not name %s", err, want)
 			}
 			if strings.Contains(out, "fetched") {
 				t.Errorf("fetched content came out:\n%s", out)
@@ -331,5 +356,29 @@ func TestTemplatesCannotReachOutsideTheRender(t *testing.T) {
 	res, err := renderOnly(t, env, RendererOptions{Sandbox: &Sandbox{}}, Target{})
 	if err == nil || !strings.Contains(err.Error(), `function "env" not defined`) || res != nil {
 		t.Errorf("env: err %v, rendered %v", err, res)
+	}
+}
+
+// The built-in plugins that read only the repository's files work as Kustomize runs them,
+// inline and from files, with their paths inside the checkout.
+func TestBuiltinPluginConfigurationsRender(t *testing.T) {
+	root := writeRepo(t, map[string]string{
+		"app/fleet.yaml": "{}\n",
+		"app/cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base}\ndata: {a: b}\n",
+		"app/kustomization.yaml": "resources: [cm.yaml]\ntransformers:\n- |\n  apiVersion: builtin\n  kind: LabelTransformer\n  metadata: {name: team}\n  labels: {team: shop}\n  fieldSpecs: [{path: metadata/labels, create: true}]\n- plugins/patch.yaml\n" +
+			"generators:\n- plugins/gen.yaml\n",
+		"app/plugins/patch.yaml":   "apiVersion: builtin\nkind: PatchTransformer\nmetadata: {name: p}\npath: plugins/fix.yaml\ntarget: {kind: ConfigMap, name: base}\n",
+		"app/plugins/fix.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base}\ndata: {a: patched}\n",
+		"app/plugins/gen.yaml":     "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata: {name: generated}\nfiles: [plugins/settings.ini]\noptions: {disableNameSuffixHash: true}\n",
+		"app/plugins/settings.ini": "x=1\n",
+	})
+	out, err := renderEverything(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"team: shop", "a: patched", "name: generated", "settings.ini: |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

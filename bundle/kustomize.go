@@ -128,11 +128,13 @@ func (k *kustomizeFS) checkKustomization(file string) error {
 		{"components", kust.Components, false},
 		{"crds", kust.Crds, false},
 		{"configurations", kust.Configurations, false},
-		{"generators", kust.Generators, true},
-		{"transformers", kust.Transformers, true},
-		{"validators", kust.Validators, true},
 	} {
 		if err := checkAll(l.field, l.refs, l.inline); err != nil {
+			return err
+		}
+	}
+	for field, entries := range map[string][]string{"generators": kust.Generators, "transformers": kust.Transformers, "validators": kust.Validators} {
+		if err := k.checkPlugins(file, field, entries); err != nil {
 			return err
 		}
 	}

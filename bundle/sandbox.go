@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,14 +39,21 @@ const sandboxEnv = "FLOTILLA_RENDER_SANDBOX"
 // Sandbox limits.
 const (
 	DefaultRenderTimeout = 60 * time.Second
-	DefaultRenderMemory  = 1 << 30 // bytes of Go heap in the child
+	// DefaultRenderMemory is the child's memory: well under the hub container's own limit
+	// (1 GiB in the chart), so that no repository's render can run the hub out of memory.
+	DefaultRenderMemory = 256 << 20
 )
+
+// runtimeOverhead is the memory the child's Go runtime maps beside its heap (stacks, GC
+// metadata), allowed on top of the render's limit.
+const runtimeOverhead = 64 << 20
 
 // Sandbox runs template renders in child processes.
 type Sandbox struct {
 	// Timeout bounds one render; default DefaultRenderTimeout.
 	Timeout time.Duration
-	// Memory bounds the child's heap in bytes; default DefaultRenderMemory.
+	// Memory bounds the child's memory in bytes, enforced by the kernel (RLIMIT_DATA: every
+	// allocation past it fails, however fast it comes); default DefaultRenderMemory.
 	Memory int64
 	// Output bounds the rendered manifests in bytes; default 64 MiB.
 	Output int64
@@ -100,8 +106,8 @@ func outputLimit(limit int64) *LimitError {
 	return &LimitError{Limit: "output", Value: fmt.Sprintf("%d KiB", limit>>10)}
 }
 
-// Exit codes of the child beyond 0 (answered) and 1 (could not answer).
-const exitMemory = 3
+// exitOutOfMemory is the Go runtime's exit code when the kernel refused it memory.
+const exitOutOfMemory = 2
 
 // sandboxSession is one child process serving a Renderer's template renders in turn, started
 // on first use: a commit's renders pay for one process start, not one each. A render past a
@@ -217,7 +223,7 @@ func (ss *sandboxSession) run(ctx context.Context, req sandboxRequest) (*sandbox
 	case a.err != nil:
 		ss.kill()
 		var exit *exec.ExitError
-		if errors.As(w.err, &exit) && exit.ExitCode() == exitMemory {
+		if errors.As(w.err, &exit) && exit.ExitCode() == exitOutOfMemory && bytes.Contains(w.stderr.Bytes(), []byte("out of memory")) {
 			return nil, &LimitError{Limit: "memory", Value: fmt.Sprintf("%d MiB", memory>>20)}
 		}
 		return nil, fmt.Errorf("render sandbox: %v: %s", w.err, lastLine(w.stderr.Bytes()))
@@ -316,7 +322,10 @@ func serveSandbox(in io.Reader, out io.Writer) int {
 	if err != nil || memory <= 0 {
 		memory = DefaultRenderMemory
 	}
-	go watchMemory(memory)
+	if err := limitMemory(memory); err != nil {
+		fmt.Fprintln(os.Stderr, "render sandbox:", err)
+		return 1
+	}
 	// A render runs behind the hub's own work: a chart that loops until its deadline must not
 	// take the CPU the hub and its API server need.
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, sandboxNice)
@@ -374,18 +383,18 @@ func answer(req *sandboxRequest, resp *sandboxResponse) (err error) {
 	return err
 }
 
-// watchMemory ends the child when its heap passes limit: GOMEMLIMIT only makes the collector
-// work harder, and a template that keeps what it allocates would run the machine out of memory.
-func watchMemory(limit int64) {
+// limitMemory has the kernel bound the child's memory before it renders anything: with
+// RLIMIT_DATA, every mapping of memory past the limit fails and the runtime exits (a sampler
+// would let one large allocation through before it looked). The collector works to stay under
+// it meanwhile (the soft limit). The hard limit goes down with the soft one: nothing the
+// templates do can raise it.
+func limitMemory(limit int64) error {
 	debug.SetMemoryLimit(limit)
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	for {
-		metrics.Read(sample)
-		if v := sample[0].Value; v.Kind() == metrics.KindUint64 && int64(v.Uint64()) > limit {
-			os.Exit(exitMemory)
-		}
-		time.Sleep(20 * time.Millisecond)
+	data := uint64(limit + runtimeOverhead)
+	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: data, Max: data}); err != nil {
+		return fmt.Errorf("failed to limit its memory: %w", err)
 	}
+	return nil
 }
 
 // limitedBuffer keeps the first limit bytes written to it and drops the rest: the child's

@@ -3,6 +3,9 @@ package bundle
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +35,9 @@ func TestSandboxStopsRunawayTemplates(t *testing.T) {
 		timeout                       time.Duration
 	}{
 		{"endless loop", "{{ range 100000000000 }}{{ end }}", "bad", "deadline", time.Second},
-		{"memory", "{{ $s := repeat 200000000 \"xxxxxxxxxx\" }}{{ $t := print $s $s }}{{ len $t }}", "bad", "memory", time.Minute},
+		{"memory", "{{ $s := repeat 20000000 \"xxxxxxxxxx\" }}{{ $t := print $s $s }}{{ len $t }}", "bad", "memory", time.Minute},
+		// One allocation of 2 GB: a sampler of the heap never saw it before the machine did.
+		{"one allocation past the limit", "{{ len (repeat 200000000 \"xxxxxxxxxx\") }}", "bad", "memory", time.Minute},
 		{"output", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {a: {{ repeat 2000000 \"x\" }}}\n", "bad", "output", time.Minute},
 		{"values template loop", "{{ .Values.a }}", "values-loop", "deadline", time.Second},
 	}
@@ -64,6 +69,15 @@ func TestSandboxStopsRunawayTemplates(t *testing.T) {
 			good, err := r.Render(context.Background(), byName["good"], Target{ClusterName: "c"})
 			if err != nil || !strings.Contains(string(good.Manifest), "name: good") {
 				t.Errorf("the good bundle: %v", err)
+			}
+			// The kernel holds the child to its limit (and the runtime's share): no mapping of
+			// memory past it succeeds, whatever the templates do.
+			limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", r.sandbox.w.cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprint(256<<20 + runtimeOverhead); !regexp.MustCompile(`Max data size\s+` + want + `\s+` + want + `\s+bytes`).Match(limits) {
+				t.Errorf("the child's limits, want a data size of %s bytes:\n%s", want, limits)
 			}
 		})
 	}

@@ -46,6 +46,7 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	fs.BoolVar(&o.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "let repositories reference ConfigMaps and Secrets (helm.valuesFrom) outside their GitRepo's namespace")
 	fs.Int64Var(&f.recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
 	fs.DurationVar(&o.AgentTokenTTL, "agent-token-ttl", DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")
+	fs.DurationVar(&o.RegistrationTokenTTL, "registration-token-ttl", DefaultRegistrationTokenTTL, "lifetime of a ClusterRegistrationToken that sets no spec.ttl")
 	fs.IntVar(&o.RegistrationBurst, "registration-burst", DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
 	fs.DurationVar(&o.RegistrationInterval, "registration-interval", DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
 	fs.StringVar(&o.Namespace, "namespace", namespace, "the hub's own namespace, where it records its version (ConfigMap flotilla-hub)")

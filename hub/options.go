@@ -50,10 +50,13 @@ type Options struct {
 	// dependencies and redirects alike. Empty: any.
 	AllowedChartHosts []string
 	// RenderTimeout bounds each template render of a bundle (Helm, values templates), which
-	// runs in a child process of the hub; default 60s. RenderMemory bounds that process's heap;
-	// default 1 GiB. A render past either fails its GitRepo with a condition, and the others go on.
+	// runs in a child process of the hub; default 60s. RenderMemory bounds that process's memory,
+	// enforced by the kernel; default 256 MiB. A render past either fails its GitRepo with a condition, and the others go on.
 	RenderTimeout time.Duration
 	RenderMemory  int64
+	// RegistrationTokenTTL is the lifetime of ClusterRegistrationTokens that set none; default
+	// 7 days.
+	RegistrationTokenTTL time.Duration
 	// AgentTokenTTL is the lifetime of the hub tokens agents are issued at registration and
 	// renew themselves; default 7 days. Agents renew theirs when a third of it is left.
 	AgentTokenTTL time.Duration

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"maps"
-	"math"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -55,6 +54,9 @@ const (
 	DefaultRegistrationInterval = 6 * time.Second
 	DefaultRegistrationBurst    = 10
 	DefaultAgentTokenTTL        = 7 * 24 * time.Hour
+	// DefaultRegistrationTokenTTL is the lifetime of a ClusterRegistrationToken that sets none:
+	// a token handed around to install agents is a credential, and expires in days.
+	DefaultRegistrationTokenTTL = 7 * 24 * time.Hour
 )
 
 // tokenFinalizer holds a deleted ClusterRegistrationToken until its bearer token is revoked.
@@ -69,6 +71,8 @@ type tokenReconciler struct {
 	client   client.Client
 	kube     kubernetes.Interface
 	endpoint agentEndpoint
+	// ttl is the lifetime of tokens that set none.
+	ttl time.Duration
 }
 
 func (r *tokenReconciler) setup(mgr ctrl.Manager) error {
@@ -86,12 +90,15 @@ func registrationAccount(token string) string { return "registration-" + token }
 // revoke removes what a deleted token held: the hub does not count on a garbage collector.
 func (r *tokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegistrationToken) (reconciler.Outcome, error) {
 	ns, sa := tok.Namespace, registrationAccount(tok.Name)
-	for _, o := range []client.Object{
+	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns}},
-	} {
+	}
+	if tok.Status.SecretName != "" {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Status.SecretName, Namespace: ns}})
+	}
+	for _, o := range objs {
 		if err := r.client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			return reconciler.Outcome{}, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
 		}
@@ -112,14 +119,14 @@ func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterReg
 	}}); err != nil {
 		return reconciler.Outcome{}, err
 	}
-	// Unset TTL: the longest token the API server issues (136 years); the hub refuses
-	// registrations past a set TTL itself, as the API server's minimum is 10 minutes.
-	seconds := int64(math.MaxUint32)
-	var expires *metav1.Time
+	// The API server's token lives at least 10 minutes; the hub refuses registrations past
+	// the TTL itself.
+	ttl := positiveOr(r.ttl, DefaultRegistrationTokenTTL)
 	if tok.Spec.TTL != nil {
-		seconds = max(int64(tok.Spec.TTL.Seconds()), minTokenSeconds)
-		expires = &metav1.Time{Time: tok.CreationTimestamp.Add(tok.Spec.TTL.Duration)}
+		ttl = tok.Spec.TTL.Duration
 	}
+	seconds := max(int64(ttl.Seconds()), minTokenSeconds)
+	expires := &metav1.Time{Time: tok.CreationTimestamp.Add(ttl)}
 	tr, err := r.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
 		return reconciler.Outcome{}, fmt.Errorf("failed to issue registration token: %w", err)
@@ -133,11 +140,14 @@ func (r *tokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterReg
 		server = ""
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.InClusterAddressReason, r.endpoint.inClusterMessage()
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name + "-registration", Namespace: ns},
+	// A name of the API server's choosing: a Secret someone created beforehand under a name
+	// the hub would use is never taken for the token's (it could give agents another hub).
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: tok.Name + "-registration-", Namespace: ns,
+		Labels: map[string]string{v1alpha1.RegistrationTokenAnnotation: tok.Name}},
 		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.endpoint.ca, RegistrationServer: []byte(server),
 			v1alpha1.RegistrationTokenNameKey: []byte(tok.Name)}}
-	if err := r.client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
-		return reconciler.Outcome{}, err
+	if err := r.client.Create(ctx, secret); err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to store registration token %s: %w", tok.Name, err)
 	}
 	tok.Status.SecretName, tok.Status.Expires = secret.Name, expires
 	meta.SetStatusCondition(&tok.Status.Conditions, cond)
@@ -234,10 +244,21 @@ func (r *registrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 	}
 	// A Cluster this registration made or claimed already (an earlier attempt that failed
 	// later on) is its own; any other with an agent's identity needs an approval.
+	approved := exists && cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] == string(reg.UID)
 	takeover := exists && cl.Annotations[v1alpha1.ClientIDAnnotation] != "" && cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID)
-	if takeover && cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] != string(reg.UID) {
+	if takeover && !approved {
 		return r.hold(ctx, reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
 			"cluster %s is registered already: this registration takes it over once an operator approves it (flotilla cluster approve %s -n %s)", name, reg.Name, reg.Namespace))
+	}
+	// A Cluster an operator created before any agent registered is claimed only with the
+	// token it was made for: any other token's bearer would otherwise get its deployments.
+	if exists && !takeover && cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) && cl.Annotations[v1alpha1.RegistrationTokenAnnotation] != tok.Name && !approved {
+		made := "no registration token"
+		if t := cl.Annotations[v1alpha1.RegistrationTokenAnnotation]; t != "" {
+			made = "token " + t
+		}
+		return r.hold(ctx, reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
+			"cluster %s was created for %s, not %s: this registration claims it once an operator approves it (flotilla cluster approve %s -n %s)", name, made, tok.Name, reg.Name, reg.Namespace))
 	}
 	if wait := r.limits.wait(tok.UID, r.now()); wait > 0 {
 		out, err := r.hold(ctx, reg, v1alpha1.RateLimitedReason,

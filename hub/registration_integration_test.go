@@ -53,8 +53,12 @@ func (r *registrar) reconcileToken(name string) {
 // bearer is what a token's Secret hands an agent: a client of the hub with the token alone.
 func (r *registrar) bearer(token string) client.Client {
 	r.t.Helper()
+	var tok v1alpha1.ClusterRegistrationToken
+	if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: token}, &tok); err != nil {
+		r.t.Fatal(err)
+	}
 	var secret corev1.Secret
-	if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: token + "-registration"}, &secret); err != nil {
+	if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: tok.Status.SecretName}, &secret); err != nil {
 		r.t.Fatal(err)
 	}
 	return r.clientWith(string(secret.Data[RegistrationToken]))
@@ -130,8 +134,8 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	if edge.Status.Expires == nil || !edge.Status.Expires.Time.Equal(edge.CreationTimestamp.Add(time.Hour)) {
 		t.Errorf("token with ttl 1h: expires %v, created %v", edge.Status.Expires, edge.CreationTimestamp)
 	}
-	if forever.Status.Expires != nil {
-		t.Errorf("token without ttl expires at %v; it must not expire", forever.Status.Expires)
+	if forever.Status.Expires == nil || !forever.Status.Expires.Time.Equal(forever.CreationTimestamp.Add(DefaultRegistrationTokenTTL)) {
+		t.Errorf("token without ttl expires at %v, want the default %s after its creation %v", forever.Status.Expires, DefaultRegistrationTokenTTL, forever.CreationTimestamp)
 	}
 	agentA := r.bearer("edge")
 
@@ -264,5 +268,72 @@ func TestTokenOfAHubWithAnInClusterAddressSaysWhyItHasNone(t *testing.T) {
 	}
 	if server := secret.Data[RegistrationServer]; len(server) != 0 {
 		t.Errorf("the Secret gives agents the in-cluster address %q", server)
+	}
+}
+
+// A Cluster an operator created before its agent registered (`flotilla agent install --label`)
+// is claimed only with the token it was made for; another token's registration waits for an
+// approval and gets nothing, and the Cluster keeps its identity.
+func TestAPreCreatedClusterIsClaimedOnlyWithItsToken(t *testing.T) {
+	r := newRegistrar(t, 10)
+	ctx := context.Background()
+	for _, name := range []string{"prod-tokens", "lab-tokens"} {
+		if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns}}); err != nil {
+			t.Fatal(err)
+		}
+		r.reconcileToken(name)
+	}
+	for name, token := range map[string]string{"prod-db": "prod-tokens", "unnamed": ""} {
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns, Labels: map[string]string{"tier": "db"}}}
+		if token != "" {
+			cl.Annotations = map[string]string{v1alpha1.RegistrationTokenAnnotation: token}
+		}
+		if err := r.c.Create(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lab := r.bearer("lab-tokens")
+	for _, cluster := range []string{"prod-db", "unnamed"} {
+		held, _, _ := r.register(lab, "lab-claims-"+cluster, "lab-tokens", cluster, "id-lab-"+cluster)
+		if held.Status.Granted || len(held.Status.Credentials) > 0 || !strings.HasPrefix(heldFor(held), v1alpha1.AwaitingApprovalReason) || !strings.Contains(heldFor(held), "not lab-tokens") {
+			t.Errorf("another token's registration for %s: granted=%v credentials=%d %q", cluster, held.Status.Granted, len(held.Status.Credentials), heldFor(held))
+		}
+		var cl v1alpha1.Cluster
+		if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: cluster}, &cl); err != nil || cl.Annotations[v1alpha1.ClientIDAnnotation] != "" || cl.Status.Namespace != "" {
+			t.Errorf("%s changed hands: %v %+v %v", cluster, cl.Annotations, cl.Status, err)
+		}
+	}
+	if reg, _, _ := r.register(r.bearer("prod-tokens"), "prod-claims", "prod-tokens", "prod-db", "id-prod"); !reg.Status.Granted {
+		t.Errorf("the token the cluster was made for: %s", heldFor(reg))
+	}
+}
+
+// A Secret created beforehand under the name a token's Secret had is never taken for it: the
+// hub names the token's Secret itself, and the Secret it names holds the hub's address.
+func TestAPlantedRegistrationSecretIsNotAdopted(t *testing.T) {
+	r := newRegistrar(t, 1)
+	ctx := context.Background()
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edge-registration", Namespace: r.ns},
+		StringData: map[string]string{RegistrationServer: "https://hub.attacker.invalid", RegistrationToken: "planted"}}
+	if err := r.c.Create(ctx, planted); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: r.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	r.reconcileToken("edge")
+	var tok v1alpha1.ClusterRegistrationToken
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &tok); err != nil {
+		t.Fatal(err)
+	}
+	var secret corev1.Secret
+	if tok.Status.SecretName == planted.Name {
+		t.Fatalf("the planted secret was adopted")
+	}
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: tok.Status.SecretName}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(secret.Data[RegistrationServer]); got != hubCluster.Config().Host || string(secret.Data[RegistrationToken]) == "planted" {
+		t.Errorf("the token's secret gives agents %q and token %q", got, secret.Data[RegistrationToken])
 	}
 }

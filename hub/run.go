@@ -245,7 +245,7 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint agentEndpoint, sh shar
 		{"cluster status", true, (&clusterStatusReconciler{client: c, live: live, now: time.Now, delay: statusDelay,
 			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}, recorder: recorder}).setup},
 		{"cluster group status", true, (&clusterGroupStatusReconciler{client: c, delay: statusDelay}).setup},
-		{"registration token", true, (&tokenReconciler{client: c, kube: kube, endpoint: endpoint}).setup},
+		{"registration token", true, (&tokenReconciler{client: c, kube: kube, endpoint: endpoint, ttl: opts.RegistrationTokenTTL}).setup},
 		{"registration", true, (&registrationReconciler{client: c, kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
 			limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup},
 		{"content grant", true, (&contentGrantReconciler{client: c, now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup},

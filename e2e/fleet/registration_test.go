@@ -47,7 +47,8 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	}
 	var secret corev1.Secret
 	eventually(t, "the token's secret", 30*time.Second, func() bool {
-		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "new-clusters-registration"}, &secret) == nil
+		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: tok.Name}, tok) == nil && tok.Status.SecretName != "" &&
+			f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: tok.Status.SecretName}, &secret) == nil
 	})
 	// The token gives agents the address they reach the hub at, not the hub's own, and the CA
 	// the chart was given.
@@ -92,6 +93,11 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	reg, err := agent.Bootstrap(ctx, local, boot)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
+	}
+	// The bootstrap Secret, whose registration token would register any cluster until it
+	// expires, is gone once the agent keeps credentials of its own.
+	if _, err := local.CoreV1().Secrets("flotilla-system").Get(ctx, "flotilla-agent-bootstrap", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the bootstrap secret is still on the cluster: %v", err)
 	}
 	// A restart uses the kept credentials: no second registration.
 	again, err := agent.Bootstrap(ctx, local, boot)

@@ -15,6 +15,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -373,10 +374,8 @@ func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byt
 		}
 		return nil, &ErrInput{fmt.Errorf("registration token %s/%s: %s; pass --api-server-url with the address this cluster reaches the hub at", in.Namespace, in.Token, why)}
 	}
-	if len(in.ClusterLabels) > 0 {
-		if err := labelCluster(ctx, c, in.Namespace, in.ClusterName, in.ClusterLabels); err != nil {
-			return nil, err
-		}
+	if err := prepareCluster(ctx, c, in.Namespace, in.ClusterName, in.Token, in.ClusterLabels); err != nil {
+		return nil, err
 	}
 	boot := map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
 		"metadata": map[string]any{"name": "flotilla-agent-bootstrap", "namespace": "flotilla-system"},
@@ -399,13 +398,19 @@ func AgentManifest(ctx context.Context, c client.Client, in AgentInstall) ([]byt
 	return append(append(base, "---\n"...), bootYAML...), nil
 }
 
-// labelCluster sets labels on a Cluster, creating it when it does not exist yet: the first
-// agent that registers for it claims it.
-func labelCluster(ctx context.Context, c client.Client, namespace, name string, labels map[string]string) error {
+// prepareCluster readies the Cluster an agent install is for: it sets the operator's labels
+// and, on a Cluster no agent has registered for yet, names the token whose registration may
+// claim it (creating the Cluster when labels are given and it does not exist). A Cluster an
+// agent registered for already is not given to another token this way: that takes an approval.
+func prepareCluster(ctx context.Context, c client.Client, namespace, name, token string, labels map[string]string) error {
 	var cl v1alpha1.Cluster
 	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cl)
 	if apierrors.IsNotFound(err) {
-		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+		if len(labels) == 0 {
+			return nil // the registration creates it
+		}
+		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels,
+			Annotations: map[string]string{v1alpha1.RegistrationTokenAnnotation: token}}}
 		if err := c.Create(ctx, &cl); err != nil {
 			return fmt.Errorf("failed to create cluster %s: %w", name, err)
 		}
@@ -419,8 +424,17 @@ func labelCluster(ctx context.Context, c client.Client, namespace, name string, 
 		cl.Labels = map[string]string{}
 	}
 	maps.Copy(cl.Labels, labels)
+	if cl.Annotations[v1alpha1.ClientIDAnnotation] == "" {
+		if cl.Annotations == nil {
+			cl.Annotations = map[string]string{}
+		}
+		cl.Annotations[v1alpha1.RegistrationTokenAnnotation] = token
+	}
+	if equality.Semantic.DeepEqual(orig.ObjectMeta, cl.ObjectMeta) {
+		return nil
+	}
 	if err := c.Patch(ctx, &cl, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("failed to label cluster %s: %w", name, err)
+		return fmt.Errorf("failed to prepare cluster %s: %w", name, err)
 	}
 	return nil
 }

@@ -45,12 +45,16 @@ const (
 	// ApprovedRegistrationAnnotation, set by an operator on a Cluster, approves the
 	// registration with this UID to take the Cluster over (`flotilla cluster approve`).
 	ApprovedRegistrationAnnotation = "flotilla.dev/approved-registration"
+	// RegistrationTokenAnnotation, set by an operator on a Cluster created before its agent
+	// registered (`flotilla agent install --label` sets it), names the ClusterRegistrationToken
+	// whose registrations may claim it. A registration with any other token waits for approval.
+	RegistrationTokenAnnotation = "flotilla.dev/registration-token"
 )
 
 // ClusterRegistrationTokenSpec configures a token that agents present to register.
 type ClusterRegistrationTokenSpec struct {
-	// TTL is how long the token is valid after creation; unset means it does not expire.
-	// Deleting the token revokes it at once.
+	// TTL is how long the token is valid after creation; unset, the hub's
+	// --registration-token-ttl (7 days). Deleting the token revokes it at once.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="ttl must be at least 1m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
