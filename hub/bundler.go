@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -168,6 +169,10 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 	var failed []bundleFailure
 	for i := range sources {
 		src := &sources[i]
+		if err := b.ownName(ctx, repo, src); err != nil {
+			failed = append(failed, bundleFailure{name: src.Name, err: err})
+			continue
+		}
 		r, err := rr.renderAll(ctx, repo, src, clusters)
 		var renderErr *RenderError
 		switch {
@@ -180,6 +185,29 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 		}
 	}
 	return all, failed, nil
+}
+
+// ownName refuses a bundle whose name is another GitRepo's Bundle's in the namespace:
+// fleet.yaml's name is the repository author's, and never takes another GitRepo's Bundle over.
+// A Bundle of no GitRepo (made by hand) is not taken over either.
+func (b *bundler) ownName(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source) *RenderError {
+	var bun v1alpha1.Bundle
+	if err := b.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}, &bun); err != nil {
+		return nil // none (or unreadable: stage reads it again)
+	}
+	if owner := bun.Labels[LabelGitRepo]; owner != repo.Name {
+		return nameTaken(src, owner)
+	}
+	return nil
+}
+
+func nameTaken(src *bundle.Source, owner string) *RenderError {
+	by := "no GitRepo"
+	if owner != "" {
+		by = "GitRepo " + owner
+	}
+	return &RenderError{Err: fmt.Errorf("bundle %s (%s): the name is taken by a Bundle of %s in this namespace: give the bundle another name in %s",
+		src.Name, src.Dir, by, orDefault(src.FleetFile, path.Join(src.Dir, bundle.FleetFileName)))}
 }
 
 // bundleFailure is a bundle of a commit that does not render.
@@ -214,7 +242,7 @@ func (b *bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, co
 	var errs []error
 	for _, f := range failed {
 		msgs = append(msgs, f.err.Error())
-		if err := b.setRenderFailure(ctx, repo.Namespace, f.name, &v1alpha1.RenderFailure{Commit: commit, Message: truncate(gitsource.Sanitize(f.err.Error()), 4096)}); err != nil {
+		if err := b.setRenderFailure(ctx, repo, f.name, &v1alpha1.RenderFailure{Commit: commit, Message: truncate(gitsource.Sanitize(f.err.Error()), 4096)}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -235,14 +263,15 @@ func (b *bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, co
 	return err
 }
 
-// setRenderFailure records on a Bundle that the newest commit does not render (nil: it does),
-// when that changes; a Bundle that does not exist yet has nothing to record it on.
-func (b *bundler) setRenderFailure(ctx context.Context, namespace, name string, failure *v1alpha1.RenderFailure) error {
+// setRenderFailure records on the GitRepo's Bundle that the newest commit does not render (nil:
+// it does), when that changes; a Bundle that does not exist yet, or is another's, has nothing
+// to record it on.
+func (b *bundler) setRenderFailure(ctx context.Context, repo *v1alpha1.GitRepo, name string, failure *v1alpha1.RenderFailure) error {
 	var bun v1alpha1.Bundle
-	if err := b.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &bun); err != nil {
+	if err := b.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, &bun); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if equality.Semantic.DeepEqual(bun.Status.RenderFailure, failure) {
+	if bun.Labels[LabelGitRepo] != repo.Name || equality.Semantic.DeepEqual(bun.Status.RenderFailure, failure) {
 		return nil
 	}
 	orig := bun.DeepCopy()
@@ -474,6 +503,9 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		return nil, nil, false, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
+	if exists && bun.Labels[LabelGitRepo] != repo.Name {
+		return nil, nil, false, nameTaken(src, bun.Labels[LabelGitRepo]) // taken meanwhile
+	}
 	if exists && !bun.DeletionTimestamp.IsZero() {
 		// It left the repository a moment ago and came back: it is staged again once its old
 		// deployments are removed.
@@ -555,7 +587,7 @@ func (b *bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		return nil, nil, false, err
 	}
 	if bun.Status.RenderFailure != nil {
-		if err := b.setRenderFailure(ctx, bun.Namespace, bun.Name, nil); err != nil {
+		if err := b.setRenderFailure(ctx, repo, bun.Name, nil); err != nil {
 			return nil, nil, false, err
 		}
 	}

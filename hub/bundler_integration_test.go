@@ -395,3 +395,57 @@ func TestABundleThatDoesNotRenderFailsAlone(t *testing.T) {
 		t.Errorf("the GitRepo still names api: %q", rendered(got).Message)
 	}
 }
+
+// fleet.yaml's name is the repository author's: a GitRepo whose bundle names another GitRepo's
+// Bundle of the namespace fails that bundle, naming the owner, and the other's Bundle and
+// deployments stay as they were.
+func TestABundleNameNeverTakesOverAnotherGitReposBundle(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\n", "web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {owner: shop}\n"})
+	intruder := gitserver.New(t)
+	intruder.Commit("main", map[string]string{
+		"app/fleet.yaml": "name: shop-web\ndefaultNamespace: web\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {owner: intruder}\n",
+		"own/fleet.yaml": "defaultNamespace: other\n", "own/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: own}\n",
+	})
+	c, _ := startHub(t, Options{StatusDelay: 200 * time.Millisecond})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	registerCluster(t, c, ns, "prod-1", map[string]string{"env": "prod"})
+	all := []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}}
+	shop := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: up.ServeHTTP("", "").URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second}, Targets: all}}
+	if err := c.Create(ctx, shop); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, client.ObjectKeyFromObject(shop), "shop rendered", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit != "" })
+	var before v1alpha1.Bundle
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &before); err != nil {
+		t.Fatal(err)
+	}
+	bdBefore := deploymentsOf(t, c, ns, "shop-web")["prod-1"]
+	other := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "intruder", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: intruder.ServeHTTP("", "").URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second}, Targets: all}}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(t, c, client.ObjectKeyFromObject(other), "the intruder's own bundle rendered, the other refused", func(r *v1alpha1.GitRepo) bool {
+		cond := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
+		return r.Status.Commit != "" && cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RenderedCondition).Message; !strings.Contains(msg, "bundle shop-web (app): the name is taken by a Bundle of GitRepo shop") || !strings.Contains(msg, "app/fleet.yaml") {
+		t.Errorf("the intruder's Rendered condition: %q", msg)
+	}
+	var after v1alpha1.Bundle
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Labels[LabelGitRepo] != "shop" || after.Spec.LatestRevision != before.Spec.LatestRevision || after.Status.RenderFailure != nil {
+		t.Errorf("shop's Bundle moved: labels %v, revision %d (was %d), render failure %+v", after.Labels, after.Spec.LatestRevision, before.Spec.LatestRevision, after.Status.RenderFailure)
+	}
+	if bd := deploymentsOf(t, c, ns, "shop-web")["prod-1"]; bd.ResourceVersion != bdBefore.ResourceVersion {
+		t.Errorf("shop's deployment was written: %+v", bd.Spec)
+	}
+	if bds := deploymentsOf(t, c, ns, "intruder-own"); len(bds) != 1 {
+		t.Errorf("the intruder's own bundle did not roll out: %v", bds)
+	}
+}

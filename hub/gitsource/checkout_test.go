@@ -318,3 +318,20 @@ func addNode(nodes []node, segs []string, leaf node) []node {
 	}
 	return append(nodes, node{name: segs[0], mode: filemode.Dir, children: addNode(nil, segs[1:], leaf)})
 }
+
+// Credentials given in a repository's URL keep its cache apart like any others: a commit one
+// tenant fetched with them is never served to another that names the URL without them (or
+// with other ones).
+func TestURLCredentialsKeepCachesApart(t *testing.T) {
+	cl := newClient(t)
+	dirs := map[string]bool{}
+	for _, u := range []string{"https://git.example.invalid/team/repo.git", "https://alice:token-a@git.example.invalid/team/repo.git", "https://bob:token-b@git.example.invalid/team/repo.git"} {
+		dirs[cl.repoDir(Repo{URL: u})] = true
+	}
+	if len(dirs) != 3 {
+		t.Errorf("the same repository with different URL credentials shares a cache: %v", dirs)
+	}
+	if cl.repoDir(Repo{URL: "https://alice:token-a@git.example.invalid/team/repo.git"}) != cl.repoDir(Repo{URL: "https://alice:token-a@git.example.invalid/team/repo.git"}) {
+		t.Errorf("the same URL gets two caches")
+	}
+}

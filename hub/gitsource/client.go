@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -180,7 +181,12 @@ func (c *Client) knownHostsDir() string { return filepath.Join(c.CacheDir, "know
 // never served to another that has not proven access with its own (a pinned commit is served
 // from the cache without asking the remote).
 func (c *Client) repoDir(repo Repo) string {
-	sum := sha256.Sum256([]byte(SanitizeURL(repo.URL) + "\x00" + repo.Auth.identity()))
+	// Credentials in the URL itself (https://user:token@host/…) are credentials too.
+	var userinfo string
+	if u, err := url.Parse(repo.URL); err == nil && u.User != nil {
+		userinfo = u.User.String()
+	}
+	sum := sha256.Sum256([]byte(SanitizeURL(repo.URL) + "\x00" + repo.Auth.identity() + "\x00" + userinfo))
 	return filepath.Join(c.CacheDir, "repos", hex.EncodeToString(sum[:12]))
 }
 
