@@ -382,3 +382,42 @@ func TestBuiltinPluginConfigurationsRender(t *testing.T) {
 		}
 	}
 }
+
+// FuzzKustomizationReachesNoNetwork renders kustomizations of any text, with a server on
+// loopback behind every URL the seeds name (SERVER stands for it): whatever the kustomization
+// says, and whether it renders or not, the server receives no request and nothing it serves
+// comes out.
+func FuzzKustomizationReachesNoNetwork(f *testing.F) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		fmt.Fprint(w, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fetched}\n")
+	}))
+	f.Cleanup(srv.Close)
+	for _, seed := range []string{
+		"resources: [SERVER/x.yaml]\n",
+		"resources: [cm.yaml]\ntransformers:\n- |\n  apiVersion: builtin\n  kind: PatchTransformer\n  metadata: {name: p}\n  path: SERVER/p.yaml\n",
+		"generators:\n- |\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n  metadata: {name: g}\n  files: [k=SERVER/f]\n",
+		"resources: [cm.yaml]\nconfigMapGenerator:\n- name: g\n  envs: [SERVER/e]\n",
+		"resources: [cm.yaml]\npatches:\n- path: SERVER/p.yaml\n  target: {kind: ConfigMap}\n",
+		"helmCharts:\n- {name: c, repo: SERVER}\n",
+		"resources: [cm.yaml]\nreplacements:\n- path: SERVER/r.yaml\n",
+		"components: [SERVER/c]\n",
+		"resources: [cm.yaml]\nopenapi: {path: SERVER/o.json}\n",
+		"resources: [cm.yaml]\ncrds: [SERVER/crd.yaml]\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, kustomization string) {
+		kustomization = strings.ReplaceAll(kustomization, "SERVER", srv.URL)
+		root := writeRepo(t, map[string]string{"app/fleet.yaml": "{}\n", "app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base}\n", "app/kustomization.yaml": kustomization})
+		before := requests.Load()
+		out, _ := renderEverything(root, nil)
+		if n := requests.Load() - before; n != 0 {
+			t.Fatalf("the kustomization made %d requests:\n%s", n, kustomization)
+		}
+		if strings.Contains(out, "fetched") {
+			t.Fatalf("fetched content came out of:\n%s", kustomization)
+		}
+	})
+}
