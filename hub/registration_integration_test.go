@@ -43,6 +43,21 @@ func newRegistrar(t *testing.T, burst int) *registrar {
 	return r
 }
 
+// issue creates a token without a ttl, has the hub issue it, and returns it as issued.
+func (r *registrar) issue(name string) *v1alpha1.ClusterRegistrationToken {
+	r.t.Helper()
+	ctx := context.Background()
+	if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns}}); err != nil {
+		r.t.Fatal(err)
+	}
+	r.reconcileToken(name)
+	var tok v1alpha1.ClusterRegistrationToken
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: name}, &tok); err != nil {
+		r.t.Fatal(err)
+	}
+	return &tok
+}
+
 func (r *registrar) reconcileToken(name string) {
 	r.t.Helper()
 	if _, err := r.tokens.controller().Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
@@ -249,14 +264,7 @@ func TestTokenOfAHubWithAnInClusterAddressSaysWhyItHasNone(t *testing.T) {
 	r := newRegistrar(t, 1)
 	r.tokens.endpoint = agentEndpoint{server: "https://10.96.0.1:443", ca: hubCluster.Config().CAData, inCluster: true}
 	ctx := context.Background()
-	if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: r.ns}}); err != nil {
-		t.Fatal(err)
-	}
-	r.reconcileToken("edge")
-	var tok v1alpha1.ClusterRegistrationToken
-	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &tok); err != nil {
-		t.Fatal(err)
-	}
+	tok := r.issue("edge")
 	ready := meta.FindStatusCondition(tok.Status.Conditions, v1alpha1.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.InClusterAddressReason ||
 		!strings.Contains(ready.Message, "https://10.96.0.1:443") || !strings.Contains(ready.Message, "--agent-api-server-url") {
@@ -277,12 +285,8 @@ func TestTokenOfAHubWithAnInClusterAddressSaysWhyItHasNone(t *testing.T) {
 func TestAPreCreatedClusterIsClaimedOnlyWithItsToken(t *testing.T) {
 	r := newRegistrar(t, 10)
 	ctx := context.Background()
-	for _, name := range []string{"prod-tokens", "lab-tokens"} {
-		if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns}}); err != nil {
-			t.Fatal(err)
-		}
-		r.reconcileToken(name)
-	}
+	r.issue("prod-tokens")
+	r.issue("lab-tokens")
 	for name, token := range map[string]string{"prod-db": "prod-tokens", "unnamed": ""} {
 		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns, Labels: map[string]string{"tier": "db"}}}
 		if token != "" {
@@ -318,14 +322,7 @@ func TestAPlantedRegistrationSecretIsNotAdopted(t *testing.T) {
 	if err := r.c.Create(ctx, planted); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.c.Create(ctx, &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: r.ns}}); err != nil {
-		t.Fatal(err)
-	}
-	r.reconcileToken("edge")
-	var tok v1alpha1.ClusterRegistrationToken
-	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "edge"}, &tok); err != nil {
-		t.Fatal(err)
-	}
+	tok := r.issue("edge")
 	var secret corev1.Secret
 	if tok.Status.SecretName == planted.Name {
 		t.Fatalf("the planted secret was adopted")
