@@ -123,10 +123,20 @@ func startMove(ctx context.Context, c client.Client, cl *v1alpha1.Cluster, to st
 		old := &bds.Items[i]
 		bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Namespace: to, Labels: old.Labels, Annotations: old.Annotations}, Spec: old.Spec}
 		if err := c.Create(ctx, bd); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				continue // copied by an earlier attempt
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("failed to copy deployment %s of cluster %s: %w", old.Name, cl.Name, err)
 			}
-			return fmt.Errorf("failed to copy deployment %s of cluster %s: %w", old.Name, cl.Name, err)
+			// Copied by an earlier attempt, or a deployment of that name still being removed
+			// from the new namespace: the agent would take that one for its deployment and
+			// uninstall the workload. The move waits for it to go.
+			var existing v1alpha1.BundleDeployment
+			if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &existing); err != nil {
+				return fmt.Errorf("failed to read deployment %s in %s: %w", bd.Name, to, err)
+			}
+			if !existing.DeletionTimestamp.IsZero() {
+				return fmt.Errorf("cluster %s moves to %s once deployment %s there is removed", cl.Name, to, bd.Name)
+			}
+			continue
 		}
 		bd.Status = old.Status
 		if err := c.Status().Update(ctx, bd); err != nil {

@@ -337,7 +337,16 @@ func TestClusterInALegacyNamespaceMovesWithoutAGap(t *testing.T) {
 	if err := f.hub.Status().Update(ctx, moved); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.hub.Delete(ctx, &original); err != nil {
+	// The original deployment is still being removed from the cluster's own namespace when the
+	// hub starts (a finalizer of the test's holds it): the move must wait for it, or the agent
+	// would take it for its deployment there and uninstall the workload.
+	const hold = "e2e.flotilla.dev/hold"
+	held := original.DeepCopy()
+	held.Finalizers = append(held.Finalizers, hold)
+	if err := f.hub.Patch(ctx, held, client.MergeFrom(&original)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.hub.Delete(ctx, held); err != nil {
 		t.Fatal(err)
 	}
 	var cl v1alpha1.Cluster
@@ -382,6 +391,23 @@ func TestClusterInALegacyNamespaceMovesWithoutAGap(t *testing.T) {
 		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: w.Name}, &cl) == nil && cl.Status.AgentNamespace == legacy
 	})
 	f.startHub()
+	eventually(t, "the hub released its own hold on the deployment being removed", 30*time.Second, func() bool {
+		var bd v1alpha1.BundleDeployment
+		err := f.hub.Get(ctx, client.ObjectKeyFromObject(&original), &bd)
+		return err == nil && len(bd.Finalizers) == 1 && bd.Finalizers[0] == hold
+	})
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: w.Name}, &cl); err != nil || cl.Status.Namespace != legacy {
+		t.Errorf("the cluster moved while a deployment of its new namespace was being removed: %q (%v)", cl.Status.Namespace, err)
+	}
+	var removing v1alpha1.BundleDeployment
+	if err := f.hub.Get(ctx, client.ObjectKeyFromObject(&original), &removing); err != nil {
+		t.Fatal(err)
+	}
+	released := removing.DeepCopy()
+	released.Finalizers = nil
+	if err := f.hub.Patch(ctx, released, client.MergeFrom(&removing)); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the cluster moved and its agent followed", 60*time.Second, func() bool {
 		return f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: w.Name}, &cl) == nil &&
 			cl.Status.Namespace == current && cl.Status.PreviousNamespace == "" && cl.Status.AgentNamespace == current
