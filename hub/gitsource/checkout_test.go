@@ -94,8 +94,10 @@ func hostileCommit(t testing.TB, c *Client, repo Repo, nodes []node) string {
 	return h.String()
 }
 
-func file(name, content string) node { return node{name: name, mode: filemode.Regular, content: content} }
-func link(name, target string) node  { return node{name: name, mode: filemode.Symlink, content: target} }
+func file(name, content string) node {
+	return node{name: name, mode: filemode.Regular, content: content}
+}
+func link(name, target string) node { return node{name: name, mode: filemode.Symlink, content: target} }
 func dir(name string, children ...node) node {
 	return node{name: name, mode: filemode.Dir, children: children}
 }
