@@ -476,6 +476,14 @@ type requestCounter struct {
 
 func (r *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/"); req.Method == http.MethodPatch && len(parts) >= 2 && parts[len(parts)-2] == "gitrepos" {
+			r.mu.Lock()
+			if r.n == nil {
+				r.n = map[string]int{}
+			}
+			r.n["patch gitrepos"]++ // of the object (a status write's path ends in /status)
+			r.mu.Unlock()
+		}
 		if req.Method == http.MethodGet && req.URL.Query().Get("watch") != "true" {
 			// .../<resource> lists, .../<resource>/<name> gets (no subresource is read here).
 			parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
@@ -516,7 +524,10 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
 	url := up.ServeHTTP("", "").URL + "/repo.git"
-	c, defaultShard := startHub(t, Options{})
+	requests := &requestCounter{}
+	cfg := rest.CopyConfig(hubCluster.Config())
+	cfg.Wrap(requests.wrap)
+	c, defaultShard := startHub(t, Options{Config: cfg})
 	startHub(t, Options{Shard: "east"})
 	ctx := context.Background()
 	ns := namespace(t, c)
@@ -541,5 +552,22 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 	})
 	if got.Annotations[AnnotationWebhookForwarded] == "" {
 		t.Errorf("the GitRepo carries no %s: the delivery was not forwarded", AnnotationWebhookForwarded)
+	}
+
+	// A burst of deliveries (or one replayed) costs a write per forwardEvery, and its last is
+	// forwarded: the push it announces is polled without waiting for the next poll.
+	requests.reset()
+	third := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
+	start := time.Now()
+	for range 30 {
+		if code, _ := deliverPush(t, defaultShard, body, "east-secret"); code != http.StatusAccepted {
+			t.Fatalf("a delivery of the burst: %d", code)
+		}
+	}
+	burst := time.Since(start)
+	waitFor(t, c, key, "the east shard polled the burst's push", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == third })
+	waitUntil(t, "the burst forwarded", func() bool { return requests.count("patch", "gitrepos") >= 1 })
+	if n, most := requests.count("patch", "gitrepos"), int(burst/forwardEvery)+2; n > most {
+		t.Errorf("30 deliveries in %s cost %d forwarding writes, want at most %d", burst.Round(time.Millisecond), n, most)
 	}
 }

@@ -63,6 +63,8 @@ type sourceReconciler struct {
 	rerender map[string]int
 	// forwarded is each GitRepo's last forwarded-webhook annotation seen.
 	forwarded map[string]string
+	// forwards are the forwarded-webhook writes of this replica, per GitRepo.
+	forwards map[string]*forwarding
 	// announced is each GitRepo's last commit recorded as picked up (announce).
 	announced map[string]string
 	// uninstallTimeout bounds how long a deleted GitRepo says it waits for its clusters.
@@ -482,7 +484,53 @@ const AnnotationWebhookForwarded = "flotilla.dev/webhook-forwarded"
 
 // forward hands a webhook delivery to the leading replica: one write per delivery, none per
 // cluster.
+// forwardEvery bounds the forwarded-webhook writes of one GitRepo: deliveries (a burst of
+// pushes, or one delivery replayed) faster than that cost one write, and the last of a burst
+// is forwarded when the interval ends, so that no push waits for the next poll.
+const forwardEvery = time.Second
+
+// forwarding is a GitRepo's forwarded-webhook writes: the last one, and whether one waits.
+type forwarding struct {
+	last    time.Time
+	pending bool
+}
+
+// forward tells the hub that follows the GitRepo of a delivery, at most every forwardEvery.
 func (r *sourceReconciler) forward(ctx context.Context, s gitsource.Subscriber) {
+	r.mu.Lock()
+	if r.forwards == nil {
+		r.forwards = map[string]*forwarding{}
+	}
+	f := r.forwards[s.Key]
+	if f == nil {
+		f = &forwarding{}
+		r.forwards[s.Key] = f
+	}
+	if f.pending {
+		r.mu.Unlock()
+		return // the write that waits covers this delivery too
+	}
+	if wait := time.Until(f.last.Add(forwardEvery)); wait > 0 {
+		f.pending = true
+		r.mu.Unlock()
+		time.AfterFunc(wait, func() {
+			r.mu.Lock()
+			f.pending, f.last = false, time.Now()
+			r.mu.Unlock()
+			r.writeForward(ctx, s)
+		})
+		return
+	}
+	f.last = time.Now()
+	r.mu.Unlock()
+	r.writeForward(ctx, s)
+}
+
+// writeForward is the forwarded-webhook annotation's write.
+func (r *sourceReconciler) writeForward(ctx context.Context, s gitsource.Subscriber) {
+	if ctx.Err() != nil {
+		return
+	}
 	ns, name, _ := splitKey(s.Key)
 	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationWebhookForwarded, r.now().UTC().Format(time.RFC3339Nano))
