@@ -61,7 +61,8 @@
 // delivery's GitRepos in a cache of every shard's, indexed by the repository they follow, and
 // reads their webhook secrets at most every few seconds: its senders are untrusted, and no
 // delivery may make the hub load the API server. The leader of the GitRepo's shard polls at
-// once; any other replica forwards the delivery to it with one annotation write.
+// once; any other replica forwards the delivery to it with an annotation write, at most one
+// per GitRepo a second (a burst's last delivery is forwarded when the second ends).
 //
 // The hub's API types live in hub/api/v1alpha1; the CRDs and the hub's RBAC role in
 // manifests/ are generated from this tree by `go generate ./hub/...` (controller-gen, pinned as
