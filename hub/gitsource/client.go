@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-logr/logr"
 )
 
 // Repo is what a GitRepo follows.
@@ -245,11 +246,13 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	if _, err := os.Lstat(out); err == nil {
 		// Served only as the commit's tree: a checkout that holds anything else (a file
 		// planted, a link changed) is written again.
-		if verifyCheckout(out, entries) == nil {
+		err := verifyCheckout(out, entries)
+		if err == nil {
 			now := time.Now()
 			_ = os.Chtimes(out, now, now) // recency for eviction
 			return out, nil
 		}
+		logr.FromContextOrDiscard(ctx).Info("a checkout on disk is not its commit's tree: it is written again", "repo", SanitizeURL(repo.URL), "commit", commit, "reason", err.Error())
 		if err := removeCheckout(out); err != nil {
 			return "", fmt.Errorf("failed to replace the checkout of %s: %w", commit, err)
 		}
