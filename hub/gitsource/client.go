@@ -56,6 +56,8 @@ type Client struct {
 	MaxCheckoutBytes int64
 	// MaxIdle is how long the cache of a repository nothing checked out stays; default a week.
 	MaxIdle time.Duration
+	// Log tells of checkouts found tampered with; default none.
+	Log logr.Logger
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -252,7 +254,7 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 			_ = os.Chtimes(out, now, now) // recency for eviction
 			return out, nil
 		}
-		logr.FromContextOrDiscard(ctx).Info("a checkout on disk is not its commit's tree: it is written again", "repo", SanitizeURL(repo.URL), "commit", commit, "reason", err.Error())
+		c.Log.Info("a checkout on disk is not its commit's tree: it is written again", "repo", SanitizeURL(repo.URL), "commit", commit, "reason", err.Error())
 		if err := removeCheckout(out); err != nil {
 			return "", fmt.Errorf("failed to replace the checkout of %s: %w", commit, err)
 		}
