@@ -388,11 +388,8 @@ func (o *overlayFS) WriteFile(p string, _ []byte) error {
 // kustomizations: such a bundle is meant to be built by Kustomize, from a kustomize.dir that
 // only some target customizations set, and a cluster none of them selects would otherwise get
 // the kustomization files applied as manifests (and a confusing "apiVersion is required").
-func (c *Checkout) refuseStrayKustomizations(src *Source, t Target) error {
-	files, err := c.manifestFiles(src, valuesFileSet(&src.Fleet))
-	if err != nil {
-		return nil // renderManifests reports it
-	}
+// files are the bundle's manifest files, relative to its directory.
+func refuseStrayKustomizations(src *Source, t Target, files []string) error {
 	var stray []string
 	for _, f := range files {
 		if isKustomizationName(path.Base(f)) {
@@ -414,7 +411,7 @@ func (c *Checkout) refuseStrayKustomizations(src *Source, t Target) error {
 		msg += "; the target customizations that set kustomize.dir select: " + strings.Join(setters, ", ")
 	}
 	if src.FleetFile == "" {
-		return &FieldError{File: stray[0], Message: "is a kustomization, but " + msg + ": label the cluster, or set kustomize.dir for it"}
+		return &FieldError{File: path.Join(src.Dir, stray[0]), Message: "is a kustomization, but " + msg + ": label the cluster, or set kustomize.dir for it"}
 	}
 	return &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: msg + ": label the cluster, or set kustomize.dir for it"}
 }

@@ -50,10 +50,13 @@ func (c *Checkout) manifestFiles(src *Source, exclude map[string]bool) ([]string
 // overlays/<name>/, a file <base>_patch.<ext> is a JSON merge patch for the objects of <base>.<ext>
 // (matched by kind and name when the patch names them); any other file replaces the bundle's
 // file of the same name or adds a new one.
-func (c *Checkout) renderManifests(src *Source, opts Options, exclude map[string]bool) ([]Object, error) {
+func (c *Checkout) renderManifests(src *Source, t Target, opts Options, exclude map[string]bool) ([]Object, error) {
 	files, err := c.manifestFiles(src, exclude)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Dir, err)
+	}
+	if err := refuseStrayKustomizations(src, t, files); err != nil {
+		return nil, err
 	}
 	byFile := map[string][]Object{}
 	var order []string

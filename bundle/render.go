@@ -256,10 +256,7 @@ func (r *Renderer) render(ctx context.Context, src *Source, t Target, opts Optio
 			return nil, err
 		}
 	default:
-		if err := r.checkout.refuseStrayKustomizations(src, t); err != nil {
-			return nil, err
-		}
-		if objs, err = r.checkout.renderManifests(src, opts, valuesFileSet(&src.Fleet)); err != nil {
+		if objs, err = r.checkout.renderManifests(src, t, opts, valuesFileSet(&src.Fleet)); err != nil {
 			return nil, err
 		}
 	}
