@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -55,7 +56,8 @@ func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOp
 	case err == nil && len(kept.Data[credentialsRemoved]) > 0:
 		return nil, fmt.Errorf("%w (%s); delete secret %s/%s to register again", ErrRemoved, kept.Data[credentialsRemoved], opts.Namespace, opts.credentialsSecret())
 	case err == nil && !expired(string(kept.Data[v1alpha1.RegistrationTokenKey]), time.Now()):
-		return registrationFrom(kept), removeBootstrap(ctx, secrets, opts)
+		removeBootstrap(ctx, secrets, opts)
+		return registrationFrom(kept), nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("failed to read secret %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
@@ -91,17 +93,18 @@ func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOp
 	} else if err != nil {
 		return nil, fmt.Errorf("registered, but failed to keep the credentials in %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
-	return reg, removeBootstrap(ctx, secrets, opts)
+	removeBootstrap(ctx, secrets, opts)
+	return reg, nil
 }
 
 // removeBootstrap deletes the bootstrap Secret once the agent keeps credentials of its own: the
 // registration token in it registers any cluster until it expires, and is of no use here any
-// more.
-func removeBootstrap(ctx context.Context, secrets secretsClient, opts BootstrapOptions) error {
+// more. A Secret the agent may not delete is left, and said: it never keeps the agent from
+// running.
+func removeBootstrap(ctx context.Context, secrets secretsClient, opts BootstrapOptions) {
 	if err := secrets.Delete(ctx, opts.BootstrapSecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("registered, but failed to remove the bootstrap secret %s/%s: %w", opts.Namespace, opts.BootstrapSecret, err)
+		log.FromContext(ctx).Error(err, "registered, but the bootstrap secret, which holds a registration token, could not be removed: delete it", "secret", opts.Namespace+"/"+opts.BootstrapSecret)
 	}
-	return nil
 }
 
 type secretsClient interface {
