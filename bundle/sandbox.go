@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -223,7 +224,7 @@ func (ss *sandboxSession) run(ctx context.Context, req sandboxRequest) (*sandbox
 	case a.err != nil:
 		ss.kill()
 		var exit *exec.ExitError
-		if errors.As(w.err, &exit) && exit.ExitCode() == exitOutOfMemory && bytes.Contains(w.stderr.Bytes(), []byte("out of memory")) {
+		if errors.As(w.err, &exit) && exit.ExitCode() == exitOutOfMemory && outOfMemory(w.stderr.Bytes()) {
 			return nil, &LimitError{Limit: "memory", Value: fmt.Sprintf("%d MiB", memory>>20)}
 		}
 		return nil, fmt.Errorf("render sandbox: %v: %s", w.err, lastLine(w.stderr.Bytes()))
@@ -383,18 +384,64 @@ func answer(req *sandboxRequest, resp *sandboxResponse) (err error) {
 	return err
 }
 
-// limitMemory has the kernel bound the child's memory before it renders anything: with
-// RLIMIT_DATA, every mapping of memory past the limit fails and the runtime exits (a sampler
-// would let one large allocation through before it looked). The collector works to stay under
-// it meanwhile (the soft limit). The hard limit goes down with the soft one: nothing the
-// templates do can raise it.
+// limitMemory has the kernel bound the child's memory before it renders anything. Two limits,
+// because the runtime reserves address space before it writes to it: RLIMIT_DATA fails every
+// writable mapping past the limit, but the kernel checks a mapping laid over a reservation
+// only against what the reservation already counted, so one large allocation would pass it
+// once; RLIMIT_AS counts the reservation itself, and is set to what the child has reserved
+// now plus the same allowance. The collector works to stay under both meanwhile (the soft
+// limit). The hard limits go down with the soft ones: nothing the templates do can raise them.
 func limitMemory(limit int64) error {
 	debug.SetMemoryLimit(limit)
-	data := uint64(limit + runtimeOverhead)
-	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: data, Max: data}); err != nil {
+	reserved, err := addressSpace()
+	if err != nil {
 		return fmt.Errorf("failed to limit its memory: %w", err)
 	}
+	for _, l := range []struct {
+		resource int
+		bytes    uint64
+	}{
+		{syscall.RLIMIT_DATA, uint64(limit + runtimeOverhead)},
+		{syscall.RLIMIT_AS, reserved + uint64(limit+runtimeOverhead)},
+	} {
+		if err := syscall.Setrlimit(l.resource, &syscall.Rlimit{Cur: l.bytes, Max: l.bytes}); err != nil {
+			return fmt.Errorf("failed to limit its memory: %w", err)
+		}
+	}
 	return nil
+}
+
+// addressSpace is the address space the process has mapped, in bytes (VmSize).
+func addressSpace() (uint64, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if kb, ok := strings.CutPrefix(line, "VmSize:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/self/status: VmSize: %w", err)
+			}
+			return n << 10, nil
+		}
+	}
+	return 0, errors.New("/proc/self/status has no VmSize")
+}
+
+// outOfMemory reports whether the child's error output is the runtime's report of memory
+// the kernel refused it: "out of memory" where the heap could not grow, "cannot allocate
+// memory" where the runtime's own metadata could not.
+func outOfMemory(stderr []byte) bool {
+	for line := range bytes.Lines(stderr) {
+		report, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("fatal error: "))
+		if !ok {
+			continue
+		}
+		report = bytes.TrimPrefix(report, []byte("runtime: "))
+		return string(report) == "out of memory" || string(report) == "cannot allocate memory"
+	}
+	return false
 }
 
 // limitedBuffer keeps the first limit bytes written to it and drops the rest: the child's

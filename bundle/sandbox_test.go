@@ -79,6 +79,9 @@ func TestSandboxStopsRunawayTemplates(t *testing.T) {
 			if want := fmt.Sprint(256<<20 + runtimeOverhead); !regexp.MustCompile(`Max data size\s+` + want + `\s+` + want + `\s+bytes`).Match(limits) {
 				t.Errorf("the child's limits, want a data size of %s bytes:\n%s", want, limits)
 			}
+			if !regexp.MustCompile(`Max address space\s+(\d+)\s+(\d+)\s+bytes`).Match(limits) {
+				t.Errorf("the child's limits, want its address space bounded:\n%s", limits)
+			}
 		})
 	}
 }
@@ -108,6 +111,26 @@ func TestSandboxRendersTheSameManifests(t *testing.T) {
 		}
 		if a.ContentID != b.ContentID {
 			t.Errorf("%s: in process and sandboxed renders differ:\n%s\n---\n%s", sources[i].Name, a.Manifest, b.Manifest)
+		}
+	}
+}
+
+// The runtime's reports of memory the kernel refused are told apart from its other crashes.
+func TestOutOfMemoryReports(t *testing.T) {
+	for _, c := range []struct {
+		stderr string
+		want   bool
+	}{
+		{"runtime: out of memory: cannot allocate 2000003072-byte block (4194304 in use)\nfatal error: out of memory\n\ngoroutine 1", true},
+		{"fatal error: runtime: out of memory\n\nruntime stack:", true},
+		{"fatal error: runtime: cannot allocate memory\n\nruntime stack:", true},
+		{"fatal error: all goroutines are asleep - deadlock!\n", false},
+		{"panic: out of memory in my template\n", false},
+		{"fatal error: concurrent map writes\nout of memory\n", false},
+		{"", false},
+	} {
+		if got := outOfMemory([]byte(c.stderr)); got != c.want {
+			t.Errorf("outOfMemory(%q) = %v, want %v", c.stderr, got, c.want)
 		}
 	}
 }
