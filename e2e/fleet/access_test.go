@@ -5,13 +5,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -92,5 +95,87 @@ func TestCompromisedAgentCannotRewriteItsCluster(t *testing.T) {
 	}
 	if bd := deploymentOn(t, f, me); bd.Namespace != f.clusterNamespaces[me] {
 		t.Errorf("the deployment moved to %q", bd.Namespace)
+	}
+}
+
+// A tenant of the fleet namespace who may write its Clusters' status (clusters/status in a
+// Role there) points its cluster at another cluster's namespace, as a move the hub would make
+// (the old namespace recorded): the API server refuses it, whoever writes it but the hub, and
+// nothing moves: the victim's deployments, namespace and grants stay as they were, and the
+// tenant's cluster gains no access to them.
+func TestTenantCannotMoveAClusterIntoAnotherClustersNamespace(t *testing.T) {
+	_, f := deployWeb(t, "defaultNamespace: tenancy\n")
+	attacker, victim := workloads[0].Name, workloads[1].Name
+	ctx := context.Background()
+	tenant := "tenant-" + f.ns
+	for _, o := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: tenant, Namespace: f.ns}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"get", "update", "patch"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: tenant, Namespace: f.ns}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant}},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tenant}},
+	} {
+		if err := f.hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string]v1alpha1.Cluster{}
+	for _, name := range []string{attacker, victim} {
+		var c v1alpha1.Cluster
+		if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &c); err != nil {
+			t.Fatal(err)
+		}
+		before[name] = c
+	}
+	as := rest.CopyConfig(hubCluster.Config())
+	as.Impersonate = rest.ImpersonationConfig{UserName: tenant}
+	clusters := dynamic.NewForConfigOrDie(as).Resource(schema.GroupVersionResource{Group: "flotilla.dev", Version: "v1alpha1", Resource: "clusters"}).Namespace(f.ns)
+	if _, err := clusters.Get(ctx, attacker, metav1.GetOptions{}, "status"); err != nil {
+		t.Fatalf("the tenant reads its Cluster's status: %v", err)
+	}
+	mine, theirs := f.clusterNamespaces[attacker], f.clusterNamespaces[victim]
+	for what, write := range map[string]struct{ cluster, body string }{
+		"a move into the victim's namespace":        {attacker, `{"status":{"namespace":"` + theirs + `","previousNamespace":"` + mine + `"}}`},
+		"a move that names the victim's as its old": {attacker, `{"status":{"previousNamespace":"` + theirs + `"}}`},
+		"the namespace alone, to the victim's":      {attacker, `{"status":{"namespace":"` + theirs + `"}}`},
+		"the victim moved into the tenant's":        {victim, `{"status":{"namespace":"` + mine + `","previousNamespace":"` + theirs + `"}}`},
+		"the victim moved to a namespace of theirs": {victim, `{"status":{"namespace":"tenant-owned","previousNamespace":"` + theirs + `"}}`},
+	} {
+		_, err := clusters.Patch(ctx, write.cluster, types.MergePatchType, []byte(write.body), metav1.PatchOptions{}, "status")
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: want the write refused, got %v", what, err)
+		}
+	}
+	// A status field the tenant may write still goes through: the policy refuses the move, not
+	// the tenant's access.
+	if _, err := clusters.Patch(ctx, attacker, types.MergePatchType, []byte(`{"status":{"agentVersion":"v9.9.9"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("a status field the tenant may write: %v", err)
+	}
+	for name, was := range before {
+		var now v1alpha1.Cluster
+		if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &now); err != nil {
+			t.Fatal(err)
+		}
+		if now.Status.Namespace != was.Status.Namespace || now.Status.PreviousNamespace != "" {
+			t.Errorf("cluster %s moved: namespace %q, previous %q (was %q)", name, now.Status.Namespace, now.Status.PreviousNamespace, was.Status.Namespace)
+		}
+	}
+	if bd := deploymentOn(t, f, victim); bd.Namespace != theirs || !bd.DeletionTimestamp.IsZero() {
+		t.Errorf("the victim's deployment: namespace %q, deleted at %v", bd.Namespace, bd.DeletionTimestamp)
+	}
+	var ns corev1.Namespace
+	if err := f.hub.Get(ctx, client.ObjectKey{Name: theirs}, &ns); err != nil || !ns.DeletionTimestamp.IsZero() {
+		t.Errorf("the victim's namespace: %v, deleted at %v", err, ns.DeletionTimestamp)
+	}
+	var bindings rbacv1.RoleBindingList
+	if err := f.hub.List(ctx, &bindings, client.InNamespace(theirs)); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bindings.Items {
+		for _, s := range b.Subjects {
+			if s.Namespace == mine {
+				t.Errorf("RoleBinding %s in the victim's namespace names the tenant's agent %s/%s", b.Name, s.Namespace, s.Name)
+			}
+		}
 	}
 }
