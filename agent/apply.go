@@ -402,6 +402,25 @@ func (a *Applier) ensureNamespace(ctx context.Context, name string, opts Options
 	return nil
 }
 
+// DeleteNamespace deletes a namespace as the applier's identity: a deployment that applies as
+// a tenant's service account removes only a namespace that account may delete itself. It
+// reports whether the namespace is gone or going; a namespace the identity may not delete is
+// kept, and that is no error (deleteNamespace asks; RBAC decides).
+func (a *Applier) DeleteNamespace(ctx context.Context, name string) (deleted bool, err error) {
+	m, err := a.mapping(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
+	if err != nil {
+		return false, err
+	}
+	err = a.resource(m, "").Delete(ctx, name, metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		return false, nil
+	case client.IgnoreNotFound(err) != nil:
+		return false, fmt.Errorf("failed to delete namespace %s: %w", name, err)
+	}
+	return true, nil
+}
+
 func (a *Applier) waitEstablished(ctx context.Context, name string) error {
 	crds := a.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	deadline := time.Now().Add(30 * time.Second)

@@ -863,10 +863,16 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 		if _, err := a.Apply(ctx, nil, inv, Options{Owner: name, Protected: d.opts.protected()}); err != nil {
 			return err
 		}
-		// deleteNamespace: the namespaces the bundle deployed into go with it.
+		// deleteNamespace: the namespaces the bundle deployed into go with it, deleted with the
+		// rights the bundle applied with, never the agent's own.
 		for _, ns := range strings.Fields(cm.Data["deleteNamespaces"]) {
-			if err := d.local.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("failed to delete namespace %s: %w", ns, err)
+			deleted, err := a.DeleteNamespace(ctx, ns)
+			if err != nil {
+				return err
+			}
+			if !deleted {
+				log.FromContext(ctx).Info("namespace kept: the deployment's service account may not delete it (deleteNamespace)",
+					"deployment", name, "namespace", ns, "serviceAccount", cm.Data["serviceAccount"])
 			}
 		}
 	}

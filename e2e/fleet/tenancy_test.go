@@ -302,6 +302,41 @@ func TestFleetRestrictionIsEnforcedOnTheCluster(t *testing.T) {
 			t.Errorf("%s exists on the cluster (%v)", what, err)
 		}
 	}
+
+	// A bundle that asks for its namespace to go with it (deleteNamespace) is removed as the
+	// tenant's service account, which may not delete namespaces: its own objects go, the
+	// namespace and what others deployed there stay.
+	cleanup := gitserver.New(t)
+	cleanup.Commit("main", map[string]string{
+		"removable/fleet.yaml": "defaultNamespace: " + allowedNS + "\ndeleteNamespace: true\n",
+		"removable/cm.yaml":    strings.Replace(cm, "settings", "removable", 1),
+	})
+	removable := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "cleanup", Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: cleanup.ServeHTTP("", "").URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterName: w.Name}}}}}
+	if err := f.hub.Create(ctx, removable); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleteNamespace bundle is applied as the tenant", 60*time.Second, func() bool {
+		_, err := local.CoreV1().ConfigMaps(allowedNS).Get(ctx, "removable", metav1.GetOptions{})
+		return err == nil
+	})
+	if err := f.hub.Delete(ctx, removable); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleteNamespace bundle is removed from the cluster", 60*time.Second, func() bool {
+		var bd v1alpha1.BundleDeployment
+		err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.clusterNamespaces[w.Name], Name: hub.DeploymentName(f.ns, "cleanup-removable")}, &bd)
+		_, cmErr := local.CoreV1().ConfigMaps(allowedNS).Get(ctx, "removable", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(cmErr)
+	})
+	ns, err := local.CoreV1().Namespaces().Get(ctx, allowedNS, metav1.GetOptions{})
+	if err != nil || ns.DeletionTimestamp != nil {
+		t.Errorf("namespace %s was deleted with the agent's rights: %v, deleted at %v", allowedNS, err, ns.GetDeletionTimestamp())
+	}
+	if _, err := local.CoreV1().ConfigMaps(allowedNS).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+		t.Errorf("another bundle's ConfigMap in that namespace: %v", err)
+	}
 }
 
 func createErr[T any](_ T, err error) error { return err }
