@@ -73,12 +73,26 @@ package hub
 //go:generate go tool controller-gen crd:maxDescLen=400 paths=./api/... output:crd:artifacts:config=../manifests/crds
 //go:generate go tool controller-gen rbac:roleName=flotilla-hub paths=./... output:rbac:artifacts:config=../manifests/rbac
 
+// The hub's ClusterRole, rule by rule (what each is for is in the README's security model):
+// Flotilla's own kinds, which it reconciles and writes;
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents;fleetrestrictions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flotilla.dev,resources=bundledeployments,verbs=deletecollection
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos/status;bundles/status;bundledeployments/status;clusters/status;clustergroups/status;clusterregistrationtokens/status;clusterregistrations/status;stagedupdateruns/status;approvalrequests/status;rolloutsequences/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// the verb of the policy flotilla-cluster-namespace-is-the-hubs, held by nobody else: only it
+// moves a cluster's deployments to another namespace (manifests/policies);
+// +kubebuilder:rbac:groups=flotilla.dev,resources=clusters,verbs=move
+// clusters' namespaces and agents' and registration tokens' identities, cached;
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+// Secrets read one by one when a GitRepo names one (never listed, never cached), and the
+// registration tokens' Secrets it creates and deletes;
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// ConfigMaps read when a fleet.yaml names one (valuesFrom), and its own version record;
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
+// agents' Roles and content grants, which grant only what the hub holds itself (no escalate,
+// no bind, no cluster-wide roles);
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// agents' Leases (their heartbeats) and the hub's leader election.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
+	"github.com/flotilla-dev/flotilla/manifests"
 )
 
 var (
@@ -68,6 +70,9 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		if err := controlplane.InstallFlotillaAPI(ctx, hubCluster.Config()); err != nil {
+			return err
+		}
+		if err := installHubRole(ctx); err != nil {
 			return err
 		}
 		for i := range workloadClusters {
@@ -254,7 +259,40 @@ func hubOptions(t *testing.T) hub.Options {
 	if cfg.CAFile == "" || len(cfg.CAData) > 0 {
 		t.Fatalf("the hub's kubeconfig should name its CA by file: %+v", cfg.TLSClientConfig)
 	}
-	return hub.Options{Config: cfg, Server: hubCluster.ExternalHost}
+	return hub.Options{Config: asTheHub(cfg), Server: hubCluster.ExternalHost}
+}
+
+// hubServiceAccount is the identity the fleet's hubs run as: bound to the hub's ClusterRole
+// (manifests/rbac) and nothing else, so that every scenario proves the role is enough, and the
+// admission policies see the hub as they see it when it is installed.
+const hubServiceAccount = "system:serviceaccount:flotilla-system:flotilla-hub"
+
+// asTheHub makes cfg act as the hub's service account.
+func asTheHub(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: hubServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:flotilla-system", "system:authenticated"}}
+	return cfg
+}
+
+// installHubRole installs the hub's ClusterRole as users do and binds it to hubServiceAccount.
+func installHubRole(ctx context.Context) error {
+	role, err := fs.ReadFile(manifests.Install, "rbac/role.yaml")
+	if err != nil {
+		return err
+	}
+	binding := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: flotilla-hub}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla-hub}
+subjects: [{kind: ServiceAccount, name: flotilla-hub, namespace: flotilla-system}]
+`
+	for _, doc := range [][]byte{role, []byte(binding)} {
+		if _, err := controlplane.Apply(ctx, hubCluster.Config(), doc); err != nil {
+			return fmt.Errorf("failed to install the hub's role: %w", err)
+		}
+	}
+	return nil
 }
 
 func (f *fleetEnv) startAgent(w *controlplane.Cluster) {

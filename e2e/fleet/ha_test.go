@@ -57,7 +57,7 @@ func runHubProcess(kubeconfig string) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err = hub.Run(ctx, hub.Options{Config: cfg, CacheDir: os.Getenv(hubProcessCache), MetricsAddr: os.Getenv(hubProcessMetrics),
+	err = hub.Run(ctx, hub.Options{Config: asTheHub(cfg), CacheDir: os.Getenv(hubProcessCache), MetricsAddr: os.Getenv(hubProcessMetrics),
 		Namespace: os.Getenv(hubProcessNamespace), Version: hubVersion, StatusDelay: time.Second,
 		LeaderElection: true, LeaseDuration: haLeaseDuration, RenewDeadline: haRenewDeadline, RetryPeriod: haRetryPeriod})
 	if err != nil {
