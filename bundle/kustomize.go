@@ -1,6 +1,8 @@
 package bundle
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -34,12 +36,6 @@ type kustomizeFS struct {
 	// refused are the kustomizations checkKustomization refused, by absolute path: a build
 	// that reads one fails with why, and a bundle that reads none is not held back by them.
 	refused map[string]error
-}
-
-// fs is the file system Kustomize builds on: the copy, with the refused kustomizations
-// unreadable.
-func (k *kustomizeFS) fs() *overlayFS {
-	return &overlayFS{FileSystem: k.mem, refused: k.refused}
 }
 
 // memFS copies the checkout into memory and checks every kustomization in it (checkKustomization).
@@ -261,7 +257,7 @@ const chartOutputName = "flotilla-chart-output.yaml"
 // that kustomization, so its patches and transformers apply to the chart. The checkout's
 // in-memory copy is shared by every render, so the output and the kustomization that lists it
 // are laid over it for this build only.
-func (r *Renderer) kustomizeChart(src *Source, kustomizeDir string, objs []Object) ([]Object, error) {
+func (r *Renderer) kustomizeChart(ctx context.Context, src *Source, kustomizeDir string, objs []Object) ([]Object, error) {
 	mem, dir, err := r.kustomization(src, Options{Kustomize: &Kustomize{Dir: kustomizeDir}})
 	if err != nil {
 		return nil, err
@@ -308,11 +304,10 @@ func (r *Renderer) kustomizeChart(src *Source, kustomizeDir string, objs []Objec
 		}
 		stream = append(append(stream, "---\n"...), doc...)
 	}
-	overlay := &overlayFS{FileSystem: mem.mem, refused: mem.refused, files: map[string][]byte{
+	out, err := r.renderKustomize(ctx, mem, dir, map[string][]byte{
 		"/" + kustFile:               kustData,
 		"/" + path.Join(dir, output): stream,
-	}}
-	out, err := renderKustomize(overlay, dir)
+	})
 	if err != nil {
 		return nil, &FieldError{File: src.FleetFile, Field: "kustomize.dir", Err: err}
 	}
@@ -416,23 +411,45 @@ func refuseStrayKustomizations(src *Source, t Target, files []string) error {
 	return &FieldError{File: src.FleetFile, Field: "kustomize.dir", Message: msg + ": label the cluster, or set kustomize.dir for it"}
 }
 
-// renderKustomize builds the kustomization in dir (relative to the root) on the in-memory copy.
-func renderKustomize(fsys *overlayFS, dir string) ([]Object, error) {
-	kz := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := kz.Run(fsys, path.Join("/", dir))
-	if err != nil {
-		// Kustomize reports a kustomization it could not read as missing: say why it was
-		// refused instead (the build's own directory, or a base it names).
-		for p, refusal := range fsys.refused {
-			if d := path.Dir(p); d == path.Join("/", dir) || strings.Contains(err.Error(), "'"+d+"'") {
-				return nil, refusal
-			}
-		}
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+// renderKustomize builds the kustomization in dir (relative to the root) on the in-memory copy,
+// with files laid over it, in the sandbox when there is one: a kustomization can ask for
+// exponentially many objects (each overlay naming its base twice), and only a child process
+// can be stopped at a deadline or a memory limit.
+func (r *Renderer) renderKustomize(ctx context.Context, k *kustomizeFS, dir string, files map[string][]byte) ([]Object, error) {
+	var data []byte
+	var err error
+	if r.sandbox != nil {
+		data, err = r.sandbox.kustomize(ctx, r.checkout.dir, dir, files)
+	} else {
+		data, err = buildKustomize(&overlayFS{FileSystem: k.mem, refused: k.refused, files: files}, dir)
 	}
-	data, err := res.AsYaml()
 	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		return nil, k.explain(dir, err)
 	}
 	return parseObjects(dir+" (kustomize output)", data)
+}
+
+// buildKustomize runs Kustomize on the kustomization in dir and returns its YAML.
+func buildKustomize(fsys *overlayFS, dir string) ([]byte, error) {
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, path.Join("/", dir))
+	if err != nil {
+		return nil, err
+	}
+	return res.AsYaml()
+}
+
+// explain turns a failed build of dir into its error: Kustomize reports a kustomization it
+// could not read as missing, so a refused one (the build's own, or a base it names) is told by
+// why it was refused. The build may have run in the sandbox: err is matched by its text.
+func (k *kustomizeFS) explain(dir string, err error) error {
+	var limit *LimitError
+	if errors.As(err, &limit) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	for p, refusal := range k.refused {
+		if d := path.Dir(p); d == path.Join("/", dir) || strings.Contains(err.Error(), "'"+d+"'") {
+			return refusal
+		}
+	}
+	return fmt.Errorf("kustomize build %s: %w", dir, err)
 }

@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
@@ -50,7 +51,7 @@ func (c *Checkout) manifestFiles(src *Source, exclude map[string]bool) ([]string
 // overlays/<name>/, a file <base>_patch.<ext> is a JSON merge patch for the objects of <base>.<ext>
 // (matched by kind and name when the patch names them); any other file replaces the bundle's
 // file of the same name or adds a new one.
-func (c *Checkout) renderManifests(src *Source, t Target, opts Options, exclude map[string]bool) ([]Object, error) {
+func (c *Checkout) renderManifests(ctx context.Context, src *Source, t Target, opts Options, exclude map[string]bool) ([]Object, error) {
 	files, err := c.manifestFiles(src, exclude)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Dir, err)
@@ -60,7 +61,12 @@ func (c *Checkout) renderManifests(src *Source, t Target, opts Options, exclude 
 	}
 	byFile := map[string][]Object{}
 	var order []string
+	// Each file is bounded (maxFileSize) and parsed in linear time; a render that is no longer
+	// wanted (its commit's render budget spent, the hub stopping) stops between files.
 	load := func(rel, name string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		data, err := c.ReadFile(name, maxFileSize)
 		if err != nil {
 			return err

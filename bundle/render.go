@@ -3,6 +3,7 @@ package bundle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -243,7 +244,7 @@ func (r *Renderer) render(ctx context.Context, src *Source, t Target, opts Optio
 			return nil, &FieldError{File: src.FleetFile, Field: "helm", Err: err}
 		}
 		if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
-			if objs, err = r.kustomizeChart(src, opts.Kustomize.Dir, objs); err != nil {
+			if objs, err = r.kustomizeChart(ctx, src, opts.Kustomize.Dir, objs); err != nil {
 				return nil, err
 			}
 		}
@@ -252,11 +253,11 @@ func (r *Renderer) render(ctx context.Context, src *Source, t Target, opts Optio
 		if err != nil {
 			return nil, err
 		}
-		if objs, err = renderKustomize(mem.fs(), dir); err != nil {
-			return nil, err
+		if objs, err = r.renderKustomize(ctx, mem, dir, nil); err != nil {
+			return nil, stoppedIn(src, dir, err)
 		}
 	default:
-		if objs, err = r.checkout.renderManifests(src, t, opts, valuesFileSet(&src.Fleet)); err != nil {
+		if objs, err = r.checkout.renderManifests(ctx, src, t, opts, valuesFileSet(&src.Fleet)); err != nil {
 			return nil, err
 		}
 	}
@@ -271,6 +272,19 @@ func (r *Renderer) render(ctx context.Context, src *Source, t Target, opts Optio
 	}
 	content := hashID("s-", manifest)
 	return &Rendered{Bundle: src.Name, Objects: objs, Manifest: manifest, ContentID: content, DeploymentID: hashID("d-", []byte(content), optsJSON), Options: dopts}, nil
+}
+
+// stoppedIn names where a build the sandbox stopped was declared: the bundle's kustomize
+// options, or its kustomization when it has no fleet.yaml.
+func stoppedIn(src *Source, dir string, err error) error {
+	var limit *LimitError
+	switch {
+	case !errors.As(err, &limit):
+		return err
+	case src.FleetFile != "":
+		return &FieldError{File: src.FleetFile, Field: "kustomize", Err: err}
+	}
+	return &FieldError{File: path.Join(dir, kustomizationFiles[0]), Err: err}
 }
 
 // checkoutFS builds the in-memory copy of the checkout once (Checkout.memFS).

@@ -93,6 +93,17 @@ type sandboxRequest struct {
 	// Values templates.
 	Template map[string]any `json:"template,omitempty"`
 	Target   *Target        `json:"target,omitempty"`
+	// Kustomize.
+	Kustomize *kustomizeRequest `json:"kustomize,omitempty"`
+}
+
+// kustomizeRequest is a Kustomize build: the child reads the checkout at Checkout itself
+// (through the same confined root and checks as the renderer), once per checkout, and lays
+// Files over it for this build.
+type kustomizeRequest struct {
+	Checkout string            `json:"checkout"`
+	Dir      string            `json:"dir"`
+	Files    map[string][]byte `json:"files,omitempty"`
 }
 
 type sandboxResponse struct {
@@ -163,6 +174,15 @@ func (ss *sandboxSession) values(ctx context.Context, vals map[string]any, t Tar
 		return nil, err
 	}
 	return resp.Values, nil
+}
+
+// kustomize builds the kustomization in dir of the checkout at root in the child.
+func (ss *sandboxSession) kustomize(ctx context.Context, root, dir string, files map[string][]byte) ([]byte, error) {
+	resp, err := ss.run(ctx, sandboxRequest{Kustomize: &kustomizeRequest{Checkout: root, Dir: dir, Files: files}})
+	if err != nil {
+		return nil, err
+	}
+	return []byte(resp.Manifest), nil
 }
 
 // close ends the child.
@@ -376,12 +396,47 @@ func answer(req *sandboxRequest, resp *sandboxResponse) (err error) {
 		resp.Values, err = templateValues(req.Template, *req.Target)
 		return err
 	}
+	if k := req.Kustomize; k != nil {
+		fsys, err := childCheckouts.open(k.Checkout)
+		if err != nil {
+			return err
+		}
+		data, err := buildKustomize(&overlayFS{FileSystem: fsys.mem, refused: fsys.refused, files: k.Files}, k.Dir)
+		resp.Manifest = string(data)
+		return err
+	}
 	ch, err := loader.LoadArchive(bytes.NewReader(req.Chart))
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
 	resp.Manifest, err = helmManifest(context.Background(), ch, req.Values, req.Release, req.Namespace, &Helm{SkipSchemaValidation: req.SkipSchemaValidation}, req.KubeVersion)
 	return err
+}
+
+// childCheckouts is the child's in-memory copy of the checkout it builds Kustomize from: a
+// child serves one Renderer, so one checkout, read on its first build.
+var childCheckouts checkoutCopy
+
+type checkoutCopy struct {
+	root string
+	fsys *kustomizeFS
+}
+
+func (c *checkoutCopy) open(root string) (*kustomizeFS, error) {
+	if c.fsys != nil && c.root == root {
+		return c.fsys, nil
+	}
+	checkout, err := OpenCheckout(root)
+	if err != nil {
+		return nil, err
+	}
+	defer checkout.Close()
+	fsys, err := checkout.memFS()
+	if err != nil {
+		return nil, err
+	}
+	c.root, c.fsys = root, fsys
+	return fsys, nil
 }
 
 // limitMemory has the kernel bound the child's memory before it renders anything. Two limits,

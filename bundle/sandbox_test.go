@@ -134,3 +134,49 @@ func TestOutOfMemoryReports(t *testing.T) {
 		}
 	}
 }
+
+// A kustomization whose overlays each name their base twice asks for 2^levels objects: the
+// sandbox stops its build at a limit, and the well-behaved kustomization beside it builds.
+func TestSandboxStopsRunawayKustomizations(t *testing.T) {
+	const levels = 22
+	files := map[string]string{
+		"good/kustomization.yaml":    "resources: [cm.yaml]\n",
+		"good/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good}\n",
+		"bomb/l0/kustomization.yaml": "resources: [cm.yaml]\n",
+		"bomb/l0/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: '" + strings.Repeat("x", 512) + "'}\n",
+	}
+	for i := 1; i <= levels; i++ {
+		l := fmt.Sprintf("bomb/l%d", i)
+		files[l+"/kustomization.yaml"] = "resources: [a, b]\n"
+		for _, side := range []string{"a", "b"} {
+			files[l+"/"+side+"/kustomization.yaml"] = fmt.Sprintf("namePrefix: %s-\nresources: [../../l%d]\n", side, i-1)
+		}
+	}
+	files["bomb/fleet.yaml"] = fmt.Sprintf("kustomize: {dir: l%d}\n", levels)
+	root := writeRepo(t, files)
+	sources, err := Discover(root, "repo", []string{"bomb", "good"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRenderer(root, RendererOptions{Sandbox: &Sandbox{Timeout: 3 * time.Second, Memory: 256 << 20, Output: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	byDir := map[string]*Source{}
+	for i := range sources {
+		byDir[sources[i].Dir] = &sources[i]
+	}
+	_, err = r.Render(context.Background(), byDir["bomb"], Target{ClusterName: "c"})
+	var limit *LimitError
+	if !errors.As(err, &limit) {
+		t.Fatalf("err = %v, want the build stopped at one of the sandbox's limits", err)
+	}
+	if !strings.Contains(err.Error(), "bomb/fleet.yaml") {
+		t.Errorf("err = %v, want the bundle's fleet.yaml named", err)
+	}
+	good, err := r.Render(context.Background(), byDir["good"], Target{ClusterName: "c"})
+	if err != nil || !strings.Contains(string(good.Manifest), "name: good") {
+		t.Errorf("the good kustomization: %v", err)
+	}
+}
