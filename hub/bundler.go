@@ -71,6 +71,9 @@ type bundler struct {
 	live *liveness
 	// sandbox runs the template engines out of the hub's process (bundle.Sandbox).
 	sandbox *bundle.Sandbox
+	// renderBudget bounds the rendering of one commit of a GitRepo, all bundles and clusters
+	// together (Options.RenderBudget).
+	renderBudget time.Duration
 	// crossNamespaceRefs lets valuesFrom name other namespaces (Options.AllowCrossNamespaceRefs).
 	crossNamespaceRefs bool
 	historyLimit       int
@@ -80,6 +83,13 @@ type bundler struct {
 	checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)
 	recorder *events.Recorder
 }
+
+// DefaultRenderBudget is Options.RenderBudget's default: five renders at the sandbox's
+// default deadline.
+const DefaultRenderBudget = 5 * time.Minute
+
+// errRenderBudget is the cause of a commit's renders stopped at its render budget.
+var errRenderBudget = errors.New("render budget spent")
 
 // stageWorkers is how many clusters have their deployments staged at once.
 const stageWorkers = 8
@@ -165,6 +175,11 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 		return nil, nil, err
 	}
 	defer rr.Close()
+	// The commit's renders share one budget: a repository whose bundles each take the sandbox's
+	// whole deadline holds its poll worker for the budget, not for as many deadlines as it has
+	// bundles. Bundles not rendered within it fail alone and render again at the next poll.
+	budget, spent := context.WithTimeoutCause(ctx, positiveOr(b.renderBudget, DefaultRenderBudget), errRenderBudget)
+	defer spent()
 	all := make([]rendered, 0, len(sources))
 	var failed []bundleFailure
 	for i := range sources {
@@ -173,9 +188,16 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 			failed = append(failed, bundleFailure{name: src.Name, err: err})
 			continue
 		}
-		r, err := rr.renderAll(ctx, repo, src, clusters)
+		spentNow := func() bool { return ctx.Err() == nil && context.Cause(budget) == errRenderBudget }
+		if spentNow() {
+			failed = append(failed, b.overBudget(src))
+			continue
+		}
+		r, err := rr.renderAll(budget, repo, src, clusters)
 		var renderErr *RenderError
 		switch {
+		case err != nil && spentNow():
+			failed = append(failed, b.overBudget(src))
 		case errors.As(err, &renderErr):
 			failed = append(failed, bundleFailure{name: src.Name, err: renderErr})
 		case err != nil:
@@ -185,6 +207,12 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 		}
 	}
 	return all, failed, nil
+}
+
+// overBudget is the failure of a bundle the commit's render budget did not reach, or stopped.
+func (b *bundler) overBudget(src *bundle.Source) bundleFailure {
+	return bundleFailure{name: src.Name, err: &RenderError{Err: fmt.Errorf("bundle %s (%s): not rendered: the commit's render budget of %s was spent (--render-budget); it is rendered again at the next poll",
+		src.Name, src.Dir, positiveOr(b.renderBudget, DefaultRenderBudget))}}
 }
 
 // ownName refuses a bundle whose name is another GitRepo's Bundle's in the namespace:

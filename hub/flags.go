@@ -41,8 +41,9 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 		o.AllowedChartHosts = append(o.AllowedChartHosts, strings.Split(v, ",")...)
 		return nil
 	})
-	fs.DurationVar(&o.RenderTimeout, "render-timeout", bundle.DefaultRenderTimeout, "how long one template render of a bundle (Helm, values templates) may take")
-	fs.Int64Var(&o.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory one template render of a bundle may use")
+	fs.DurationVar(&o.RenderTimeout, "render-timeout", bundle.DefaultRenderTimeout, "how long one render of a bundle in the sandbox (Helm, values templates, Kustomize) may take")
+	fs.Int64Var(&o.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory the render sandbox (Helm, values templates, Kustomize) may use")
+	fs.DurationVar(&o.RenderBudget, "render-budget", DefaultRenderBudget, "how long the renders of one commit of a GitRepo may take together; the bundles left fail until the next poll")
 	fs.BoolVar(&o.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "let repositories reference ConfigMaps and Secrets (helm.valuesFrom) outside their GitRepo's namespace")
 	fs.Int64Var(&f.recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
 	fs.DurationVar(&o.AgentTokenTTL, "agent-token-ttl", DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")

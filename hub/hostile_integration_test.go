@@ -344,6 +344,53 @@ func TestHostileRepoRunawayChartIsStopped(t *testing.T) {
 	h.goodTenantKeepsDeploying("7")
 }
 
+// A kustomization that asks for 2^22 objects (each overlay names its base twice) is stopped in
+// the sandbox at its deadline, on the real hub: its GitRepo fails naming the file and field,
+// the good tenant keeps deploying. In the hub's own process it would never have stopped.
+func TestHostileRepoKustomizeBombIsStopped(t *testing.T) {
+	h := startHostileHub(t, Options{RenderTimeout: 2 * time.Second, RenderMemory: 256 << 20})
+	files := map[string]string{
+		"web/fleet.yaml":            "kustomize: {dir: l22}\n",
+		"web/l0/kustomization.yaml": "resources: [cm.yaml]\n",
+		"web/l0/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+	}
+	for i := 1; i <= 22; i++ {
+		l := fmt.Sprintf("web/l%d", i)
+		files[l+"/kustomization.yaml"] = "resources: [a, b]\n"
+		for _, side := range []string{"a", "b"} {
+			files[l+"/"+side+"/kustomization.yaml"] = fmt.Sprintf("namePrefix: %s-\nresources: [../../l%d]\n", side, i-1)
+		}
+	}
+	up := gitserver.New(t)
+	up.Commit("main", files)
+	key := h.createRepo(h.ns, "bomb", up.ServeHTTP("", "").URL+"/repo.git", nil)
+	if msg := h.renderFailure(key); !strings.Contains(msg, "web/fleet.yaml: kustomize: the render passed its") {
+		t.Errorf("condition %q does not name the file, the field and the limit", msg)
+	}
+	h.goodTenantKeepsDeploying("8")
+}
+
+// A repository whose bundles each run to the sandbox's deadline holds its poll worker for the
+// commit's render budget, not for a deadline per bundle: the bundles past the budget fail
+// alone, named, and the good tenant keeps deploying.
+func TestHostileRepoSpendsOnlyItsRenderBudget(t *testing.T) {
+	h := startHostileHub(t, Options{RenderTimeout: time.Second, RenderMemory: 256 << 20, RenderBudget: 2500 * time.Millisecond})
+	files := map[string]string{}
+	for _, b := range []string{"a", "b", "c", "d", "e", "f"} {
+		files[b+"/fleet.yaml"] = "helm: {chart: .}\n"
+		files[b+"/Chart.yaml"] = "apiVersion: v2\nname: " + b + "\nversion: 1.0.0\n"
+		files[b+"/templates/cm.yaml"] = "{{ range 100000000000 }}{{ end }}"
+	}
+	up := gitserver.New(t)
+	up.Commit("main", files)
+	key := h.createRepo(h.ns, "slow", up.ServeHTTP("", "").URL+"/repo.git", nil)
+	msg := h.renderFailure(key)
+	if !strings.Contains(msg, "6 of 6 bundles do not render") || !strings.Contains(msg, "render budget of 2.5s was spent") {
+		t.Errorf("condition %q: want the bundles past the budget named as such", msg)
+	}
+	h.goodTenantKeepsDeploying("9")
+}
+
 // A GitRepo's helmSecretRef and caBundle reach its chart server: a chart behind basic auth on
 // TLS renders with them, and a GitRepo of another tenant naming the same repository without
 // them is refused by the server, with its field named.

@@ -49,11 +49,16 @@ type Options struct {
 	// downloads charts from on a repository's behalf: Helm repositories, OCI registries,
 	// dependencies and redirects alike. Empty: any.
 	AllowedChartHosts []string
-	// RenderTimeout bounds each template render of a bundle (Helm, values templates), which
+	// RenderTimeout bounds each render of a bundle (Helm, values templates, Kustomize), which
 	// runs in a child process of the hub; default 60s. RenderMemory bounds that process's memory,
 	// enforced by the kernel; default 256 MiB. A render past either fails its GitRepo with a condition, and the others go on.
 	RenderTimeout time.Duration
 	RenderMemory  int64
+	// RenderBudget bounds the rendering of one commit of a GitRepo, every bundle for every
+	// cluster together; default DefaultRenderBudget. Bundles not rendered within it fail alone
+	// and are rendered again at the next poll, so that a slow repository holds a poll worker
+	// for its budget at most.
+	RenderBudget time.Duration
 	// RegistrationTokenTTL is the lifetime of ClusterRegistrationTokens that set none; default
 	// 7 days.
 	RegistrationTokenTTL time.Duration

@@ -199,7 +199,7 @@ func newSource(mgr ctrl.Manager, opts Options, sh shard, live *liveness, recorde
 	b := &bundler{client: mgr.GetClient(), shard: sh, uncached: mgr.GetAPIReader(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content,
 		revisions: &revisionStore{content: content}, released: &releases{}, staging: newStagingNow(), writes: make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight)),
 		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
-		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, now: time.Now, recorder: recorder}
+		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, renderBudget: opts.RenderBudget, now: time.Now, recorder: recorder}
 	src.onCommit = b.onCommit
 	b.checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
 		from, err := src.repoFor(ctx, repo)

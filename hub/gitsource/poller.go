@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,10 @@ type Poller struct {
 	Sync func(ctx context.Context, key string) error
 	// Workers bounds concurrent syncs; default 4.
 	Workers int
+	// Tenant names the tenant a key belongs to; default the part of the key before its first
+	// "/" (a GitRepo's namespace). A tenant's syncs hold at most half of the workers (rounded
+	// up), so one tenant's slow repositories leave the others workers to sync on.
+	Tenant func(key string) string
 	// Clock defaults to the wall clock; Rand (in [0,1)) draws jitter.
 	Clock Clock
 	Rand  func() float64
@@ -134,6 +140,8 @@ func (p *Poller) Run(ctx context.Context) {
 		workers = 4
 	}
 	slots := make(chan struct{}, workers)
+	share := (workers + 1) / 2
+	running := map[string]int{} // syncs running per tenant, under p.mu
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -141,6 +149,7 @@ func (p *Poller) Run(ctx context.Context) {
 		now := p.Clock.Now()
 		var wait time.Duration = -1
 		busy := false
+		var due []string
 		for key, it := range p.items {
 			if it.running {
 				busy = true
@@ -152,19 +161,33 @@ func (p *Poller) Run(ctx context.Context) {
 				}
 				continue
 			}
+			due = append(due, key)
+		}
+		// The longest due first; a tenant at its share waits for one of its own to finish
+		// (which wakes the loop), whatever workers are free.
+		slices.SortFunc(due, func(a, b string) int { return p.items[a].next.Compare(p.items[b].next) })
+		for _, key := range due {
+			it, tenant := p.items[key], p.tenant(key)
+			if running[tenant] >= share {
+				continue
+			}
 			select {
 			case slots <- struct{}{}:
 			default:
 				continue // all workers busy: a finishing one wakes the loop
 			}
 			it.running, busy = true, true
+			running[tenant]++
 			wg.Add(1)
-			go func(key string, it *pollItem) {
+			go func(key, tenant string, it *pollItem) {
 				defer wg.Done()
 				err := p.sync(ctx, key)
 				<-slots
+				p.mu.Lock()
+				running[tenant]--
+				p.mu.Unlock()
 				p.finish(it, err)
-			}(key, it)
+			}(key, tenant, it)
 		}
 		p.mu.Unlock()
 		var timer <-chan time.Time
@@ -191,6 +214,14 @@ func (p *Poller) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+func (p *Poller) tenant(key string) string {
+	if p.Tenant != nil {
+		return p.Tenant(key)
+	}
+	tenant, _, _ := strings.Cut(key, "/")
+	return tenant
 }
 
 // sync runs one sync, turning a panic into its error: one repository that crashes its sync must

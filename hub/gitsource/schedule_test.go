@@ -3,6 +3,7 @@ package gitsource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +288,57 @@ func TestPollerRecoversFromAPanickingSync(t *testing.T) {
 	h.advance(15*time.Second, syncEvent{"app", 45 * time.Second}, syncEvent{"crashing", 45 * time.Second})
 	h.advance(15*time.Second, syncEvent{"app", 60 * time.Second})
 	h.advance(45*time.Second, syncEvent{"app", 105 * time.Second}, syncEvent{"crashing", 105 * time.Second})
+}
+
+// One tenant's repositories never hold every worker: with six of its syncs hanging, another
+// tenant's repository still syncs at once, on a worker its share leaves free.
+func TestPollerLeavesOtherTenantsTheirShare(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan string, 10)
+	var mu sync.Mutex
+	running, most := 0, 0
+	p := &Poller{Workers: 4, Sync: func(ctx context.Context, key string) error {
+		started <- key
+		if !strings.HasPrefix(key, "greedy/") {
+			return nil
+		}
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}}
+	for i := range 6 {
+		p.Set(fmt.Sprintf("greedy/repo-%d", i), Schedule{Interval: time.Hour})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { close(release); cancel(); <-done }()
+	for range 2 {
+		<-started // the greedy tenant's share
+	}
+	p.Set("other/repo", Schedule{Interval: time.Hour})
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case key := <-started:
+			if key != "other/repo" {
+				continue
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if most > 2 {
+				t.Errorf("the greedy tenant held %d of 4 workers at once, want at most 2", most)
+			}
+			return
+		case <-timeout:
+			t.Fatal("the other tenant's repository did not sync while the greedy tenant's hung")
+		}
+	}
 }
