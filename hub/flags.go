@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
 // Flags are the hub's command-line flags (cmd/flotilla-hub, and the hub chart's Deployment),
@@ -34,7 +35,8 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	fs.StringVar(&o.WebhookAddr, "webhook-addr", ":8080", "address of the git webhook receiver; empty disables it")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8081", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz; empty disables them")
-	fs.IntVar(&o.PollWorkers, "poll-workers", 4, "concurrent git polls")
+	fs.Int64Var(&o.GitCacheBytes, "git-cache-bytes", gitsource.DefaultMaxCacheBytes, "bytes of git repositories and checkouts kept under --cache-dir; past it, those used longest ago go")
+	fs.IntVar(&o.PollWorkers, "poll-workers", 4, "concurrent git polls; one fleet namespace's GitRepos hold at most half of them")
 	fs.IntVar(&o.WritesInFlight, "writes-in-flight", DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
 	fs.DurationVar(&o.GrantPruneDelay, "grant-prune-delay", time.Minute, "how long a content grant shared by several agents waits before it drops those no longer deploying its content")
 	fs.Func("allowed-chart-hosts", "comma-separated chart servers (host or host:port) the hub may download charts from on a repository's behalf; default any", func(v string) error {

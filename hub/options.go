@@ -24,6 +24,9 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz; empty disables them.
 	HealthAddr string
+	// GitCacheBytes bounds the git cache under CacheDir; default gitsource.DefaultMaxCacheBytes
+	// (10 GiB). Past it, the caches of the repositories used longest ago go.
+	GitCacheBytes int64
 	// PollWorkers bounds concurrent git polls; default 4.
 	PollWorkers int
 	// PollRecordInterval is how often an unchanged poll is still written to a GitRepo's

@@ -181,7 +181,7 @@ func newSource(mgr ctrl.Manager, opts Options, sh shard, live *liveness, recorde
 		client:           mgr.GetClient(),
 		uncached:         mgr.GetAPIReader(),
 		shard:            sh,
-		git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), Log: ctrl.Log.WithName("gitsource")},
+		git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource")},
 		recordEvery:      time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second,
 		now:              time.Now,
 		schedules:        map[string]gitsource.Schedule{},

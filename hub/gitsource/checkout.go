@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -236,12 +237,17 @@ func removeCheckout(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// sweepEvery is how often the cache is swept of repositories no GitRepo used for MaxIdle.
+// sweepEvery is how often the cache is swept.
 const sweepEvery = time.Hour
 
+// DefaultMaxCacheBytes is Client.MaxCacheBytes's default.
+const DefaultMaxCacheBytes = 10 << 30
+
 // sweep removes, at most every sweepEvery, the caches of repositories not checked out for
-// MaxIdle (default a week): a GitRepo deleted or moved to another URL leaves its cache behind.
-func (c *Client) sweep(now time.Time) {
+// MaxIdle (default a week): a GitRepo deleted or moved to another URL leaves its cache behind;
+// then, while the cache is larger than MaxCacheBytes, those used longest ago. keep, the cache
+// about to be used, stays.
+func (c *Client) sweep(now time.Time, keep string) {
 	c.mu.Lock()
 	if now.Sub(c.swept) < sweepEvery {
 		c.mu.Unlock()
@@ -258,14 +264,57 @@ func (c *Client) sweep(now time.Time) {
 	if err != nil {
 		return
 	}
+	type cached struct {
+		dir  string
+		used time.Time
+		size int64
+	}
+	var kept []cached
+	var total int64
 	for _, e := range entries {
 		dir := filepath.Join(repos, e.Name())
 		unlock := c.lock(dir)
-		if lastUsed(dir).Before(now.Add(-idle)) {
+		used := lastUsed(dir)
+		if used.Before(now.Add(-idle)) && dir != keep {
 			_ = removeCheckout(dir)
+		} else {
+			size := diskUsage(dir)
+			kept, total = append(kept, cached{dir, used, size}), total+size
 		}
 		unlock()
 	}
+	limit := c.MaxCacheBytes
+	if limit <= 0 {
+		limit = DefaultMaxCacheBytes
+	}
+	slices.SortFunc(kept, func(a, b cached) int { return a.used.Compare(b.used) })
+	for _, r := range kept {
+		if total <= limit {
+			return
+		}
+		if r.dir == keep {
+			continue
+		}
+		unlock := c.lock(r.dir)
+		if err := removeCheckout(r.dir); err == nil {
+			total -= r.size
+		}
+		unlock()
+	}
+}
+
+// diskUsage is the size of the files under dir.
+func diskUsage(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // lastUsed is when a repository's cache was last checked out or fetched into.

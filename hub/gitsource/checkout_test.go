@@ -238,6 +238,36 @@ func TestIdleRepositoryCachesAreSwept(t *testing.T) {
 	}
 }
 
+// Past MaxCacheBytes the caches of the repositories used longest ago go, until the cache fits;
+// the one about to be checked out stays whatever its age.
+func TestRepositoryCachesAreEvictedBySize(t *testing.T) {
+	cl := newClient(t)
+	repos := map[string]Repo{}
+	for i, name := range []string{"oldest", "older", "recent"} {
+		repos[name] = Repo{URL: "https://git.example.invalid/" + name + ".git"}
+		commit := hostileCommit(t, cl, repos[name], []node{file("a.yaml", strings.Repeat("a", 64<<10))})
+		cl.swept = time.Now() // no sweep while the cache is built
+		if _, err := cl.Checkout(context.Background(), repos[name], commit); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(time.Duration(i-3) * time.Hour)
+		_ = filepath.WalkDir(cl.repoDir(repos[name]), func(p string, _ fs.DirEntry, _ error) error { return os.Chtimes(p, at, at) })
+	}
+	// Room for two repositories' caches: the oldest goes, though a week has not passed.
+	next := hostileCommit(t, cl, repos["recent"], []node{file("b.yaml", "b: 1\n")})
+	cl.MaxCacheBytes = diskUsage(cl.repoDir(repos["older"])) + diskUsage(cl.repoDir(repos["recent"]))
+	cl.swept = time.Time{}
+	if _, err := cl.Checkout(context.Background(), repos["recent"], next); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"oldest": false, "older": true, "recent": true} {
+		_, err := os.Stat(cl.repoDir(repos[name]))
+		if exists := err == nil; exists != want {
+			t.Errorf("the cache of %s: exists %v, want %v", name, exists, want)
+		}
+	}
+}
+
 // FuzzHostileTrees checks out trees of any names, modes, links and nesting: whatever the tree,
 // nothing is written outside its checkout, and a checkout that succeeds holds exactly the tree.
 // Each line of the input is an entry: a mode letter (f file, x executable, l link, m submodule)

@@ -56,6 +56,10 @@ type Client struct {
 	MaxCheckoutBytes int64
 	// MaxIdle is how long the cache of a repository nothing checked out stays; default a week.
 	MaxIdle time.Duration
+	// MaxCacheBytes bounds the cache on disk, every repository together; default
+	// DefaultMaxCacheBytes. Past it, the caches of the repositories used longest ago go (their
+	// next sync fetches again).
+	MaxCacheBytes int64
 	// Log tells of checkouts found tampered with; default none.
 	Log logr.Logger
 
@@ -215,8 +219,8 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	if !commitSHA.MatchString(commit) {
 		return "", fmt.Errorf("%q is not a commit id", commit)
 	}
-	c.sweep(time.Now())
 	dir := c.repoDir(repo)
+	c.sweep(time.Now(), dir)
 	defer c.lock(dir)()
 	out := filepath.Join(dir, "checkouts", commit)
 	r, err := git.PlainInit(filepath.Join(dir, "repo.git"), true)
