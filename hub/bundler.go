@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -21,13 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/events"
-	"github.com/flotilla-dev/flotilla/hub/gitsource"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -38,17 +34,6 @@ const (
 	LabelBundleNamespace = "flotilla.dev/bundle-namespace"
 	LabelCluster         = "flotilla.dev/cluster"
 )
-
-// RenderError is a commit, or some bundles of it, that does not render: it names the file and
-// field. The last good revision of each bundle that failed stays deployed.
-type RenderError struct {
-	Err error
-	// Partial: the commit's other bundles rendered and roll out; the commit is the GitRepo's.
-	Partial bool
-}
-
-func (e *RenderError) Error() string { return e.Err.Error() }
-func (e *RenderError) Unwrap() error { return e.Err }
 
 // bundler turns a GitRepo's new commit into Bundles with a new revision (and its record of
 // what each targeted cluster is to run) and their Content, and writes the BundleDeployments the
@@ -83,13 +68,6 @@ type bundler struct {
 	checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)
 	recorder *events.Recorder
 }
-
-// DefaultRenderBudget is Options.RenderBudget's default: five renders at the sandbox's
-// default deadline.
-const DefaultRenderBudget = 5 * time.Minute
-
-// errRenderBudget is the cause of a commit's renders stopped at its render budget.
-var errRenderBudget = errors.New("render budget spent")
 
 // stageWorkers is how many clusters have their deployments staged at once.
 const stageWorkers = 8
@@ -156,202 +134,6 @@ func recordStaged(rec *events.Recorder, repo *v1alpha1.GitRepo, commit string, p
 	}
 }
 
-// rendered is one bundle of a commit, rendered for each cluster it targets.
-type rendered struct {
-	src     *bundle.Source
-	targets map[string]*bundle.Rendered // cluster → render
-	// clusters are what each target was rendered for.
-	clusters map[string]bundle.Target
-	// restrictions are the namespace's FleetRestrictions, which every deployment carries.
-	restrictions []v1alpha1.DeploymentRestriction
-}
-
-// render renders every bundle for every cluster it targets. A bundle that does not render for
-// one of them is left out and returned among the failed, as Fleet fails that bundle alone: the
-// commit's other bundles roll out. Any other error (the API server's) is the commit's.
-func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, []bundleFailure, error) {
-	rr, err := b.newRepoRenderer(ctx, repo, checkout)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rr.Close()
-	// The commit's renders share one budget: a repository whose bundles each take the sandbox's
-	// whole deadline holds its poll worker for the budget, not for as many deadlines as it has
-	// bundles. Bundles not rendered within it fail alone and render again at the next poll.
-	budget, spent := context.WithTimeoutCause(ctx, positiveOr(b.renderBudget, DefaultRenderBudget), errRenderBudget)
-	defer spent()
-	all := make([]rendered, 0, len(sources))
-	var failed []bundleFailure
-	for i := range sources {
-		src := &sources[i]
-		if err := b.ownName(ctx, repo, src); err != nil {
-			failed = append(failed, bundleFailure{name: src.Name, err: err})
-			continue
-		}
-		spentNow := func() bool { return ctx.Err() == nil && context.Cause(budget) == errRenderBudget }
-		if spentNow() {
-			failed = append(failed, b.overBudget(src))
-			continue
-		}
-		r, err := rr.renderAll(budget, repo, src, clusters)
-		var renderErr *RenderError
-		switch {
-		case err != nil && spentNow():
-			failed = append(failed, b.overBudget(src))
-		case errors.As(err, &renderErr):
-			failed = append(failed, bundleFailure{name: src.Name, err: renderErr})
-		case err != nil:
-			return nil, nil, err
-		default:
-			all = append(all, r)
-		}
-	}
-	return all, failed, nil
-}
-
-// overBudget is the failure of a bundle the commit's render budget did not reach, or stopped.
-func (b *bundler) overBudget(src *bundle.Source) bundleFailure {
-	return bundleFailure{name: src.Name, err: &RenderError{Err: fmt.Errorf("bundle %s (%s): not rendered: the commit's render budget of %s was spent (--render-budget); it is rendered again at the next poll",
-		src.Name, src.Dir, positiveOr(b.renderBudget, DefaultRenderBudget))}}
-}
-
-// ownName refuses a bundle whose name is another GitRepo's Bundle's in the namespace:
-// fleet.yaml's name is the repository author's, and never takes another GitRepo's Bundle over.
-// A Bundle of no GitRepo (made by hand) is not taken over either.
-func (b *bundler) ownName(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source) *RenderError {
-	var bun v1alpha1.Bundle
-	if err := b.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}, &bun); err != nil {
-		return nil // none (or unreadable: stage reads it again)
-	}
-	if owner := bun.Labels[LabelGitRepo]; owner != repo.Name {
-		return nameTaken(src, owner)
-	}
-	return nil
-}
-
-func nameTaken(src *bundle.Source, owner string) *RenderError {
-	by := "no GitRepo"
-	if owner != "" {
-		by = "GitRepo " + owner
-	}
-	return &RenderError{Err: fmt.Errorf("bundle %s (%s): the name is taken by a Bundle of %s in this namespace: give the bundle another name in %s",
-		src.Name, src.Dir, by, orDefault(src.FleetFile, path.Join(src.Dir, bundle.FleetFileName)))}
-}
-
-// bundleFailure is a bundle of a commit that does not render.
-type bundleFailure struct {
-	name string
-	err  *RenderError
-}
-
-// renderAll renders one bundle for every cluster it targets.
-func (rr *repoRenderer) renderAll(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, clusters []targetCluster) (rendered, error) {
-	r := rendered{src: src, targets: map[string]*bundle.Rendered{}, clusters: map[string]bundle.Target{}, restrictions: rr.policy.forDeployment()}
-	for _, c := range clusters {
-		res, err := rr.render(ctx, repo, src, c.target)
-		if err != nil {
-			return r, err
-		}
-		if res != nil {
-			r.targets[c.cluster.Name], r.clusters[c.cluster.Name] = res, c.target
-		}
-	}
-	return r, nil
-}
-
-// commitFailures is the error of a commit some of whose bundles do not render: each failed
-// Bundle that exists records it (status.renderFailure, kept deployed at its last revision), and
-// the GitRepo's Rendered condition names them all. Partial when other bundles rendered.
-func (b *bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, commit string, failed []bundleFailure, rendered int) error {
-	if len(failed) == 0 {
-		return nil
-	}
-	msgs := make([]string, 0, len(failed))
-	var errs []error
-	for _, f := range failed {
-		msgs = append(msgs, f.err.Error())
-		if err := b.setRenderFailure(ctx, repo, f.name, &v1alpha1.RenderFailure{Commit: commit, Message: truncate(gitsource.Sanitize(f.err.Error()), 4096)}); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	slices.Sort(msgs)
-	// The GitRepo's condition names a few, each Bundle its own: a condition's message is bounded.
-	const named = 5
-	listed := strings.Join(msgs[:min(len(msgs), named)], "; ")
-	if len(msgs) > named {
-		listed += fmt.Sprintf("; and %d more (each Bundle's Rendered condition says why)", len(msgs)-named)
-	}
-	err := &RenderError{Err: fmt.Errorf("%d of %d bundles do not render and keep their last revision: %s", len(failed), len(failed)+rendered, truncate(listed, 16384)), Partial: rendered > 0}
-	if len(failed) == 1 && rendered == 0 {
-		err.Err = failed[0].err.Err
-	}
-	if len(errs) > 0 {
-		return errors.Join(append(errs, err)...)
-	}
-	return err
-}
-
-// setRenderFailure records on the GitRepo's Bundle that the newest commit does not render (nil:
-// it does), when that changes; a Bundle that does not exist yet, or is another's, has nothing
-// to record it on.
-func (b *bundler) setRenderFailure(ctx context.Context, repo *v1alpha1.GitRepo, name string, failure *v1alpha1.RenderFailure) error {
-	var bun v1alpha1.Bundle
-	if err := b.client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, &bun); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if bun.Labels[LabelGitRepo] != repo.Name || equality.Semantic.DeepEqual(bun.Status.RenderFailure, failure) {
-		return nil
-	}
-	orig := bun.DeepCopy()
-	bun.Status.RenderFailure = failure
-	if err := b.client.Status().Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("failed to record the render failure of bundle %s: %w", name, client.IgnoreNotFound(err))
-	}
-	return nil
-}
-
-// repoRenderer renders one checkout of a repository under its namespace's restrictions.
-type repoRenderer struct {
-	*bundle.Renderer
-	policy restrictions
-}
-
-func (b *bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, checkout string) (*repoRenderer, error) {
-	access, err := chartAccess(ctx, b.client, repo)
-	if err != nil {
-		return nil, &RenderError{Err: err}
-	}
-	policy, err := restrictionsOf(ctx, b.client, repo.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	values := &valuesResolver{client: b.client, namespace: repo.Namespace, crossNamespace: b.crossNamespaceRefs}
-	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.charts.For(access), Values: values, Sandbox: b.sandbox})
-	if err != nil {
-		return nil, err
-	}
-	return &repoRenderer{Renderer: renderer, policy: policy}, nil
-}
-
-// render renders a bundle for one cluster; nil when the bundle does not target it or is not
-// to be deployed there.
-func (rr *repoRenderer) render(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, t bundle.Target) (*bundle.Rendered, error) {
-	if !selected(repo.Spec.Targets, src.Fleet.OverrideTargets, t) {
-		return nil, nil
-	}
-	res, err := rr.Render(ctx, src, t)
-	if err != nil {
-		return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err)}
-	}
-	if res.DoNotDeploy {
-		return nil, nil
-	}
-	if err := rr.policy.restrict(res); err != nil {
-		return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err)}
-	}
-	return res, nil
-}
-
 // record stores each bundle's content, its Bundle with the new revision, and decides what to
 // stage. Bundles are independent: several are written at a time.
 func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit string, all []rendered) ([]staging, error) {
@@ -380,86 +162,6 @@ func (b *bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit str
 		})
 	}
 	return plans, g.Wait()
-}
-
-// writeStaging writes the deployments cluster by cluster, the agents first granted the content
-// the commit brings them (planGrants: one Role write per cluster, or two writes per content
-// shared by several clusters). Clusters are independent, so several are staged at once, as many
-// as the client's share of API server concurrency. The grants cover the clusters the rollout
-// reaches later too: their release is then one write, and their agents never wait for access.
-func (b *bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
-	staged := map[string]map[string][]string{}
-	namespaceOf := map[string]string{}
-	for _, c := range clusters {
-		if c.cluster.Status.Namespace == "" {
-			continue // not admitted: nothing is staged for it
-		}
-		namespaceOf[c.cluster.Name] = c.cluster.Status.Namespace
-		for _, p := range plans {
-			if t, ok := p.recorded[c.cluster.Name]; ok {
-				if staged[c.cluster.Name] == nil {
-					staged[c.cluster.Name] = map[string][]string{}
-				}
-				staged[c.cluster.Name][p.bundle.Namespace] = append(staged[c.cluster.Name][p.bundle.Namespace], t.Ref.ContentID)
-			}
-		}
-	}
-	grants := planGrants(staged)
-	if !b.shard.fleetWide() {
-		// Another shard's agents are granted by the default shard, which sees every shard's
-		// deployments (their agents retry content they cannot read yet).
-		grants = contentGrants{}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(stageWorkers)
-	for ref, names := range grants.shared {
-		g.Go(func() error {
-			agents := make([]string, len(names))
-			for i, name := range names {
-				agents[i] = namespaceOf[name]
-			}
-			return b.writes.do(gctx, func() error {
-				if err := grantShared(gctx, b.client, ref, agents, b.now()); err != nil {
-					return fmt.Errorf("failed to grant content %s to its clusters: %w", ref.ID, err)
-				}
-				return nil
-			})
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(stageWorkers)
-	for _, c := range clusters {
-		if staged[c.cluster.Name] == nil {
-			continue
-		}
-		g.Go(func() error {
-			return b.writes.do(gctx, func() error {
-				if own := grants.own[c.cluster.Name]; len(own) > 0 {
-					if err := grantAccess(gctx, b.client, c.cluster, own); err != nil {
-						return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
-					}
-				}
-				for _, p := range plans {
-					t, ok := p.want[c.cluster.Name]
-					if !ok {
-						continue
-					}
-					release := p.release[c.cluster.Name]
-					if _, err := writeDeployment(gctx, b.client, p.bundle, c.cluster, p.state.bds[c.cluster.Name], t, release, b.now()); err != nil {
-						return err
-					}
-					if release {
-						b.released.add(deploymentKey(p.bundle, c.cluster), t.Ref, b.now())
-					}
-				}
-				return nil
-			})
-		})
-	}
-	return g.Wait()
 }
 
 type targetCluster struct {
@@ -644,119 +346,6 @@ func (b *bundler) onlyTargetsChanged(ctx context.Context, bun *v1alpha1.Bundle, 
 	return joined, true
 }
 
-// recordJoiners renders the older revisions of the bundle's history that a sequence group or a
-// staged run still uses for clusters that joined its targets, each from its own commit, and adds
-// them to those revisions' records: a joining cluster can then receive the revision its stage or
-// group has reached, which need not be the latest. What the revisions deploy to the other clusters does not change. A revision that
-// cannot be rendered for them (its commit is gone, or no longer renders) stays without them,
-// and they wait for a newer one; that is logged, not an error of the new commit.
-func (b *bundler) recordJoiners(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, revs []v1alpha1.BundleRevision, joined []string, now rendered) {
-	if b.checkout == nil || len(joined) == 0 {
-		return
-	}
-	inUse, err := b.olderRevisionsInUse(ctx, bun)
-	logger := log.FromContext(ctx).WithValues("gitrepo", repo.Namespace+"/"+repo.Name, "bundle", bun.Name)
-	if err != nil {
-		logger.Info("clusters that joined get the latest revision only", "clusters", joined, "reason", err.Error())
-		return
-	}
-	for i := range revs {
-		rev := &revs[i]
-		if !inUse[rev.Index] || rev.Index == bun.Spec.LatestRevision || rev.TargetsID == "" || rev.Commit == "" {
-			continue
-		}
-		if err := b.recordJoinersIn(ctx, repo, bun, rev, joined, now); err != nil {
-			logger.Info("an older revision is not rendered for clusters that joined; they wait for a newer one", "revision", rev.Index, "clusters", joined, "reason", err.Error())
-			continue
-		}
-		logger.Info("an older revision still in use rendered for clusters that joined", "revision", rev.Index, "commit", shortCommit(rev.Commit), "clusters", joined)
-	}
-}
-
-// olderRevisionsInUse are the revisions a joining cluster may be given besides the latest: those
-// a sequence group works on or has completed, and those of the bundle's staged runs (a rollback
-// run's, say). A continuous rollout or a placement only ever gives the latest (or the pinned
-// rollback revision, which keeps the clusters it was rendered for).
-func (b *bundler) olderRevisionsInUse(ctx context.Context, bun *v1alpha1.Bundle) (map[int64]bool, error) {
-	inUse := map[int64]bool{}
-	for _, g := range bun.Status.Sequence {
-		for _, r := range g.Revisions {
-			if r.State != v1alpha1.SequenceIneligible && r.State != v1alpha1.SequencePending {
-				inUse[r.Index] = true
-			}
-		}
-	}
-	if bun.Spec.StagedUpdate != nil {
-		runs, err := runsOfBundle(ctx, b.client, bun.Namespace, bun.Name)
-		if err != nil {
-			return nil, err
-		}
-		for _, run := range runs {
-			inUse[run.Status.RevisionIndex] = true
-			if run.Spec.RevisionIndex != nil {
-				inUse[*run.Spec.RevisionIndex] = true
-			}
-		}
-	}
-	return inUse, nil
-}
-
-func (b *bundler) recordJoinersIn(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, rev *v1alpha1.BundleRevision, joined []string, now rendered) error {
-	record, err := b.revisions.targets(ctx, bun, rev.Index)
-	if err != nil {
-		return err
-	}
-	checkout, err := b.checkout(ctx, repo, rev.Commit)
-	if err != nil {
-		return err
-	}
-	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(sources, func(s bundle.Source) bool { return s.Name == bun.Name })
-	if i < 0 {
-		return fmt.Errorf("commit %s has no bundle %s", shortCommit(rev.Commit), bun.Name)
-	}
-	rr, err := b.newRepoRenderer(ctx, repo, checkout)
-	if err != nil {
-		return err
-	}
-	defer rr.Close()
-	added := map[string]*bundle.Rendered{}
-	for _, name := range joined {
-		if _, ok := record[name]; ok {
-			continue
-		}
-		res, err := rr.render(ctx, repo, &sources[i], now.clusters[name])
-		if err != nil {
-			return err
-		}
-		if res == nil {
-			continue
-		}
-		if _, err := b.content.Put(ctx, repo.Namespace, res.ContentID, res.Manifest); err != nil {
-			return err
-		}
-		added[name] = res
-	}
-	if len(added) == 0 {
-		return nil
-	}
-	more, err := recordedTargets(rev.Index, added, now.restrictions)
-	if err != nil {
-		return err
-	}
-	merged := maps.Clone(record)
-	maps.Copy(merged, more)
-	id, err := b.revisions.put(ctx, repo.Namespace, merged)
-	if err != nil {
-		return err
-	}
-	rev.TargetsID = id
-	return nil
-}
-
 func (b *bundler) limit(repo *v1alpha1.GitRepo) int {
 	if repo.Spec.RevisionHistoryLimit != nil {
 		return int(*repo.Spec.RevisionHistoryLimit)
@@ -855,73 +444,6 @@ func DeploymentName(bundleNamespace, bundleName string) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	return strings.TrimRight(name[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
-}
-
-// staging is what a commit stages for one bundle: the revision per cluster, and the clusters
-// the planner releases it to at once.
-type staging struct {
-	bundle *v1alpha1.Bundle
-	// recorded is what the revision deploys to each cluster; want, what is written now.
-	recorded, want revisionTargets
-	state          *planState
-	release        map[string]bool
-	// decision is the planner's, for a continuous rollout: what release tells the operator.
-	decision *rollout.Decision
-	// newRevision: the commit made a new revision of the bundle.
-	newRevision bool
-}
-
-// planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks
-// the planner which clusters it would release right away, so that those are staged and
-// released in one write, and creates no deployment for the others yet. A rolled-back bundle
-// stages nothing: its pinned revision stays.
-func (b *bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorded revisionTargets) (staging, error) {
-	p := staging{bundle: bun}
-	if bun.Spec.TargetRevision != nil {
-		return p, nil
-	}
-	p.recorded, p.want = recorded, maps.Clone(recorded)
-	var err error
-	if p.state, err = gatherPlan(ctx, b.client, b.live, b.now(), bun, p.want); err != nil {
-		return p, err
-	}
-	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
-		p.release, p.decision = releasedWithStaging(p.state, p.want)
-		// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged
-		// and released in one write: the rollout controller does it from the revision's record.
-		// Until then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision
-		// staged). Paused bundles and clusters are staged at once (R1.13).
-		for name := range p.want {
-			cl := p.state.clusters[name]
-			if !p.release[name] && (p.state.bds[name] == nil || !bun.Spec.Paused && (cl == nil || !cl.Spec.Paused)) {
-				delete(p.want, name)
-			}
-		}
-	}
-	return p, nil
-}
-
-// dropUntargeted deletes the bundle's BundleDeployments on clusters it no longer targets; their
-// agents then remove the workload. A placement's rolling update removes them itself, within
-// its availability budget once new clusters carry the workload (R2.4).
-func (b *bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targets map[string]*bundle.Rendered) error {
-	if bun.Spec.Placement != nil && bun.Spec.TargetRevision == nil {
-		return nil
-	}
-	bds, err := listDeployments(ctx, b.client, bun)
-	if err != nil {
-		return err
-	}
-	for i := range bds {
-		bd := &bds[i]
-		if _, ok := targets[bd.Labels[LabelCluster]]; ok || !bd.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := b.client.Delete(ctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("failed to remove %s from %s: %w", bun.Name, bd.Labels[LabelCluster], err)
-		}
-	}
-	return nil
 }
 
 // removeStale deletes Bundles of the GitRepo that the commit no longer has, with their
