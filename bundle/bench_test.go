@@ -126,3 +126,24 @@ func BenchmarkHelmTemplateCLI(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenderOneKustomization is one build of an overlay with its base, in process and in
+// the sandbox the hub renders in (a child process started per Renderer, as per commit).
+func BenchmarkRenderOneKustomization(b *testing.B) {
+	root := "testdata/kustomize/repo"
+	sources, err := Discover(root, "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, sandbox := range map[string]*Sandbox{"in-process": nil, "sandboxed": {}} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r, _ := NewRenderer(root, RendererOptions{Sandbox: sandbox})
+				if _, err := r.Render(context.Background(), &sources[0], Target{ClusterName: "c", Labels: map[string]string{"env": "prod"}}); err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+			}
+		})
+	}
+}

@@ -115,10 +115,11 @@ func TestHelmChartsInstall(t *testing.T) {
 	}
 	kinds := byKind(applied)
 	crds, _ := manifests.CRDs()
-	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != 3 || len(kinds["ValidatingAdmissionPolicyBinding"]) != 3 ||
+	policies, _ := manifests.Policies() // a policy and its binding per file
+	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != len(policies) || len(kinds["ValidatingAdmissionPolicyBinding"]) != len(policies) ||
 		len(kinds["ClusterRole"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 2 {
-		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings, %d roles, %d role bindings, %d deployments, %d services (webhook and metrics)",
-			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]),
+		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings (want %d), %d roles, %d role bindings, %d deployments, %d services (webhook and metrics)",
+			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]), len(policies),
 			len(kinds["ClusterRole"]), len(kinds["ClusterRoleBinding"]), len(kinds["Deployment"]), len(kinds["Service"]))
 	}
 	// The fleet namespace the CLI defaults to, so that the README's token step works as written.
