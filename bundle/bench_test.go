@@ -91,7 +91,12 @@ func BenchmarkRender200Targets4ValueSets(b *testing.B) {
 // BenchmarkRenderOneChart is one render of the chart through the SDK, in process and in the
 // sandbox the hub renders in (a child process of the benchmark's binary).
 func BenchmarkRenderOneChart(b *testing.B) {
-	root := benchChart(b)
+	benchRenderInAndOutOfSandbox(b, benchChart(b), Target{ClusterName: "c", Labels: map[string]string{"region": "eu"}})
+}
+
+// benchRenderInAndOutOfSandbox renders the first bundle of root for t with a new Renderer per
+// iteration, in process and in the sandbox.
+func benchRenderInAndOutOfSandbox(b *testing.B, root string, t Target) {
 	sources, err := Discover(root, "bench", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -100,7 +105,7 @@ func BenchmarkRenderOneChart(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				r, _ := NewRenderer(root, RendererOptions{Sandbox: sandbox})
-				if _, err := r.Render(context.Background(), &sources[0], Target{ClusterName: "c", Labels: map[string]string{"region": "eu"}}); err != nil {
+				if _, err := r.Render(context.Background(), &sources[0], t); err != nil {
 					b.Fatal(err)
 				}
 				r.Close()
@@ -130,20 +135,5 @@ func BenchmarkHelmTemplateCLI(b *testing.B) {
 // BenchmarkRenderOneKustomization is one build of an overlay with its base, in process and in
 // the sandbox the hub renders in (a child process started per Renderer, as per commit).
 func BenchmarkRenderOneKustomization(b *testing.B) {
-	root := "testdata/kustomize/repo"
-	sources, err := Discover(root, "bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for name, sandbox := range map[string]*Sandbox{"in-process": nil, "sandboxed": {}} {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				r, _ := NewRenderer(root, RendererOptions{Sandbox: sandbox})
-				if _, err := r.Render(context.Background(), &sources[0], Target{ClusterName: "c", Labels: map[string]string{"env": "prod"}}); err != nil {
-					b.Fatal(err)
-				}
-				r.Close()
-			}
-		})
-	}
+	benchRenderInAndOutOfSandbox(b, "testdata/kustomize/repo", Target{ClusterName: "c", Labels: map[string]string{"env": "prod"}})
 }

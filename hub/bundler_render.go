@@ -57,7 +57,7 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 	// The commit's renders share one budget: a repository whose bundles each take the sandbox's
 	// whole deadline holds its poll worker for the budget, not for as many deadlines as it has
 	// bundles. Bundles not rendered within it fail alone and render again at the next poll.
-	budget, spent := context.WithTimeoutCause(ctx, positiveOr(b.renderBudget, DefaultRenderBudget), errRenderBudget)
+	budget, spent := context.WithTimeoutCause(ctx, b.budget(), errRenderBudget)
 	defer spent()
 	all := make([]rendered, 0, len(sources))
 	var failed []bundleFailure
@@ -88,10 +88,13 @@ func (b *bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout s
 	return all, failed, nil
 }
 
+// budget is what the renders of one commit may take together.
+func (b *bundler) budget() time.Duration { return positiveOr(b.renderBudget, DefaultRenderBudget) }
+
 // overBudget is the failure of a bundle the commit's render budget did not reach, or stopped.
 func (b *bundler) overBudget(src *bundle.Source) bundleFailure {
 	return bundleFailure{name: src.Name, err: &RenderError{Err: fmt.Errorf("bundle %s (%s): not rendered: the commit's render budget of %s was spent (--render-budget); it is rendered again at the next poll",
-		src.Name, src.Dir, positiveOr(b.renderBudget, DefaultRenderBudget))}}
+		src.Name, src.Dir, b.budget())}}
 }
 
 // ownName refuses a bundle whose name is another GitRepo's Bundle's in the namespace:

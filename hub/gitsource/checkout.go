@@ -276,7 +276,9 @@ func (c *Client) sweep(now time.Time, keep string) {
 		unlock := c.lock(dir)
 		used := lastUsed(dir)
 		if used.Before(now.Add(-idle)) && dir != keep {
-			_ = removeCheckout(dir)
+			if err := removeCheckout(dir); err == nil {
+				c.Log.Info("removed the cache of a repository unused for a while", "cache", dir, "lastUsed", used)
+			}
 		} else {
 			size := diskUsage(dir)
 			kept, total = append(kept, cached{dir, used, size}), total+size
@@ -298,6 +300,7 @@ func (c *Client) sweep(now time.Time, keep string) {
 		unlock := c.lock(r.dir)
 		if err := removeCheckout(r.dir); err == nil {
 			total -= r.size
+			c.Log.Info("removed the cache of the repository used longest ago: the cache is over its size limit", "cache", r.dir, "lastUsed", r.used, "limit", limit)
 		}
 		unlock()
 	}
