@@ -2,8 +2,6 @@ package hub
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,15 +169,6 @@ func revokeAccess(ctx context.Context, c client.Client, cl *v1alpha1.Cluster) er
 		}
 	}
 	return nil
-}
-
-// LabelAgentOf marks the Roles of a cluster's agent with a hash of its Cluster's namespace and
-// name, so that they can all be found when the Cluster goes.
-const LabelAgentOf = "flotilla.dev/agent-of"
-
-func agentOf(cl *v1alpha1.Cluster) string {
-	sum := sha256.Sum256([]byte(ownerOf(cl)))
-	return hex.EncodeToString(sum[:])[:20]
 }
 
 // agentSubjects are the identities of a cluster's agent: the one of its namespace, and while
@@ -463,5 +452,3 @@ func AgentConfig(ctx context.Context, hub *rest.Config, clusterNamespace string,
 	cfg.BearerToken = tr.Status.Token
 	return cfg, nil
 }
-
-func setCondition(conds *[]metav1.Condition, c metav1.Condition) { meta.SetStatusCondition(conds, c) }

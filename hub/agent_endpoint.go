@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+
 	"strings"
+
+	"k8s.io/client-go/rest"
 )
 
 // agentEndpoint is the hub API server address and CA that registration tokens give agents,
@@ -20,18 +23,19 @@ type agentEndpoint struct {
 	inCluster bool
 }
 
-// resolveAgentEndpoint takes Options.Server and Options.CACert, or else the hub's own
-// connection: its host, and its CA whether the kubeconfig holds it as data or names its file.
-func resolveAgentEndpoint(opts Options, getenv func(string) string) (agentEndpoint, error) {
-	e := agentEndpoint{server: opts.Server, ca: opts.CACert}
-	if e.server == "" && opts.Config != nil {
-		e.server = opts.Config.Host
+// resolveAgentEndpoint takes the operator's server and caCert (Options.Server and
+// Options.CACert), or else the hub's own connection (hub): its host, and its CA whether the
+// kubeconfig holds it as data or names its file.
+func resolveAgentEndpoint(server string, caCert []byte, hub *rest.Config, getenv func(string) string) (agentEndpoint, error) {
+	e := agentEndpoint{server: server, ca: caCert}
+	if e.server == "" && hub != nil {
+		e.server = hub.Host
 		e.inCluster = isInClusterAddress(e.server, getenv)
 	}
-	if len(e.ca) == 0 && opts.Config != nil {
-		e.ca = opts.Config.CAData
-		if len(e.ca) == 0 && opts.Config.CAFile != "" {
-			data, err := os.ReadFile(opts.Config.CAFile)
+	if len(e.ca) == 0 && hub != nil {
+		e.ca = hub.CAData
+		if len(e.ca) == 0 && hub.CAFile != "" {
+			data, err := os.ReadFile(hub.CAFile)
 			if err != nil {
 				return e, fmt.Errorf("failed to read the API server's CA for agents: %w", err)
 			}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -25,14 +24,6 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/rollout"
-)
-
-// Labels the hub puts on what it creates.
-const (
-	LabelGitRepo         = "flotilla.dev/gitrepo"
-	LabelBundle          = "flotilla.dev/bundle"
-	LabelBundleNamespace = "flotilla.dev/bundle-namespace"
-	LabelCluster         = "flotilla.dev/cluster"
 )
 
 // bundler turns a GitRepo's new commit into Bundles with a new revision (and its record of
@@ -68,9 +59,6 @@ type bundler struct {
 	checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)
 	recorder *events.Recorder
 }
-
-// stageWorkers is how many clusters have their deployments staged at once.
-const stageWorkers = 8
 
 func (b *bundler) onCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout, commit string) error {
 	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
@@ -433,17 +421,6 @@ func contentSet(targets map[string]*bundle.Rendered) string {
 		return ids[0]
 	}
 	return fmt.Sprintf("%s (+%d more)", ids[0], len(ids)-1)
-}
-
-// DeploymentName is the BundleDeployment of a bundle in a cluster's namespace: names of bundles
-// from different namespaces must not collide there.
-func DeploymentName(bundleNamespace, bundleName string) string {
-	name := bundleNamespace + "-" + bundleName
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return strings.TrimRight(name[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
 // removeStale deletes Bundles of the GitRepo that the commit no longer has, with their

@@ -56,8 +56,6 @@ func (e *NamespaceConflictError) Error() string {
 	return fmt.Sprintf("namespace %s belongs to %s: it is not handed to another cluster", e.Namespace, owner)
 }
 
-func ownerOf(cl *v1alpha1.Cluster) string { return cl.Namespace + "/" + cl.Name }
-
 // ensureClusterNamespace creates the cluster's namespace, owned by it, or checks that the one
 // there is its own.
 func ensureClusterNamespace(ctx context.Context, c client.Client, name string, cl *v1alpha1.Cluster) error {

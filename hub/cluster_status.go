@@ -225,11 +225,3 @@ func (r *clusterGroupStatusReconciler) step(ctx context.Context, g, _ *v1alpha1.
 	}
 	return reconciler.Outcome{}, nil
 }
-
-// listSome joins up to n names and says how many more there are.
-func listSome(names []string, n int) string {
-	if len(names) <= n {
-		return fmt.Sprint(names)
-	}
-	return fmt.Sprintf("%v and %d more", names[:n], len(names)-n)
-}

@@ -10,8 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/workqueue"
@@ -38,9 +36,6 @@ import (
 // A fleet with one bundle per cluster pays one write per cluster the first way and two per
 // revision the second; a fleet with many bundles per cluster the other way round.
 
-// LabelContentGrant marks a shared grant's Role and RoleBinding; its value is the content id.
-const LabelContentGrant = "flotilla.dev/content-grant"
-
 // annotationGrantedAt is when the bundler last added subjects to a shared grant: the grant is
 // not pruned for the prune delay after that, while the deployments it was made for are staged.
 // It keeps sub-second precision: truncated to the second, a grant made late in a second could
@@ -52,32 +47,6 @@ const annotationGrantedAt = "flotilla.dev/granted-at"
 // Pruning is not urgent (a cluster that moved on ran that content just before); waiting makes a
 // rollout's many moves one write.
 const defaultGrantPruneDelay = time.Minute
-
-// contentRef names one content: its bundle namespace and id.
-type contentRef struct{ Namespace, ID string }
-
-func (r contentRef) String() string { return r.Namespace + "/" + r.ID }
-
-// contentRefsOf lists the content a BundleDeployment's staged and released revisions reference.
-func contentRefsOf(o client.Object) []contentRef {
-	bd, ok := o.(*v1alpha1.BundleDeployment)
-	if !ok {
-		return nil
-	}
-	refs := []contentRef{{bd.Spec.BundleNamespace, bd.Spec.Staged.ContentID}}
-	if r := bd.Spec.Released; r != nil && r.ContentID != bd.Spec.Staged.ContentID {
-		refs = append(refs, contentRef{bd.Spec.BundleNamespace, r.ContentID})
-	}
-	// The last good revision stays readable (and kept): a rollback may release it (R5.4).
-	if g := bd.Spec.LastGood; g != nil && !slices.ContainsFunc(refs, func(r contentRef) bool { return r.ID == g.ContentID }) {
-		refs = append(refs, contentRef{bd.Spec.BundleNamespace, g.ContentID})
-	}
-	return refs
-}
-
-func contentRefsChanged(old, updated client.Object) bool {
-	return !slices.Equal(contentRefsOf(old), contentRefsOf(updated))
-}
 
 // onContentRefChange calls enqueue with a deployment whose content references appeared,
 // changed or went away (with the old and the new object on a change): agents' status writes do
@@ -150,15 +119,6 @@ func planGrants(staged map[string]map[string][]string) contentGrants {
 		return sharing
 	}
 	return ownRoles
-}
-
-// labelExists selects the objects that carry the label key.
-func labelExists(key string) labels.Selector {
-	req, err := labels.NewRequirement(key, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant, valid label key
-	}
-	return labels.NewSelector().Add(*req)
 }
 
 func contentGrantName(id string) string { return "flotilla-content-" + id }

@@ -438,3 +438,18 @@ func revisionFailure(f *rollout.Failure) *v1alpha1.RevisionFailure {
 	}
 	return &v1alpha1.RevisionFailure{Revision: f.Revision, Rule: f.Rule, Action: string(f.Action), Clusters: clusters, Message: f.Message, At: metav1.Time{Time: f.At}}
 }
+
+func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {
+	return v1alpha1.StateCounts{DesiredReady: int32(total), Ready: int32(c[rollout.Ready]), Pending: int32(c[rollout.Pending]), OutOfSync: int32(c[rollout.OutOfSync]),
+		WaitApplied: int32(c[rollout.WaitApplied]), ErrApplied: int32(c[rollout.ErrApplied]), NotReady: int32(c[rollout.NotReady]), Modified: int32(c[rollout.Modified])}
+}
+
+// worstState names the least advanced state with clusters in it, for printer columns.
+func worstState(c rollout.Counts) string {
+	for _, s := range []rollout.State{rollout.ErrApplied, rollout.NotReady, rollout.WaitApplied, rollout.OutOfSync, rollout.Pending, rollout.Modified} {
+		if c[s] > 0 {
+			return string(s)
+		}
+	}
+	return string(rollout.Ready)
+}

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 // Writing BundleDeployments: the bundler stages revisions, the rollout, run and sequence
@@ -351,4 +353,28 @@ func (s *stagingNow) active(key types.NamespacedName) bool {
 
 func deploymentKey(bun *v1alpha1.Bundle, cl *v1alpha1.Cluster) types.NamespacedName {
 	return types.NamespacedName{Namespace: cl.Status.Namespace, Name: DeploymentName(bun.Namespace, bun.Name)}
+}
+
+// stageWorkers is how many clusters have their deployments staged at once.
+const stageWorkers = 8
+
+// recordReleases records, for each partition a decision released clusters in, that the
+// revision reached it (rollouts of several partitions). Passes releasing further batches of a partition repeat the Event, which
+// the recorder counts instead of writing it again. The bundler, which releases the first
+// clusters of a commit with their staging, records its releases the same way.
+func recordReleases(rec *events.Recorder, bun *v1alpha1.Bundle, revision int64, d *rollout.Decision, released func(cluster string) bool) {
+	if len(d.Partitions) < 2 {
+		return // one partition: its release is the revision's staging, told on the GitRepo
+	}
+	inPartition := map[string]int{}
+	for _, c := range d.Clusters {
+		if released(c.Name) {
+			inPartition[c.Partition]++
+		}
+	}
+	for _, p := range d.Partitions {
+		if inPartition[p.Name] > 0 {
+			rec.Normal(bun, v1alpha1.EventPartitionReleased, "revision %d released to partition %s (%d clusters, maxUnavailable %d)", revision, p.Name, len(p.Clusters), p.MaxUnavailable)
+		}
+	}
 }

@@ -5,20 +5,17 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/flotilla-dev/flotilla/e2e/wait"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/bdstate"
-	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 func ref(index int64, id string) v1alpha1.RevisionRef {
@@ -165,59 +162,6 @@ func TestReleasesAreRememberedUntilTheCacheShowsThem(t *testing.T) {
 	}
 }
 
-// R1.8: the pass after a maxNew batch plans on a cache that may not show the batch yet. The
-// releases it wrote count as released (WaitApplied, unavailable), so the next batch is the
-// next clusters and the partition's threshold is checked with the batch in it.
-func TestR1_8_NextBatchCountsReleasesTheCacheDoesNotShowYet(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	bun := &v1alpha1.Bundle{}
-	bun.Namespace, bun.Name = "fleet", "web"
-	one := int(1)
-	cases := []struct {
-		name           string
-		maxUnavailable rollout.IntOrPercent
-		wantRelease    []string
-		wantPaused     bool
-	}{
-		{"the next batch is the next cluster", rollout.Percent(100), []string{"c"}, false},
-		{"the unseen batch fills the budget: the rollout waits", rollout.Int(1), nil, true},
-	}
-	for _, tc := range cases {
-		var mem releases
-		cached := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Staged: ref(1, "1"), Released: &v1alpha1.RevisionRef{Index: 1, DeploymentID: "d-1"}}}
-		cached.Status.AppliedRevision, cached.Status.AppliedDeploymentID, cached.Status.Ready = 1, "d-1", true
-		st := &planState{in: &rollout.Input{Revision: 2, Now: now}, bds: map[string]*v1alpha1.BundleDeployment{}, clusters: map[string]*v1alpha1.Cluster{}}
-		st.in.Strategy.MaxNew = &one
-		st.in.Strategy.MaxUnavailable = tc.maxUnavailable
-		for _, name := range []string{"a", "b", "c"} {
-			cl := &v1alpha1.Cluster{}
-			cl.Name, cl.Status.Namespace = name, "cluster-"+name
-			st.clusters[name] = cl
-			bd := cached.DeepCopy()
-			bd.Namespace, bd.Name = cl.Status.Namespace, DeploymentName(bun.Namespace, bun.Name)
-			st.bds[name] = bd
-			st.in.Targets = append(st.in.Targets, rollout.Target{Cluster: name, Deployment: bdstate.Deployment(bd)})
-		}
-		// a's release of revision 2 is in the cache already; b's was written a moment ago.
-		st.bds["a"].Spec.Staged, st.bds["a"].Spec.Released = ref(2, "2"), &v1alpha1.RevisionRef{Index: 2, DeploymentID: "d-2"}
-		st.in.Targets[0].Deployment = bdstate.Deployment(st.bds["a"])
-		mem.add(deploymentKey(bun, st.clusters["a"]), ref(2, "2"), now)
-		mem.add(deploymentKey(bun, st.clusters["b"]), ref(2, "2"), now)
-
-		st.countUnseen(&mem, bun, now.Add(time.Second))
-		if mem.pending(deploymentKey(bun, st.clusters["a"]), "d-2", now) {
-			t.Errorf("%s: a release the cache shows must be forgotten", tc.name)
-		}
-		if d := st.in.Targets[1].Deployment; d.Staged != 2 || d.Released != 2 || d.Applied != 0 {
-			t.Errorf("%s: b's unseen release must count as released and not applied: %+v", tc.name, d)
-		}
-		d := rollout.Plan(st.in)
-		if !slices.Equal(d.Release, tc.wantRelease) || (d.Paused != "") != tc.wantPaused {
-			t.Errorf("%s: released %v, paused %q", tc.name, d.Release, d.Paused)
-		}
-	}
-}
-
 // The hub-wide bound on deployment writes: never more in flight than its size, and a write
 // waiting for a slot gives up when its context ends.
 func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
@@ -240,7 +184,7 @@ func TestWriteSlotsBoundWritesInFlight(t *testing.T) {
 			})
 		}()
 	}
-	waitUntil(t, "two writes in flight", func() bool { return inFlight.Load() >= 2 })
+	wait.Until(t, "two writes in flight", 30*time.Second, func() bool { return inFlight.Load() >= 2 })
 	if done.Load() != 0 || len(slots) != cap(slots) {
 		t.Fatalf("%d writes done and %d slots taken before any was released", done.Load(), len(slots))
 	}
@@ -289,86 +233,5 @@ func TestR1_10_StagingEndWakesTheRolloutOfEachBundle(t *testing.T) {
 	s.end([]types.NamespacedName{web})
 	if got := woken(); !slices.Equal(got, []string{"fleet/web"}) {
 		t.Errorf("woken %v, want fleet/web once its last commit ended", got)
-	}
-}
-
-// A release is a full update of the cached deployment while it is current, and a patch of what
-// changed when another write came after the cached copy: neither undoes the agent's report,
-// and the agent's managed fields stay.
-func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T) {
-	c := apiClient(t)
-	ctx := context.Background()
-	ns := namespace(t, c)
-	r1, r2, r3 := ref(1, "1"), ref(2, "2"), ref(3, "3")
-	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet-web", Namespace: ns},
-		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: ns, Staged: r1, Released: &r1}}
-	if err := c.Create(ctx, bd); err != nil {
-		t.Fatal(err)
-	}
-	report := func(rev v1alpha1.RevisionRef) {
-		t.Helper()
-		var live v1alpha1.BundleDeployment
-		if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &live); err != nil {
-			t.Fatal(err)
-		}
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"ready":true,"appliedRevision":`+strconv.FormatInt(rev.Index, 10)+`}}`))
-		if err := c.SubResource("status").Patch(ctx, &live, patch, client.FieldOwner("agent")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	release := func(cached *v1alpha1.BundleDeployment, rev v1alpha1.RevisionRef) {
-		t.Helper()
-		orig, next := cached, cached.DeepCopy()
-		next.ManagedFields = nil // the hub's cache keeps none
-		stageTarget(next, revisionTarget{Ref: rev}, true, time.Now())
-		if err := updateDeployment(ctx, c, next, orig); err != nil {
-			t.Fatal(err)
-		}
-	}
-	check := func(what string, want v1alpha1.RevisionRef, applied int64) {
-		t.Helper()
-		var live v1alpha1.BundleDeployment
-		if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &live); err != nil {
-			t.Fatal(err)
-		}
-		agentFields := slices.ContainsFunc(live.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Manager == "agent" })
-		if live.Spec.Staged != want || *live.Spec.Released != want || live.Status.AppliedRevision != applied || !live.Status.Ready || !agentFields {
-			t.Errorf("%s: staged %v released %v, status %+v, agent's managed fields kept %v", what, live.Spec.Staged, live.Spec.Released, live.Status, agentFields)
-		}
-	}
-	report(r1)
-	var cached v1alpha1.BundleDeployment
-	if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &cached); err != nil {
-		t.Fatal(err)
-	}
-	release(&cached, r2) // current: a full update
-	check("full update", r2, 1)
-
-	if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &cached); err != nil {
-		t.Fatal(err)
-	}
-	report(r2) // the agent writes after the copy was read: the update conflicts
-	release(&cached, r3)
-	check("patch after a conflict", r3, 2)
-
-	// Two writers decide on the same copy (two hubs that both think they lead): the first
-	// releases, the second's update and its patch both fail, and the first one's release stands.
-	report(r3)
-	if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &cached); err != nil {
-		t.Fatal(err)
-	}
-	r4, r5 := ref(4, "4"), ref(5, "5")
-	release(cached.DeepCopy(), r4)
-	stale := cached.DeepCopy()
-	stageTarget(stale, revisionTarget{Ref: r5}, true, time.Now())
-	if err := updateDeployment(ctx, c, stale, &cached); !apierrors.IsConflict(err) {
-		t.Errorf("a second writer deciding on the same copy: %v, want a conflict", err)
-	}
-	var live v1alpha1.BundleDeployment
-	if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &live); err != nil {
-		t.Fatal(err)
-	}
-	if live.Spec.Released == nil || *live.Spec.Released != r4 || live.Spec.Staged != r4 {
-		t.Errorf("after the second writer: staged %v, released %v; want the first writer's %v", live.Spec.Staged, live.Spec.Released, r4)
 	}
 }

@@ -3,14 +3,12 @@ package hub
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/bdstate"
-	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 // deploymentsByBundle indexes BundleDeployments in the hub's cache by their bundle
@@ -135,39 +133,6 @@ func placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]p
 	return out, nil
 }
 
-// member is what the staged and sequence planners see of a cluster a bundle is placed on.
-type member struct {
-	cluster      *v1alpha1.Cluster
-	deployment   *rollout.Deployment
-	availability *rollout.Availability
-	offline      bool
-	// since is the first revision the cluster's record has (revisionStore.since).
-	since int64
-}
-
-// readMembers reads the bundle's placements as members, with their deployments by cluster.
-func readMembers(ctx context.Context, c client.Reader, revisions *revisionStore, live *liveness, now time.Time, bun *v1alpha1.Bundle) ([]member, map[string]*v1alpha1.BundleDeployment, error) {
-	ps, err := placements(ctx, c, bun)
-	if err != nil {
-		return nil, nil, err
-	}
-	since, err := revisions.since(ctx, bun)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]member, 0, len(ps))
-	for _, p := range ps {
-		m := member{cluster: p.cluster, deployment: bdstate.Deployment(p.bd), availability: availability(p.cluster),
-			offline: live.offline(p.cluster, now), since: since[p.cluster.Name]}
-		if m.offline {
-			seen, _ := live.lastSeen(p.cluster)
-			markOffline(m.deployment, seen)
-		}
-		out = append(out, m)
-	}
-	return out, byCluster(ps), nil
-}
-
 // byCluster indexes placements' deployments by cluster name.
 func byCluster(ps []placed) map[string]*v1alpha1.BundleDeployment {
 	out := make(map[string]*v1alpha1.BundleDeployment, len(ps))
@@ -175,4 +140,45 @@ func byCluster(ps []placed) map[string]*v1alpha1.BundleDeployment {
 		out[p.cluster.Name] = p.bd
 	}
 	return out
+}
+
+// contentRef names one content: its bundle namespace and id.
+type contentRef struct{ Namespace, ID string }
+
+func (r contentRef) String() string { return r.Namespace + "/" + r.ID }
+
+// contentRefsOf lists the content a BundleDeployment's staged and released revisions reference.
+func contentRefsOf(o client.Object) []contentRef {
+	bd, ok := o.(*v1alpha1.BundleDeployment)
+	if !ok {
+		return nil
+	}
+	refs := []contentRef{{bd.Spec.BundleNamespace, bd.Spec.Staged.ContentID}}
+	if r := bd.Spec.Released; r != nil && r.ContentID != bd.Spec.Staged.ContentID {
+		refs = append(refs, contentRef{bd.Spec.BundleNamespace, r.ContentID})
+	}
+	// The last good revision stays readable (and kept): a rollback may release it (R5.4).
+	if g := bd.Spec.LastGood; g != nil && !slices.ContainsFunc(refs, func(r contentRef) bool { return r.ID == g.ContentID }) {
+		refs = append(refs, contentRef{bd.Spec.BundleNamespace, g.ContentID})
+	}
+	return refs
+}
+
+func contentRefsChanged(old, updated client.Object) bool {
+	return !slices.Equal(contentRefsOf(old), contentRefsOf(updated))
+}
+
+// runsOfBundle lists the StagedUpdateRuns of a bundle.
+func runsOfBundle(ctx context.Context, c client.Reader, namespace, bundle string) ([]v1alpha1.StagedUpdateRun, error) {
+	var list v1alpha1.StagedUpdateRunList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("failed to list runs: %w", err)
+	}
+	runs := list.Items[:0]
+	for _, run := range list.Items {
+		if run.Spec.Bundle == bundle {
+			runs = append(runs, run)
+		}
+	}
+	return runs, nil
 }

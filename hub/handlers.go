@@ -5,12 +5,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -109,4 +113,38 @@ func (p *progressThrottle) hold(uid types.UID, significant bool, now time.Time) 
 	p.written[uid] = now
 	delete(p.slot, uid)
 	return 0
+}
+
+// clusterMembershipChanged passes cluster events that change what is rendered where: creation,
+// deletion, labels, spec, and the namespace registration assigns. Heartbeats do not pass.
+type clusterMembershipChanged struct{ predicate.Funcs }
+
+func (clusterMembershipChanged) Update(e event.UpdateEvent) bool {
+	return clusterUpdated(e, func(o, n *v1alpha1.Cluster) bool {
+		return o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Namespace != n.Status.Namespace
+	})
+}
+
+// clusterUpdated applies changed to the update of a Cluster; an update of anything else passes.
+func clusterUpdated(e event.UpdateEvent, changed func(old, new *v1alpha1.Cluster) bool) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+	return !ok1 || !ok2 || changed(o, n)
+}
+
+// bundleOfDeployment maps a BundleDeployment to its Bundle, from the labels the bundler sets.
+func bundleOfDeployment(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[LabelBundle] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelBundle]}}}
+}
+
+// deploymentPlanChanged passes deployment updates that change what the planner sees: reports
+// of which resources are not ready yet, or drift details, do not.
+func deploymentPlanChanged(old, new client.Object) bool {
+	o, ok1 := old.(*v1alpha1.BundleDeployment)
+	n, ok2 := new.(*v1alpha1.BundleDeployment)
+	return !ok1 || !ok2 || *bdstate.Deployment(o) != *bdstate.Deployment(n) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
 }

@@ -8,10 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -160,125 +157,5 @@ func TestR1_11_AgentBackByItsLease(t *testing.T) {
 		if got := live.leaseBackOnline(cl, tc.old, tc.updated, clocks.wall); got != tc.back {
 			t.Errorf("%s: back online %v, want %v", tc.name, got, tc.back)
 		}
-	}
-}
-
-// An update's old object is judged by its own heartbeat, so the rollout controller sees an
-// agent that comes back after its deadline as coming back, whatever the order in which the
-// informer's handlers see the update.
-func TestR1_11_AgentComingBackIsSeenFromTheUpdate(t *testing.T) {
-	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	clocks := &testClocks{wall: w0}
-	live := clocks.liveness()
-	old := clusterSeen(w0)
-	live.observeObject(old)
-	clocks.wall, clocks.mono = w0.Add(-30*time.Second), 20*time.Second // wall stepped back
-	back := clusterSeen(w0.Add(-30 * time.Second))
-	p := clusterPlanningChanged{live: live, now: func() time.Time { return clocks.wall }}
-	for _, observedFirst := range []bool{false, true} {
-		if observedFirst {
-			live.observeObject(back)
-		}
-		if !p.Update(updateEvent(old, back)) {
-			t.Errorf("observed first %v: the agent coming back does not re-plan its bundles", observedFirst)
-		}
-	}
-	if p.Update(updateEvent(back, back.DeepCopy())) {
-		t.Errorf("a routine update re-plans")
-	}
-}
-
-// The interleaving of the stopped-agent e2e test, reproduced with the cluster status
-// reconciler on a real API server and controlled clocks: the agent reports, stops, and the
-// hub's wall clock steps back by a minute. Its Cluster turns Offline one deadline after the
-// last heartbeat the hub saw, not a minute later; when the agent reports again it is back.
-// Agents renew their Lease; older ones write their Cluster's status.
-func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
-	c := apiClient(t) // no hub runs: the reconciler is driven by hand
-	ctx := context.Background()
-	for _, source := range []string{"lease", "cluster status"} {
-		t.Run(source, func(t *testing.T) {
-			ns := namespace(t, c)
-			registerCluster(t, c, ns, "edge", nil)
-			w0 := time.Now().UTC().Truncate(time.Second)
-			clocks := &testClocks{wall: w0}
-			live := clocks.liveness()
-			live.leases = c
-			r := &clusterStatusReconciler{client: c, live: live, now: func() time.Time { return clocks.wall }, delay: time.Second,
-				progress: progressThrottle{every: 3 * time.Second, perSecond: clusterProgressPerSecond}}
-			key := types.NamespacedName{Namespace: ns, Name: "edge"}
-			var cl v1alpha1.Cluster
-			if err := c.Get(ctx, key, &cl); err != nil {
-				t.Fatal(err)
-			}
-			patch := client.MergeFrom(cl.DeepCopy())
-			cl.Spec.HeartbeatDeadline = &metav1.Duration{Duration: 6 * time.Second}
-			if err := c.Patch(ctx, &cl, patch); err != nil {
-				t.Fatal(err)
-			}
-			if err := live.ensureLease(ctx, c, &cl); err != nil {
-				t.Fatal(err)
-			}
-			heartbeat := func(at time.Time) {
-				t.Helper()
-				if source == "lease" {
-					var lease coordinationv1.Lease
-					if err := c.Get(ctx, types.NamespacedName{Namespace: cl.Status.Namespace, Name: v1alpha1.AgentLeaseName}, &lease); err != nil {
-						t.Fatal(err)
-					}
-					lease.Spec.RenewTime = &metav1.MicroTime{Time: at}
-					if err := c.Update(ctx, &lease); err != nil {
-						t.Fatal(err)
-					}
-					live.observeObject(&lease)
-					return
-				}
-				if err := c.Get(ctx, key, &cl); err != nil {
-					t.Fatal(err)
-				}
-				patch := client.MergeFrom(cl.DeepCopy())
-				cl.Status.AgentLastSeen = &metav1.Time{Time: at}
-				if err := c.Status().Patch(ctx, &cl, patch); err != nil {
-					t.Fatal(err)
-				}
-				live.observeObject(&cl)
-			}
-			reconcile := func(what string) (v1alpha1.Cluster, ctrl.Result) {
-				t.Helper()
-				res, err := r.controller().Reconcile(ctx, ctrl.Request{NamespacedName: key})
-				if err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
-				var cl v1alpha1.Cluster
-				if err := c.Get(ctx, key, &cl); err != nil {
-					t.Fatal(err)
-				}
-				return cl, res
-			}
-			offline := func(cl v1alpha1.Cluster) bool {
-				cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ReadyCondition)
-				return cl.Status.Display.State == "Offline" && cond != nil && cond.Reason == "Offline"
-			}
-
-			if cl, _ := reconcile("before the agent reports"); cl.Status.Display.State != "WaitingForAgent" {
-				t.Errorf("a cluster whose agent never reported: state %q, want WaitingForAgent", cl.Status.Display.State)
-			}
-			heartbeat(w0)
-			cl, res := reconcile("the agent reporting")
-			if offline(cl) || cl.Status.Display.State == "WaitingForAgent" || res.RequeueAfter != 7*time.Second {
-				t.Fatalf("a reporting agent: state %s, requeue after %s (want a look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter)
-			}
-			// The agent stops; at the requeue the hub's wall clock has stepped back a minute.
-			clocks.wall, clocks.mono = w0.Add(-time.Minute), res.RequeueAfter
-			if cl, _ = reconcile("at the deadline"); !offline(cl) {
-				t.Errorf("one deadline after the last heartbeat, with the wall clock stepped back: state %q, conditions %+v", cl.Status.Display.State, cl.Status.Conditions)
-			}
-			// The agent reports again, on the stepped clock.
-			clocks.mono += time.Second
-			heartbeat(clocks.wall)
-			if cl, _ = reconcile("the agent back"); offline(cl) {
-				t.Errorf("the agent reported again but the cluster stays Offline")
-			}
-		})
 	}
 }

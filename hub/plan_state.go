@@ -148,3 +148,12 @@ func releasedWithStaging(st *planState, want revisionTargets) (map[string]bool, 
 	}
 	return out, d
 }
+
+func appendGroup(gs []rollout.ClusterGroup, g rollout.ClusterGroup) []rollout.ClusterGroup {
+	for _, x := range gs {
+		if x.Name == g.Name {
+			return gs
+		}
+	}
+	return append(gs, g)
+}

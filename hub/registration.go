@@ -7,7 +7,6 @@ import (
 	"maps"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/crypto/nacl/box"
 	"golang.org/x/time/rate"
@@ -373,18 +372,4 @@ func setReady(conds *[]metav1.Condition, ok bool, reason, msg string, gen int64)
 		status = metav1.ConditionTrue
 	}
 	setCondition(conds, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
-}
-
-// maxConditionMessage is the longest message the API server takes in a condition.
-const maxConditionMessage = 32768
-
-// truncate cuts s to at most n bytes, on a character boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

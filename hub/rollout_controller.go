@@ -129,25 +129,8 @@ func (p clusterPlanningChanged) Update(e event.UpdateEvent) bool {
 // machine with the API server, flat. The rollout still moves on events, never on a timer (R1.10).
 const passCoalesce = 200 * time.Millisecond
 
-// bundleOfDeployment maps a BundleDeployment to its Bundle, from the labels the bundler sets.
-func bundleOfDeployment(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	if l[LabelBundle] == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelBundleNamespace], Name: l[LabelBundle]}}}
-}
-
 // deploymentToBundle enqueues a BundleDeployment's Bundle at once.
 var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(bundleOfDeployment)
-
-// deploymentPlanChanged passes deployment updates that change what the planner sees: reports
-// of which resources are not ready yet, or drift details, do not.
-func deploymentPlanChanged(old, new client.Object) bool {
-	o, ok1 := old.(*v1alpha1.BundleDeployment)
-	n, ok2 := new.(*v1alpha1.BundleDeployment)
-	return !ok1 || !ok2 || *bdstate.Deployment(o) != *bdstate.Deployment(n) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
-}
 
 // step plans one pass for a bundle, writes the releases and sets the bundle's status (written
 // by the skeleton, or held back while only progress counts changed).
@@ -237,14 +220,6 @@ func (r *rolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 
 // nextBatch is when a pass that released a maxNew batch plans the next one: at once.
 const nextBatch = time.Millisecond
-
-// sooner is the earlier of two requeue delays, zero meaning none.
-func sooner(a, b time.Duration) time.Duration {
-	if a == 0 || b > 0 && b < a {
-		return b
-	}
-	return a
-}
 
 // pin stages a rollback's revision on the bundle's deployments, as recorded when the revision
 // was created, releasing it at once where the planner allows. Clusters that revision did not
@@ -381,27 +356,6 @@ func (r *rolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 	return r.progress.hold(bun.UID, significant, r.now()), significant
 }
 
-// recordReleases records, for each partition a decision released clusters in, that the
-// revision reached it (rollouts of several partitions). Passes releasing further batches of a partition repeat the Event, which
-// the recorder counts instead of writing it again. The bundler, which releases the first
-// clusters of a commit with their staging, records its releases the same way.
-func recordReleases(rec *events.Recorder, bun *v1alpha1.Bundle, revision int64, d *rollout.Decision, released func(cluster string) bool) {
-	if len(d.Partitions) < 2 {
-		return // one partition: its release is the revision's staging, told on the GitRepo
-	}
-	inPartition := map[string]int{}
-	for _, c := range d.Clusters {
-		if released(c.Name) {
-			inPartition[c.Partition]++
-		}
-	}
-	for _, p := range d.Partitions {
-		if inPartition[p.Name] > 0 {
-			rec.Normal(bun, v1alpha1.EventPartitionReleased, "revision %d released to partition %s (%d clusters, maxUnavailable %d)", revision, p.Name, len(p.Clusters), p.MaxUnavailable)
-		}
-	}
-}
-
 // recordTransitions records what a status write of a continuous rollout changed for people: a
 // rollback starting, a pause (or a new reason for it). Its completion is told with the write
 // (recordCompletion). Both are Normal: a person's rollback and a partition that waits for its
@@ -491,21 +445,6 @@ func (r *rolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	return nil
 }
 
-func stateCounts(c rollout.Counts, total int) v1alpha1.StateCounts {
-	return v1alpha1.StateCounts{DesiredReady: int32(total), Ready: int32(c[rollout.Ready]), Pending: int32(c[rollout.Pending]), OutOfSync: int32(c[rollout.OutOfSync]),
-		WaitApplied: int32(c[rollout.WaitApplied]), ErrApplied: int32(c[rollout.ErrApplied]), NotReady: int32(c[rollout.NotReady]), Modified: int32(c[rollout.Modified])}
-}
-
-// worstState names the least advanced state with clusters in it, for printer columns.
-func worstState(c rollout.Counts) string {
-	for _, s := range []rollout.State{rollout.ErrApplied, rollout.NotReady, rollout.WaitApplied, rollout.OutOfSync, rollout.Pending, rollout.Modified} {
-		if c[s] > 0 {
-			return string(s)
-		}
-	}
-	return string(rollout.Ready)
-}
-
 // waitReason is why a rollout is not complete: its pause, else what holds its clusters.
 func waitReason(d *rollout.Decision) string {
 	if d.Paused != "" {
@@ -537,15 +476,6 @@ func setWarning(st *v1alpha1.BundleStatus, typ string, on bool, reason, msg stri
 		return
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-}
-
-func appendGroup(gs []rollout.ClusterGroup, g rollout.ClusterGroup) []rollout.ClusterGroup {
-	for _, x := range gs {
-		if x.Name == g.Name {
-			return gs
-		}
-	}
-	return append(gs, g)
 }
 
 // renderFailureChanged passes a Bundle whose status.renderFailure the bundler changed.

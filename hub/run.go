@@ -51,7 +51,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
-	endpoint, err := resolveAgentEndpoint(opts, os.Getenv)
+	endpoint, err := resolveAgentEndpoint(opts.Server, opts.CACert, opts.Config, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -258,20 +258,3 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint agentEndpoint, sh shar
 
 // EventsController is the reportingController of the hub's Events.
 const EventsController = "flotilla.dev/hub"
-
-// LeaderElectionID names the Lease the hub's replicas elect their leader with.
-const LeaderElectionID = "flotilla-hub"
-
-// everyReplica is a runnable that runs in every replica, leader or not.
-type everyReplica func(context.Context) error
-
-func (r everyReplica) Start(ctx context.Context) error { return r(ctx) }
-func (everyReplica) NeedLeaderElection() bool          { return false }
-
-// positiveOr is v, or def when v is not set (zero or negative): how options take their defaults.
-func positiveOr[T int | int64 | time.Duration](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
-}

@@ -452,21 +452,6 @@ func autoRuns(ctx context.Context, c client.Client, bun *v1alpha1.Bundle) error 
 	return nil
 }
 
-// runsOfBundle lists the StagedUpdateRuns of a bundle.
-func runsOfBundle(ctx context.Context, c client.Reader, namespace, bundle string) ([]v1alpha1.StagedUpdateRun, error) {
-	var list v1alpha1.StagedUpdateRunList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("failed to list runs: %w", err)
-	}
-	runs := list.Items[:0]
-	for _, run := range list.Items {
-		if run.Spec.Bundle == bundle {
-			runs = append(runs, run)
-		}
-	}
-	return runs, nil
-}
-
 // supersede keeps one rollout per bundle: when a newer run of the bundle is in flight, run
 // stops (clusters in flight finish) and records which run replaced it. It returns that run's
 // name, or "" when none did, and whether run is the bundle's current one: no other run of the

@@ -121,3 +121,6 @@ func adopt(ctx context.Context, c client.Client, uncached client.Reader, key typ
 	log.FromContext(ctx).Info("adopted from another shard", "object", key.String(), "shard", owner)
 	return nil
 }
+
+// LeaderElectionID names the Lease the hub's replicas elect their leader with.
+const LeaderElectionID = "flotilla-hub"

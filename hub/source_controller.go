@@ -548,23 +548,6 @@ func (forwardedWebhook) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetAnnotations()[AnnotationWebhookForwarded] != e.ObjectNew.GetAnnotations()[AnnotationWebhookForwarded]
 }
 
-// clusterMembershipChanged passes cluster events that change what is rendered where: creation,
-// deletion, labels, spec, and the namespace registration assigns. Heartbeats do not pass.
-type clusterMembershipChanged struct{ predicate.Funcs }
-
-func (clusterMembershipChanged) Update(e event.UpdateEvent) bool {
-	return clusterUpdated(e, func(o, n *v1alpha1.Cluster) bool {
-		return o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Namespace != n.Status.Namespace
-	})
-}
-
-// clusterUpdated applies changed to the update of a Cluster; an update of anything else passes.
-func clusterUpdated(e event.UpdateEvent, changed func(old, new *v1alpha1.Cluster) bool) bool {
-	o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
-	n, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
-	return !ok1 || !ok2 || changed(o, n)
-}
-
 func splitKey(key string) (ns, name string, ok bool) {
 	for i := range len(key) {
 		if key[i] == '/' {
@@ -572,11 +555,4 @@ func splitKey(key string) (ns, name string, ok bool) {
 		}
 	}
 	return "", key, false
-}
-
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }

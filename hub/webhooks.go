@@ -162,3 +162,10 @@ func (f *webhookFollowers) secret(ctx context.Context, key types.NamespacedName)
 	f.read[key] = webhookSecret{token: token, at: now}
 	return token
 }
+
+// everyReplica is a runnable that runs in every replica, leader or not.
+type everyReplica func(context.Context) error
+
+func (r everyReplica) Start(ctx context.Context) error { return r(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }

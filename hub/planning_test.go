@@ -1,0 +1,31 @@
+package hub
+
+import (
+	"testing"
+	"time"
+)
+
+// An update's old object is judged by its own heartbeat, so the rollout controller sees an
+// agent that comes back after its deadline as coming back, whatever the order in which the
+// informer's handlers see the update.
+func TestR1_11_AgentComingBackIsSeenFromTheUpdate(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clocks := &testClocks{wall: w0}
+	live := clocks.liveness()
+	old := clusterSeen(w0)
+	live.observeObject(old)
+	clocks.wall, clocks.mono = w0.Add(-30*time.Second), 20*time.Second // wall stepped back
+	back := clusterSeen(w0.Add(-30 * time.Second))
+	p := clusterPlanningChanged{live: live, now: func() time.Time { return clocks.wall }}
+	for _, observedFirst := range []bool{false, true} {
+		if observedFirst {
+			live.observeObject(back)
+		}
+		if !p.Update(updateEvent(old, back)) {
+			t.Errorf("observed first %v: the agent coming back does not re-plan its bundles", observedFirst)
+		}
+	}
+	if p.Update(updateEvent(back, back.DeepCopy())) {
+		t.Errorf("a routine update re-plans")
+	}
+}
