@@ -100,10 +100,10 @@ func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 		}
 		return reconciler.Outcome{}, fmt.Errorf("failed to get sequence: %w", err)
 	}
-	plan := sequence(&seq.Spec)
+	steps := sequence(&seq.Spec)
 	// A retried revision starts over from the first group (R5.5).
 	prev := rollout.SequenceStatus{Groups: forgetRevisions(sequenceProgress(bun.Status.Sequence), liftedRevisions(bun))}
-	plan.Paused, plan.Quarantine = bun.Spec.Paused, activeQuarantine(bun)
+	steps.Paused, steps.Quarantine = bun.Spec.Paused, activeQuarantine(bun)
 	fleet, bds, err := r.fleet(ctx, bun)
 	if err != nil {
 		return reconciler.Outcome{}, err
@@ -115,7 +115,7 @@ func (r *sequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 		}
 	}
 	now := r.now()
-	res, err := rollout.StepSequence(&plan, prev, revisions, fleet, now)
+	res, err := rollout.StepSequence(&steps, prev, revisions, fleet, now)
 	if err != nil {
 		setStalled(bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
 		return reconciler.Outcome{}, nil
@@ -288,8 +288,8 @@ func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.Ro
 	sort.Strings(st.Bundles)
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
 		Message: fmt.Sprintf("%d groups, followed by %d bundles", len(seq.Spec.Groups), len(bundles)), ObservedGeneration: seq.Generation}
-	plan := sequence(&seq.Spec)
-	order, err := plan.ChainOrder()
+	steps := sequence(&seq.Spec)
+	order, err := steps.ChainOrder()
 	if err != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.InvalidSpecReason, err.Error()
 	} else {
@@ -309,7 +309,7 @@ func (r *sequenceStatusReconciler) step(ctx context.Context, seq, _ *v1alpha1.Ro
 			fleet = append(fleet, sc)
 		}
 		for _, gi := range order {
-			g := plan.Groups[gi]
+			g := steps.Groups[gi]
 			st.Groups = append(st.Groups, v1alpha1.SequenceGroupStatus{Name: g.Name, Clusters: int32(rollout.CountGroupClusters(g, fleet))})
 		}
 	}
