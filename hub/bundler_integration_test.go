@@ -13,8 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // registerCluster creates a Cluster and admits it, as registration does.
@@ -25,7 +27,7 @@ func registerCluster(t *testing.T, c client.Client, ns, name string, labels map[
 	if err := c.Create(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	if err := AdmitCluster(ctx, c, cl); err != nil {
+	if err := access.AdmitCluster(ctx, c, cl); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -33,12 +35,12 @@ func registerCluster(t *testing.T, c client.Client, ns, name string, labels map[
 func deploymentsOf(t *testing.T, c client.Client, bundleNS, bundle string) map[string]v1alpha1.BundleDeployment {
 	t.Helper()
 	var list v1alpha1.BundleDeploymentList
-	if err := c.List(context.Background(), &list, client.MatchingLabels{LabelBundle: bundle, LabelBundleNamespace: bundleNS}); err != nil {
+	if err := c.List(context.Background(), &list, client.MatchingLabels{model.LabelBundle: bundle, model.LabelBundleNamespace: bundleNS}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]v1alpha1.BundleDeployment{}
 	for _, bd := range list.Items {
-		out[bd.Labels[LabelCluster]] = bd
+		out[bd.Labels[model.LabelCluster]] = bd
 	}
 	return out
 }
@@ -234,13 +236,13 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 		if bd.Spec.Staged.Index != 1 || bd.Generation != before[name].Generation {
 			t.Errorf("%s was written before the rollout reached it: generation %d → %d, %+v", name, before[name].Generation, bd.Generation, bd.Spec)
 		}
-		if got := DeploymentState(&bun, &bd); got != v1alpha1.StateOutOfSync {
+		if got := model.DeploymentState(&bun, &bd); got != v1alpha1.StateOutOfSync {
 			t.Errorf("%s: state %s, want OutOfSync", name, got)
 		}
 	}
 	// Its agent may already read revision 2's content: its release will be one write, and the
 	// agent will not wait for access.
-	if rev2 := held["canary-1"].Spec.Staged.ContentID; !agentMayRead(t, c, ClusterNamespace(ns, "main-1"), ns, rev2) {
+	if rev2 := held["canary-1"].Spec.Staged.ContentID; !agentMayRead(t, c, access.ClusterNamespace(ns, "main-1"), ns, rev2) {
 		t.Errorf("main-1's agent is not granted revision 2's content %s", rev2)
 	}
 	// Its Cluster says so too, though nothing wrote its deployment: the new revision did.
@@ -439,7 +441,7 @@ func TestABundleNameNeverTakesOverAnotherGitReposBundle(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &after); err != nil {
 		t.Fatal(err)
 	}
-	if after.Labels[LabelGitRepo] != "shop" || after.Spec.LatestRevision != before.Spec.LatestRevision || after.Status.RenderFailure != nil {
+	if after.Labels[model.LabelGitRepo] != "shop" || after.Spec.LatestRevision != before.Spec.LatestRevision || after.Status.RenderFailure != nil {
 		t.Errorf("shop's Bundle moved: labels %v, revision %d (was %d), render failure %+v", after.Labels, after.Spec.LatestRevision, before.Spec.LatestRevision, after.Status.RenderFailure)
 	}
 	if bd := deploymentsOf(t, c, ns, "shop-web")["prod-1"]; bd.ResourceVersion != bdBefore.ResourceVersion {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/lifecycle"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // The collector keeps what a revision in a Bundle's history records (its targets and the
@@ -23,7 +25,7 @@ func TestContentCollectorKeepsWhatIsReferenced(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, c)
 	store := &contentstore.Store{Client: c}
-	revisions := &revisionStore{content: store}
+	revisions := &model.RevisionStore{Content: store}
 	put := func(id, text string) {
 		if _, err := store.Put(ctx, ns, id, []byte(text)); err != nil {
 			t.Fatal(err)
@@ -32,7 +34,7 @@ func TestContentCollectorKeepsWhatIsReferenced(t *testing.T) {
 	put("s-shared", "shared by two bundles' histories")
 	put("s-deployed", "staged on a cluster, its revision out of the history")
 	put("s-orphan", "referenced by nothing")
-	targetsID, err := revisions.put(ctx, ns, revisionTargets{"edge-1": {Ref: v1alpha1.RevisionRef{Index: 1, ContentID: "s-shared", DeploymentID: "d-1"}}})
+	targetsID, err := revisions.Put(ctx, ns, model.RevisionTargets{"edge-1": {Ref: v1alpha1.RevisionRef{Index: 1, ContentID: "s-shared", DeploymentID: "d-1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestContentCollectorKeepsWhatIsReferenced(t *testing.T) {
 		}
 	}
 	clusterNS := namespace(t, c)
-	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: clusterNS, Labels: map[string]string{LabelBundleNamespace: ns, LabelBundle: "gone"}},
+	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: clusterNS, Labels: map[string]string{model.LabelBundleNamespace: ns, model.LabelBundle: "gone"}},
 		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "gone", BundleNamespace: ns, Staged: v1alpha1.RevisionRef{Index: 7, ContentID: "s-deployed", DeploymentID: "d-7"}}}
 	if err := c.Create(ctx, bd); err != nil {
 		t.Fatal(err)
@@ -60,7 +62,7 @@ func TestContentCollectorKeepsWhatIsReferenced(t *testing.T) {
 		return err == nil
 	}
 	collect := func(grace time.Duration) {
-		r := &contentCollector{client: c, revisions: &revisionStore{content: store}, now: func() time.Time { return time.Now().Add(time.Hour) }, grace: grace}
+		r := &lifecycle.ContentCollector{Client: c, Revisions: &model.RevisionStore{Content: store}, Now: func() time.Time { return time.Now().Add(time.Hour) }, Grace: grace}
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns}}); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
+	"github.com/flotilla-dev/flotilla/hub/model"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,13 +33,13 @@ func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
 		registerCluster(t, c, ns, name, map[string]string{"fleet": "yes"})
 	}
 	registerCluster(t, c, ns, "outside", nil)
-	agentNS := func(cluster string) string { return ClusterNamespace(ns, cluster) }
+	agentNS := func(cluster string) string { return access.ClusterNamespace(ns, cluster) }
 	// The hub has taken in the three clusters (their agents' Roles are written) before the
 	// commit comes: the bundler then stages it for all three at once.
 	waitUntil(t, "the hub granted the agents of a, b and c", func() bool {
 		for _, name := range []string{"a", "b", "c"} {
 			var role rbacv1.Role
-			if err := c.Get(ctx, types.NamespacedName{Namespace: agentNS(name), Name: AgentServiceAccount}, &role); err != nil {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: agentNS(name), Name: access.AgentServiceAccount}, &role); err != nil {
 				return false
 			}
 		}
@@ -87,7 +90,7 @@ func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
 	second := contentOn(2)
 	waitUntil(t, "revision 1's grant removed", func() bool {
 		var binding rbacv1.RoleBinding
-		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: contentGrantName(first)}, &binding)
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(first)}, &binding)
 		return apierrors.IsNotFound(err)
 	})
 	if agentMayRead(t, c, agentNS("a"), ns, first) {
@@ -126,21 +129,21 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	if err := c.Create(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	if err := AdmitCluster(ctx, c, cl); err != nil {
+	if err := access.AdmitCluster(ctx, c, cl); err != nil {
 		t.Fatal(err)
 	}
-	shared := ref(1, "shared")
+	shared := revisionRef(1, "shared")
 	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet-web", Namespace: cl.Status.Namespace},
 		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: ns, Staged: shared}}
 	if err := c.Create(ctx, bd); err != nil {
 		t.Fatal(err)
 	}
-	if err := grantShared(ctx, c, contentRef{ns, shared.ContentID}, []string{cl.Status.Namespace}, time.Now()); err != nil {
+	if err := access.GrantShared(ctx, c, model.ContentRef{Namespace: ns, ID: shared.ContentID}, []string{cl.Status.Namespace}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ownContent := func() []string {
 		var role rbacv1.Role
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: agentRoleName(cl)}, &role); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: access.AgentRoleName(cl)}, &role); err != nil {
 			t.Fatal(err)
 		}
 		var names []string
@@ -152,7 +155,7 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 		return names
 	}
 
-	if err := grantAccessWith(ctx, staleGrants{c}, cl, nil, accessRewrite{live: c}); err != nil {
+	if err := access.GrantAccessWith(ctx, staleGrants{c}, cl, nil, access.AccessRewrite{Live: c}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ownContent(); len(got) != 0 {
@@ -161,7 +164,7 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	// The rollout controller's release of a cluster the cache shows no deployment of yet
 	// confirms the same way.
 	bun := &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}}
-	if _, err := grantAndWrite(ctx, staleGrants{c}, c, bun, cl, nil, revisionTarget{Ref: ref(2, "shared")}, true, time.Now()); err != nil {
+	if _, err := deploy.GrantAndWrite(ctx, staleGrants{c}, c, bun, cl, nil, model.RevisionTarget{Ref: revisionRef(2, "shared")}, true, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got := ownContent(); len(got) != 0 {
@@ -172,7 +175,7 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	}
 
 	// Without the live read, the stale cache puts the content in the Role: the case guarded.
-	if err := grantAccessWith(ctx, staleGrants{c}, cl, nil, accessRewrite{}); err != nil {
+	if err := access.GrantAccessWith(ctx, staleGrants{c}, cl, nil, access.AccessRewrite{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ownContent(); !slices.Contains(got, shared.ContentID) {
@@ -188,13 +191,13 @@ func TestSharedGrantIsKeptForTheWholePruneDelay(t *testing.T) {
 	ns := namespace(t, c)
 	// Late in a second: truncated to the second, the delay would end 0.9 s early.
 	granted := time.Date(2026, 3, 1, 10, 0, 0, 900_000_000, time.UTC)
-	ref := contentRef{ns, "s-1234"}
-	if err := grantShared(ctx, c, ref, []string{"cluster-ns-a", "cluster-ns-b"}, granted); err != nil {
+	ref := model.ContentRef{Namespace: ns, ID: "s-1234"}
+	if err := access.GrantShared(ctx, c, ref, []string{"cluster-ns-a", "cluster-ns-b"}, granted); err != nil {
 		t.Fatal(err)
 	}
-	key := types.NamespacedName{Namespace: ns, Name: contentGrantName(ref.ID)}
+	key := types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}
 	for _, after := range []time.Duration{0, 500 * time.Millisecond, 999 * time.Millisecond} {
-		pruner := &contentGrantReconciler{client: c, delay: time.Second, now: func() time.Time { return granted.Add(after) }}
+		pruner := &access.ContentGrantReconciler{Client: c, Delay: time.Second, Now: func() time.Time { return granted.Add(after) }}
 		res, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key})
 		if err != nil {
 			t.Fatalf("%v after the grant: %v", after, err)

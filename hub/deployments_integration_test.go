@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // A release is a full update of the cached deployment while it is current, and a patch of what
@@ -22,7 +24,7 @@ func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T
 	c := apiClient(t)
 	ctx := context.Background()
 	ns := namespace(t, c)
-	r1, r2, r3 := ref(1, "1"), ref(2, "2"), ref(3, "3")
+	r1, r2, r3 := revisionRef(1, "1"), revisionRef(2, "2"), revisionRef(3, "3")
 	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet-web", Namespace: ns},
 		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: ns, Staged: r1, Released: &r1}}
 	if err := c.Create(ctx, bd); err != nil {
@@ -42,9 +44,10 @@ func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T
 	release := func(cached *v1alpha1.BundleDeployment, rev v1alpha1.RevisionRef) {
 		t.Helper()
 		orig, next := cached, cached.DeepCopy()
-		next.ManagedFields = nil // the hub's cache keeps none
-		stageTarget(next, revisionTarget{Ref: rev}, true, time.Now())
-		if err := updateDeployment(ctx, c, next, orig); err != nil {
+		next.ManagedFields = nil
+		deploy. // the hub's cache keeps none
+			StageTarget(next, model.RevisionTarget{Ref: rev}, true, time.Now())
+		if err := deploy.UpdateDeployment(ctx, c, next, orig); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,11 +83,11 @@ func TestUpdateDeploymentFallsBackToAPatchWhenAnotherWriteCameFirst(t *testing.T
 	if err := c.Get(ctx, client.ObjectKeyFromObject(bd), &cached); err != nil {
 		t.Fatal(err)
 	}
-	r4, r5 := ref(4, "4"), ref(5, "5")
+	r4, r5 := revisionRef(4, "4"), revisionRef(5, "5")
 	release(cached.DeepCopy(), r4)
 	stale := cached.DeepCopy()
-	stageTarget(stale, revisionTarget{Ref: r5}, true, time.Now())
-	if err := updateDeployment(ctx, c, stale, &cached); !apierrors.IsConflict(err) {
+	deploy.StageTarget(stale, model.RevisionTarget{Ref: r5}, true, time.Now())
+	if err := deploy.UpdateDeployment(ctx, c, stale, &cached); !apierrors.IsConflict(err) {
 		t.Errorf("a second writer deciding on the same copy: %v, want a conflict", err)
 	}
 	var live v1alpha1.BundleDeployment

@@ -1,40 +1,116 @@
 // Package hub is the control plane of Flotilla: it turns GitRepos into Bundles and releases
-// BundleDeployments to clusters as each bundle's rollout strategy allows.
+// BundleDeployments to clusters as each bundle's rollout strategy allows. This package keeps
+// Run, its Options and flags, the hub's version record and the table of controllers; each
+// controller lives in the package of its responsibility, the rollout decisions in package
+// rollout, the rendering in package bundle.
+//
+// # The packages
+//
+// One row per package of hub/ (a row with no name continues the one above): the hub packages
+// it may import, and the kinds it writes through an API client itself: Kind (created,
+// updated or patched), Kind/status (a subresource), Kind(delete), and "object" where the code
+// writes what its caller hands it (the reconciler skeleton, a list of things to revoke). The
+// rows run from the bottom up; a package imports only rows above its own. e2e/archtest reads
+// this table: an import or a write the code has and the table does not draw fails it, and so
+// does one the table draws and the code no longer has.
+//
+//	package               | may import                                    | writes
+//	api/v1alpha1          | -                                             | -
+//	reconciler            | -                                             | object object/status
+//	gitsource             | -                                             | -
+//	bdstate               | api/v1alpha1                                  | -
+//	contentstore          | api/v1alpha1                                  | Content
+//	events                | api/v1alpha1                                  | Event
+//	model                 | api/v1alpha1 bdstate contentstore             | object
+//	liveness              | api/v1alpha1 model                            | Lease
+//	liveness/livenesstest | api/v1alpha1 liveness                         | -
+//	metrics               | api/v1alpha1 gitsource model                  | -
+//	access                | api/v1alpha1 liveness model reconciler        | BundleDeployment BundleDeployment/status
+//	                      |                                               | BundleDeployment(delete) Cluster/status Lease
+//	                      |                                               | Namespace Namespace(delete) Role Role(delete)
+//	                      |                                               | RoleBinding RoleBinding(delete) ServiceAccount
+//	                      |                                               | ServiceAccount(delete) ServiceAccount/token
+//	                      |                                               | object(delete)
+//	deploy                | access api/v1alpha1 events metrics model      | BundleDeployment
+//	plan                  | api/v1alpha1 bdstate deploy events liveness   | -
+//	                      | model                                         |
+//	lifecycle             | api/v1alpha1 liveness model reconciler        | Cluster/status Content(delete)
+//	clusters              | access api/v1alpha1 bdstate events liveness   | Cluster Secret ServiceAccount ServiceAccount(delete)
+//	                      | model reconciler                              | ServiceAccount/token object(delete)
+//	strategy              | api/v1alpha1 bdstate deploy events liveness   | ApprovalRequest BundleDeployment(delete)
+//	                      | metrics model plan reconciler                 | StagedUpdateRun
+//	sources               | access api/v1alpha1 contentstore deploy       | Bundle Bundle/status Bundle(delete)
+//	                      | events gitsource lifecycle liveness metrics   | BundleDeployment(delete) GitRepo GitRepo/status
+//	                      | model plan reconciler                         |
+//	webhooks              | api/v1alpha1 gitsource                        | -
+//	.                     | access api/v1alpha1 clusters contentstore     | ConfigMap
+//	                      | deploy events gitsource lifecycle liveness    |
+//	                      | metrics model sources strategy webhooks       |
+//	report                | api/v1alpha1 model                            | -
+//	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster
+//	                      |                                               | SelfSubjectReview StagedUpdateRun
+//
+// Read from the bottom: the libraries (reconciler, the skeleton shared with the agent;
+// gitsource; bdstate, contentstore and events, shared with the agent too) know nothing of the
+// controllers. model is what all of them share about the fleet's objects (labels, cache
+// reads and indexes, the revision store, the shard). liveness judges agents' heartbeats;
+// access owns what an agent may read; deploy is the one writer of deployments' specs (but
+// for access copying a cluster's deployments as they are when the cluster changes namespace),
+// with its write slots, releases record and staging set. plan gathers a rollout decision's
+// inputs; strategy, sources, clusters and lifecycle hold the controllers. report and operate
+// are the CLI's: a status read and what a person does, under the person's own identity.
+//
+// What controllers share is handed to them by Run, never kept in package state: one
+// liveness.Liveness (written by its Lease informer, read by every controller that plans or
+// shows online), one deploy.Releases, deploy.WriteSlots and deploy.StagingNow (made with the
+// bundler, shared with the strategy controllers), one model.RevisionStore, one events.Recorder
+// and the replica's model.Shard.
 //
 // # The controllers
 //
-// Run starts them from one table. Each reconciles one kind (For), wakes on others (Watches)
-// and writes only what this map says; the rollout decisions themselves are the rollout
-// package's, the rendering the bundle package's.
+// Run starts them from one table (controllers, in run.go). Each reconciles one kind (For),
+// wakes on others (Watches) and writes only what its package's row above allows.
 //
-//	controller (file)                       reconciles     wakes on                         writes
-//	gitrepo-source (source_controller.go)    GitRepo        its spec, Clusters, groups,       GitRepo status and finalizer; through the
-//	                                                        restrictions, webhooks, polls     bundler (bundler.go): Bundles, Contents,
-//	                                                                                          revision records, staged deployments,
-//	                                                                                          a Bundle's status.renderFailure
-//	gitrepo-status (gitrepo_status.go)       GitRepo        its Bundles                       GitRepo status: the bundles' sum
-//	bundle-rollout (rollout_controller.go)   Bundle         its deployments, Clusters,        BundleDeployments (releases, removals),
-//	                                                        agents' Leases, staged runs       Bundle status; automatic staged runs
-//	bundle-sequence (sequence_controller.go) Bundle         its deployments, sequences        BundleDeployments (releases), Bundle status
-//	sequence-status (sequence_controller.go) RolloutSequence Bundles, Clusters               RolloutSequence status
-//	staged-run (run_controller.go)           StagedUpdateRun deployments, approvals,          BundleDeployments (releases), ApprovalRequests,
-//	                                                        Bundles, Clusters, other runs     run status, the superseded-by mark
-//	deployment-removal (removal.go)          BundleDeployment its deletion                    its finalizer; the Cluster's Uninstalled record
-//	bundle-removal (removal.go)              Bundle         its deletion, its deployments     its deployments (deleted), its finalizer
-//	cluster-status (cluster_status.go)       Cluster        deployments, Bundles, Leases      Cluster status (counts, online or offline)
-//	clustergroup-status (cluster_status.go)  ClusterGroup   Clusters                          ClusterGroup status
-//	cluster-access (access.go)               Cluster        deployments                       the cluster's namespace, agent identity,
-//	                                                                                          Roles and Lease; its Admitted condition
-//	content-grant (content_grants.go)        RoleBinding    deployments                       shared content grants (Roles, RoleBindings)
-//	content-gc (content_gc.go)               (namespace)    Bundles, deployments              Contents nothing references (deleted)
-//	registration-token (registration.go)     ClusterRegistrationToken                         its Secret and ServiceAccount, its status
-//	cluster-registration (registration.go)   ClusterRegistration Clusters                     the Cluster, its sealed credentials, status
+//	controller (package)             reconciles        wakes on                         writes
+//	gitrepo-source (sources)          GitRepo           its spec, Clusters, groups,      GitRepo status and finalizer; through the
+//	                                                    restrictions, webhooks, polls    bundler: Bundles, Contents, revision
+//	                                                                                     records, staged deployments (deploy),
+//	                                                                                     a Bundle's status.renderFailure
+//	gitrepo-status (sources)          GitRepo           its Bundles                      GitRepo status: the bundles' sum
+//	bundle-rollout (strategy)         Bundle            its deployments, Clusters,       BundleDeployments (releases through
+//	                                                    agents' Leases, staged runs      deploy, removals), Bundle status;
+//	                                                                                     automatic staged runs
+//	bundle-sequence (strategy)        Bundle            its deployments, sequences       BundleDeployments (deploy), Bundle status
+//	sequence-status (strategy)        RolloutSequence   Bundles, Clusters                RolloutSequence status
+//	staged-run (strategy)             StagedUpdateRun   deployments, approvals,          BundleDeployments (deploy),
+//	                                                    Bundles, Clusters, other runs    ApprovalRequests, run status, the
+//	                                                                                     superseded-by mark
+//	deployment-removal (lifecycle)    BundleDeployment  its deletion                     its finalizer; the Cluster's
+//	                                                                                     Uninstalled record
+//	bundle-removal (lifecycle)        Bundle            its deletion, its deployments    its deployments (deleted), its finalizer
+//	content-gc (lifecycle)            (namespace)       Bundles, deployments             Contents nothing references (deleted)
+//	cluster-status (clusters)         Cluster           deployments, Bundles, Leases     Cluster status (counts, online, offline)
+//	clustergroup-status (clusters)    ClusterGroup      Clusters                         ClusterGroup status
+//	registration-token (clusters)     ClusterRegistrationToken                           its Secret and ServiceAccount, status
+//	cluster-registration (clusters)   ClusterRegistration  Clusters                      the Cluster, its sealed credentials,
+//	                                                                                     status
+//	cluster-access (access)           Cluster           deployments                      the cluster's namespace, agent identity,
+//	                                                                                     Roles and Lease; its Admitted condition
+//	content-grant (access)            RoleBinding       deployments                      shared content grants (Roles,
+//	                                                                                     RoleBindings)
 //
-// A bundle of a commit that does not render fails alone (bundler.render): the others are
-// written, the failed one keeps its revisions and gets status.renderFailure, which the
-// strategy controllers show as its Rendered condition, and the GitRepo's Rendered condition
-// names them. The agents' address and CA that registration tokens carry are the operator's
-// (agent_endpoint.go), never an in-cluster address.
+// Beside the controllers, the webhook receiver (package webhooks) runs in every replica of
+// every shard: its senders are untrusted, so it finds a delivery's GitRepos in a cache of
+// its own and reads their webhook secrets at most every few seconds; the leader of the
+// GitRepo's shard polls at once (through a Poller, the source controller), any other replica
+// forwards the delivery to it with an annotation write, at most one per GitRepo a second.
+// The flotilla_* metrics (package metrics) are read from the caches at each scrape.
+//
+// A bundle of a commit that does not render fails alone: the others are written, the failed
+// one keeps its revisions and gets status.renderFailure, which the strategy controllers show
+// as its Rendered condition, and the GitRepo's Rendered condition names them. The agents'
+// address and CA that registration tokens carry are the operator's (clusters.AgentEndpoint),
+// never an in-cluster address.
 //
 // Every controller of an object with a status or a finalizer runs on one skeleton,
 // reconciler.Status (package hub/reconciler, shared with the agent): it reads the object, lets
@@ -42,27 +118,13 @@
 // (conditionally on the object as read where a stale cache could mislead), holds and releases
 // finalizers (the removal controllers only finalize), and tells what changed (Events) once the
 // status shows it. A write that loses an optimistic-lock race is done again from a fresh read,
-// logged at debug level, not as an error. Two are not object reconcilers and do not use it: content-gc collects a
-// namespace, and content-grant prunes RoleBindings, which have no status.
+// logged at debug level, not as an error. Two are not object reconcilers and do not use it:
+// content-gc collects a namespace, and content-grant prunes RoleBindings, which have no status.
 //
-// When a revision fails (ROLLOUT.md §5, outcome.go), the controller of the bundle's strategy
+// When a revision fails (ROLLOUT.md §5, package plan), the controller of the bundle's strategy
 // records it first (the Bundle's status.quarantined and status.outcome; a run's status.failure)
-// and then writes the rollback: each deployment released its last good revision again, one
-// write each (restore). A release records that last good revision in its own write.
-//
-// Deployment writes go through one component, deployments.go: writeDeployment and restage
-// (conditional on the deployment as read), grantAndWrite (the agent's access first), bounded
-// by writeSlots; the bundler and the rollout controllers share it and the releases record
-// (releases) that keeps them from writing one release twice while the cache catches up.
-// Events (package events) and the flotilla_* metrics (metrics.go) are told where the status
-// they describe is written.
-//
-// The webhook receiver (webhooks.go) runs in every replica of every shard. It finds a
-// delivery's GitRepos in a cache of every shard's, indexed by the repository they follow, and
-// reads their webhook secrets at most every few seconds: its senders are untrusted, and no
-// delivery may make the hub load the API server. The leader of the GitRepo's shard polls at
-// once; any other replica forwards the delivery to it with an annotation write, at most one
-// per GitRepo a second (a burst's last delivery is forwarded when the second ends).
+// and then writes the rollback through deploy: each deployment released its last good revision
+// again, one write each. A release records that last good revision in its own write.
 //
 // The hub's API types live in hub/api/v1alpha1; the CRDs and the hub's RBAC role in
 // manifests/ are generated from this tree by `go generate ./hub/...` (controller-gen, pinned as

@@ -9,7 +9,12 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/clusters"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
+	"github.com/flotilla-dev/flotilla/hub/lifecycle"
+	"github.com/flotilla-dev/flotilla/hub/liveness"
+	"github.com/flotilla-dev/flotilla/hub/sources"
 )
 
 // Flags are the hub's command-line flags (cmd/flotilla-hub, and the hub chart's Deployment),
@@ -37,7 +42,7 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	fs.StringVar(&o.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz; empty disables them")
 	fs.Int64Var(&o.GitCacheBytes, "git-cache-bytes", gitsource.DefaultMaxCacheBytes, "bytes of git repositories and checkouts kept under --cache-dir; past it, those used longest ago go")
 	fs.IntVar(&o.PollWorkers, "poll-workers", 4, "concurrent git polls; one fleet namespace's GitRepos hold at most half of them")
-	fs.IntVar(&o.WritesInFlight, "writes-in-flight", DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
+	fs.IntVar(&o.WritesInFlight, "writes-in-flight", deploy.DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
 	fs.DurationVar(&o.GrantPruneDelay, "grant-prune-delay", time.Minute, "how long a content grant shared by several agents waits before it drops those no longer deploying its content")
 	fs.Func("allowed-chart-hosts", "comma-separated chart servers (host or host:port) the hub may download charts from on a repository's behalf; default any", func(v string) error {
 		o.AllowedChartHosts = append(o.AllowedChartHosts, strings.Split(v, ",")...)
@@ -45,18 +50,18 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	})
 	fs.DurationVar(&o.RenderTimeout, "render-timeout", bundle.DefaultRenderTimeout, "how long one render of a bundle in the sandbox (Helm, values templates, Kustomize) may take")
 	fs.Int64Var(&o.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory the render sandbox (Helm, values templates, Kustomize) may use")
-	fs.DurationVar(&o.RenderBudget, "render-budget", DefaultRenderBudget, "how long the renders of one commit of a GitRepo may take together; the bundles left fail until the next poll")
+	fs.DurationVar(&o.RenderBudget, "render-budget", sources.DefaultRenderBudget, "how long the renders of one commit of a GitRepo may take together; the bundles left fail until the next poll")
 	fs.BoolVar(&o.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "let repositories reference ConfigMaps and Secrets (helm.valuesFrom) outside their GitRepo's namespace")
 	fs.Int64Var(&f.recordEvery, "poll-record-interval", 300, "seconds between writes of an unchanged poll to status.lastPollTime")
-	fs.DurationVar(&o.AgentTokenTTL, "agent-token-ttl", DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")
-	fs.DurationVar(&o.RegistrationTokenTTL, "registration-token-ttl", DefaultRegistrationTokenTTL, "lifetime of a ClusterRegistrationToken that sets no spec.ttl")
-	fs.IntVar(&o.RegistrationBurst, "registration-burst", DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
-	fs.DurationVar(&o.RegistrationInterval, "registration-interval", DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
+	fs.DurationVar(&o.AgentTokenTTL, "agent-token-ttl", clusters.DefaultAgentTokenTTL, "lifetime of the hub tokens agents get at registration and renew themselves (a third before expiry)")
+	fs.DurationVar(&o.RegistrationTokenTTL, "registration-token-ttl", clusters.DefaultRegistrationTokenTTL, "lifetime of a ClusterRegistrationToken that sets no spec.ttl")
+	fs.IntVar(&o.RegistrationBurst, "registration-burst", clusters.DefaultRegistrationBurst, "registrations one ClusterRegistrationToken may grant at once")
+	fs.DurationVar(&o.RegistrationInterval, "registration-interval", clusters.DefaultRegistrationInterval, "once the burst is used, one registration per token per this interval")
 	fs.StringVar(&o.Namespace, "namespace", namespace, "the hub's own namespace, where it records its version (ConfigMap flotilla-hub)")
-	fs.DurationVar(&o.ContentGrace, "content-gc-grace", DefaultContentGrace, "how old rendered Content that no revision in a bundle's history and no deployment references must be before it is deleted")
-	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", DefaultHeartbeatInterval, "how often agents renew their Lease, for clusters whose spec sets no heartbeatInterval (an idle fleet of N clusters costs N / interval writes a second)")
-	fs.DurationVar(&o.HeartbeatDeadline, "heartbeat-deadline", DefaultHeartbeatDeadline, "how long after its agent's last renewal a cluster counts as offline, for clusters whose spec sets no heartbeatDeadline")
-	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", DefaultUninstallTimeout, "how long a deleted deployment waits for its agent to confirm the removal of its workloads (an offline cluster's deletion finishes after it)")
+	fs.DurationVar(&o.ContentGrace, "content-gc-grace", lifecycle.DefaultContentGrace, "how old rendered Content that no revision in a bundle's history and no deployment references must be before it is deleted")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", liveness.DefaultHeartbeatInterval, "how often agents renew their Lease, for clusters whose spec sets no heartbeatInterval (an idle fleet of N clusters costs N / interval writes a second)")
+	fs.DurationVar(&o.HeartbeatDeadline, "heartbeat-deadline", liveness.DefaultHeartbeatDeadline, "how long after its agent's last renewal a cluster counts as offline, for clusters whose spec sets no heartbeatDeadline")
+	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", lifecycle.DefaultUninstallTimeout, "how long a deleted deployment waits for its agent to confirm the removal of its workloads (an offline cluster's deletion finishes after it)")
 	fs.StringVar(&o.Shard, "shard", "", "the hub shard to run: it follows the GitRepos labelled flotilla.dev/shard=<shard>; empty: the default shard, which also keeps the fleet-wide view")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "run the controllers only in the replica holding the Lease flotilla-hub in --namespace; the others stand by and forward webhooks")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after a leader's last renewal a standby replica takes over")

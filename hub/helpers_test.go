@@ -12,11 +12,19 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/wait"
+	"github.com/flotilla-dev/flotilla/hub/access"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 func hmacHex(secret, body string) string {
@@ -70,4 +78,35 @@ func waitForObject[T any, PT interface {
 		return fmt.Sprintf("%T %s (last read: %v):\n%s", obj, key, readErr, data)
 	})
 	return obj
+}
+
+// agentMayRead asks the hub's authorizer whether the agent of the cluster whose namespace is
+// clusterNS may read the Content named name.
+func agentMayRead(t *testing.T, c client.Client, clusterNS, bundleNS, name string) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + clusterNS + ":" + access.AgentServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + clusterNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: bundleNS, Verb: "get",
+			Group: v1alpha1.GroupVersion.Group, Resource: "contents", Name: name},
+	}}
+	if err := c.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
+
+// revisionRef is a revision of the given index whose content and deployment ids derive from id.
+func revisionRef(index int64, id string) v1alpha1.RevisionRef {
+	return v1alpha1.RevisionRef{Index: index, ContentID: "c-" + id, DeploymentID: "d-" + id}
+}
+
+// staleGrants reads as a cache that has not seen the shared grants yet.
+type staleGrants struct{ client.Client }
+
+func (s staleGrants) Get(ctx context.Context, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	if _, ok := o.(*rbacv1.RoleBinding); ok {
+		return apierrors.NewNotFound(rbacv1.Resource("rolebindings"), key.Name)
+	}
+	return s.Client.Get(ctx, key, o, opts...)
 }

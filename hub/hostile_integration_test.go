@@ -28,6 +28,8 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/sources"
+	"github.com/flotilla-dev/flotilla/hub/webhooks"
 )
 
 // hubLogs holds everything the hubs of this test binary logged (TestMain installs it), so that
@@ -448,7 +450,7 @@ func TestHelmSecretRefAndCABundleReachTheChartServer(t *testing.T) {
 // webhook secret, and a third without one. A delivery signed with one tenant's secret makes the
 // hub poll that tenant's GitRepo alone; an unsigned or wrongly signed delivery gets 401 and
 // triggers nothing; no response names a GitRepo. A flood of deliveries costs the API server
-// nothing: no list of GitRepos, and each webhook secret read at most once per secretTTL.
+// nothing: no list of GitRepos, and each webhook secret read at most once per SecretTTL.
 func TestHostileWebhookSenders(t *testing.T) {
 	requests := &requestCounter{}
 	cfg := rest.CopyConfig(hubCluster.Config())
@@ -495,8 +497,8 @@ func TestHostileWebhookSenders(t *testing.T) {
 		}
 	}
 	lists, secretReads := requests.count("list", "gitrepos"), requests.count("get", "secrets")
-	// Two tenants' secrets, each read at most once per secretTTL while the flood lasted.
-	if allowed := 2 * int(1+time.Since(flooded)/secretTTL); lists != 0 || secretReads > allowed {
+	// Two tenants' secrets, each read at most once per SecretTTL while the flood lasted.
+	if allowed := 2 * int(1+time.Since(flooded)/webhooks.SecretTTL); lists != 0 || secretReads > allowed {
 		t.Errorf("100 refused deliveries cost the API server %d lists of gitrepos and %d secret reads, want none and at most %d", lists, secretReads, allowed)
 	}
 	code, out := deliverPush(t, webhook, body, "alpha-secret")
@@ -597,11 +599,11 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 	got := waitFor(t, c, key, "the east shard polled on the forwarded delivery", func(r *v1alpha1.GitRepo) bool {
 		return r.Status.Commit == second && r.Status.LastWebhookTime != nil
 	})
-	if got.Annotations[AnnotationWebhookForwarded] == "" {
-		t.Errorf("the GitRepo carries no %s: the delivery was not forwarded", AnnotationWebhookForwarded)
+	if got.Annotations[sources.AnnotationWebhookForwarded] == "" {
+		t.Errorf("the GitRepo carries no %s: the delivery was not forwarded", sources.AnnotationWebhookForwarded)
 	}
 
-	// A burst of deliveries (or one replayed) costs a write per forwardEvery, and its last is
+	// A burst of deliveries (or one replayed) costs a write per ForwardEvery, and its last is
 	// forwarded: the push it announces is polled without waiting for the next poll.
 	requests.reset()
 	third := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
@@ -614,7 +616,7 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 	burst := time.Since(start)
 	waitFor(t, c, key, "the east shard polled the burst's push", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == third })
 	waitUntil(t, "the burst forwarded", func() bool { return requests.count("patch", "gitrepos") >= 1 })
-	if n, most := requests.count("patch", "gitrepos"), int(burst/forwardEvery)+2; n > most {
+	if n, most := requests.count("patch", "gitrepos"), int(burst/sources.ForwardEvery)+2; n > most {
 		t.Errorf("30 deliveries in %s cost %d forwarding writes, want at most %d", burst.Round(time.Millisecond), n, most)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/clusters"
+	"github.com/flotilla-dev/flotilla/hub/liveness/livenesstest"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/strategy"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,11 +31,11 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 			ns := namespace(t, c)
 			registerCluster(t, c, ns, "edge", nil)
 			w0 := time.Now().UTC().Truncate(time.Second)
-			clocks := &testClocks{wall: w0}
-			live := clocks.liveness()
-			live.leases = c
-			r := &clusterStatusReconciler{client: c, live: live, now: func() time.Time { return clocks.wall }, delay: time.Second,
-				progress: progressThrottle{every: 3 * time.Second, perSecond: clusterProgressPerSecond}}
+			clocks := &livenesstest.Clocks{Wall: w0}
+			live := clocks.Liveness()
+			live.Leases = c
+			r := &clusters.ClusterStatusReconciler{Client: c, Live: live, Now: func() time.Time { return clocks.Wall }, Delay: time.Second,
+				Progress: model.ProgressThrottle{Every: 3 * time.Second, PerSecond: strategy.ClusterProgressPerSecond}}
 			key := types.NamespacedName{Namespace: ns, Name: "edge"}
 			var cl v1alpha1.Cluster
 			if err := c.Get(ctx, key, &cl); err != nil {
@@ -42,7 +46,7 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 			if err := c.Patch(ctx, &cl, patch); err != nil {
 				t.Fatal(err)
 			}
-			if err := live.ensureLease(ctx, c, &cl); err != nil {
+			if err := live.EnsureLease(ctx, c, &cl); err != nil {
 				t.Fatal(err)
 			}
 			heartbeat := func(at time.Time) {
@@ -56,7 +60,7 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 					if err := c.Update(ctx, &lease); err != nil {
 						t.Fatal(err)
 					}
-					live.observeObject(&lease)
+					live.ObserveObject(&lease)
 					return
 				}
 				if err := c.Get(ctx, key, &cl); err != nil {
@@ -67,11 +71,11 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 				if err := c.Status().Patch(ctx, &cl, patch); err != nil {
 					t.Fatal(err)
 				}
-				live.observeObject(&cl)
+				live.ObserveObject(&cl)
 			}
 			reconcile := func(what string) (v1alpha1.Cluster, ctrl.Result) {
 				t.Helper()
-				res, err := r.controller().Reconcile(ctx, ctrl.Request{NamespacedName: key})
+				res, err := r.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: key})
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
@@ -95,13 +99,13 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 				t.Fatalf("a reporting agent: state %s, requeue after %s (want a look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter)
 			}
 			// The agent stops; at the requeue the hub's wall clock has stepped back a minute.
-			clocks.wall, clocks.mono = w0.Add(-time.Minute), res.RequeueAfter
+			clocks.Wall, clocks.Mono = w0.Add(-time.Minute), res.RequeueAfter
 			if cl, _ = reconcile("at the deadline"); !offline(cl) {
 				t.Errorf("one deadline after the last heartbeat, with the wall clock stepped back: state %q, conditions %+v", cl.Status.Display.State, cl.Status.Conditions)
 			}
 			// The agent reports again, on the stepped clock.
-			clocks.mono += time.Second
-			heartbeat(clocks.wall)
+			clocks.Mono += time.Second
+			heartbeat(clocks.Wall)
 			if cl, _ = reconcile("the agent back"); offline(cl) {
 				t.Errorf("the agent reported again but the cluster stays Offline")
 			}

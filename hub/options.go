@@ -34,7 +34,7 @@ type Options struct {
 	PollRecordInterval int64 // seconds
 	// StatusDelay gathers a cluster's deployment changes for this long before its Cluster and
 	// ClusterGroup status are written; default 5s. A change of counts alone waits for three,
-	// and for its share of a hub-wide budget of such writes (see progressThrottle).
+	// and for its share of a hub-wide budget of such writes (see ProgressThrottle).
 	StatusDelay time.Duration
 	// WritesInFlight bounds the BundleDeployment writes (with their agents' Role grants) the hub
 	// has in flight, all controllers together; default 8. More only queue in the API server,

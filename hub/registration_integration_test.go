@@ -18,7 +18,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/clusters"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
@@ -29,17 +31,17 @@ type registrar struct {
 	c      client.Client
 	ns     string
 	now    time.Time
-	tokens *tokenReconciler
-	regs   *registrationReconciler
+	tokens *clusters.TokenReconciler
+	regs   *clusters.RegistrationReconciler
 }
 
 func newRegistrar(t *testing.T, burst int) *registrar {
 	c := apiClient(t)
 	kube := kubernetes.NewForConfigOrDie(hubCluster.Config())
 	r := &registrar{t: t, c: c, ns: namespace(t, c), now: time.Now()}
-	r.tokens = &tokenReconciler{client: c, kube: kube, endpoint: agentEndpoint{server: hubCluster.Config().Host, ca: hubCluster.Config().CAData}}
-	r.regs = &registrationReconciler{client: c, kube: kube, now: func() time.Time { return r.now }, tokenTTL: time.Hour,
-		limits: tokenLimits{every: time.Hour, burst: burst}}
+	r.tokens = &clusters.TokenReconciler{Client: c, Kube: kube, Endpoint: clusters.AgentEndpoint{Server: hubCluster.Config().Host, Ca: hubCluster.Config().CAData}}
+	r.regs = &clusters.RegistrationReconciler{Client: c, Kube: kube, Now: func() time.Time { return r.now }, TokenTTL: time.Hour,
+		Limits: clusters.TokenLimits{Every: time.Hour, Burst: burst}}
 	return r
 }
 
@@ -60,7 +62,7 @@ func (r *registrar) issue(name string) *v1alpha1.ClusterRegistrationToken {
 
 func (r *registrar) reconcileToken(name string) {
 	r.t.Helper()
-	if _, err := r.tokens.controller().Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+	if _, err := r.tokens.Controller().Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
 		r.t.Fatalf("token %s: %v", name, err)
 	}
 }
@@ -76,7 +78,7 @@ func (r *registrar) bearer(token string) client.Client {
 	if err := r.c.Get(context.Background(), types.NamespacedName{Namespace: r.ns, Name: tok.Status.SecretName}, &secret); err != nil {
 		r.t.Fatal(err)
 	}
-	return r.clientWith(string(secret.Data[RegistrationToken]))
+	return r.clientWith(string(secret.Data[clusters.RegistrationToken]))
 }
 
 func (r *registrar) clientWith(token string) client.Client {
@@ -109,7 +111,7 @@ func (r *registrar) register(c client.Client, name, token, cluster, clientID str
 func (r *registrar) reconcile(name string) *v1alpha1.ClusterRegistration {
 	r.t.Helper()
 	ctx := context.Background()
-	if _, err := r.regs.controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+	if _, err := r.regs.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
 		r.t.Fatalf("reconcile registration %s: %v", name, err)
 	}
 	var reg v1alpha1.ClusterRegistration
@@ -149,8 +151,8 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	if edge.Status.Expires == nil || !edge.Status.Expires.Time.Equal(edge.CreationTimestamp.Add(time.Hour)) {
 		t.Errorf("token with ttl 1h: expires %v, created %v", edge.Status.Expires, edge.CreationTimestamp)
 	}
-	if forever.Status.Expires == nil || !forever.Status.Expires.Time.Equal(forever.CreationTimestamp.Add(DefaultRegistrationTokenTTL)) {
-		t.Errorf("token without ttl expires at %v, want the default %s after its creation %v", forever.Status.Expires, DefaultRegistrationTokenTTL, forever.CreationTimestamp)
+	if forever.Status.Expires == nil || !forever.Status.Expires.Time.Equal(forever.CreationTimestamp.Add(clusters.DefaultRegistrationTokenTTL)) {
+		t.Errorf("token without ttl expires at %v, want the default %s after its creation %v", forever.Status.Expires, clusters.DefaultRegistrationTokenTTL, forever.CreationTimestamp)
 	}
 	agentA := r.bearer("edge")
 
@@ -171,8 +173,8 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: "site-a"}, &site); err != nil {
 		t.Fatal(err)
 	}
-	if len(site.Labels) != 1 || site.Labels["env"] != "staging" || site.Status.Namespace != ClusterNamespace(r.ns, "site-a") {
-		t.Errorf("site-a: labels %v namespace %q, want the token's labels and %s", site.Labels, site.Status.Namespace, ClusterNamespace(r.ns, "site-a"))
+	if len(site.Labels) != 1 || site.Labels["env"] != "staging" || site.Status.Namespace != access.ClusterNamespace(r.ns, "site-a") {
+		t.Errorf("site-a: labels %v namespace %q, want the token's labels and %s", site.Labels, site.Status.Namespace, access.ClusterNamespace(r.ns, "site-a"))
 	}
 	victimPub := reg.Spec.PublicKey
 	victimToken, ok := box.OpenAnonymous(nil, reg.Status.Credentials, (*[32]byte)(victimPub), priv)
@@ -216,7 +218,7 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 
 	// The operator approves the second replay: it takes site-a over and the former agent's
 	// token stops working.
-	r.regs.limits = tokenLimits{every: time.Hour, burst: 10}
+	r.regs.Limits = clusters.TokenLimits{Every: time.Hour, Burst: 10}
 	if _, err := operate.ApproveRegistration(ctx, r.c, r.ns, "site-a-replay-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +264,7 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 // fail to connect.
 func TestTokenOfAHubWithAnInClusterAddressSaysWhyItHasNone(t *testing.T) {
 	r := newRegistrar(t, 1)
-	r.tokens.endpoint = agentEndpoint{server: "https://10.96.0.1:443", ca: hubCluster.Config().CAData, inCluster: true}
+	r.tokens.Endpoint = clusters.AgentEndpoint{Server: "https://10.96.0.1:443", Ca: hubCluster.Config().CAData, InCluster: true}
 	ctx := context.Background()
 	tok := r.issue("edge")
 	ready := meta.FindStatusCondition(tok.Status.Conditions, v1alpha1.ReadyCondition)
@@ -274,7 +276,7 @@ func TestTokenOfAHubWithAnInClusterAddressSaysWhyItHasNone(t *testing.T) {
 	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: tok.Status.SecretName}, &secret); err != nil {
 		t.Fatal(err)
 	}
-	if server := secret.Data[RegistrationServer]; len(server) != 0 {
+	if server := secret.Data[clusters.RegistrationServer]; len(server) != 0 {
 		t.Errorf("the Secret gives agents the in-cluster address %q", server)
 	}
 }
@@ -318,7 +320,7 @@ func TestAPlantedRegistrationSecretIsNotAdopted(t *testing.T) {
 	r := newRegistrar(t, 1)
 	ctx := context.Background()
 	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edge-registration", Namespace: r.ns},
-		StringData: map[string]string{RegistrationServer: "https://hub.attacker.invalid", RegistrationToken: "planted"}}
+		StringData: map[string]string{clusters.RegistrationServer: "https://hub.attacker.invalid", clusters.RegistrationToken: "planted"}}
 	if err := r.c.Create(ctx, planted); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +332,7 @@ func TestAPlantedRegistrationSecretIsNotAdopted(t *testing.T) {
 	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: tok.Status.SecretName}, &secret); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(secret.Data[RegistrationServer]); got != hubCluster.Config().Host || string(secret.Data[RegistrationToken]) == "planted" {
-		t.Errorf("the token's secret gives agents %q and token %q", got, secret.Data[RegistrationToken])
+	if got := string(secret.Data[clusters.RegistrationServer]); got != hubCluster.Config().Host || string(secret.Data[clusters.RegistrationToken]) == "planted" {
+		t.Errorf("the token's secret gives agents %q and token %q", got, secret.Data[clusters.RegistrationToken])
 	}
 }

@@ -24,10 +24,20 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/clusters"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
+	"github.com/flotilla-dev/flotilla/hub/lifecycle"
+	"github.com/flotilla-dev/flotilla/hub/liveness"
+	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/sources"
+	"github.com/flotilla-dev/flotilla/hub/strategy"
+	"github.com/flotilla-dev/flotilla/hub/webhooks"
 )
 
 // Scheme holds the kinds the hub reads and writes.
@@ -51,25 +61,25 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
-	endpoint, err := resolveAgentEndpoint(opts.Server, opts.CACert, opts.Config, os.Getenv)
+	endpoint, err := clusters.ResolveAgentEndpoint(opts.Server, opts.CACert, opts.Config, os.Getenv)
 	if err != nil {
 		return err
 	}
-	sh := shard(opts.Shard)
+	sh := model.Shard(opts.Shard)
 	mgr, err := newManager(ctx, opts, sh)
 	if err != nil {
 		return err
 	}
 	// The Events an operator reads later; written by every replica for its own controllers.
 	recorder := events.New(mgr.GetClient(), EventsController)
-	recorder.OnDrop(eventsDropped.Inc)
+	recorder.OnDrop(metrics.EventsDropped.Inc)
 	if err := mgr.Add(recorder); err != nil {
 		return err
 	}
-	if err := collectFleetState(mgr.GetCache()); err != nil {
+	if err := metrics.CollectFleetState(mgr.GetCache()); err != nil {
 		return fmt.Errorf("failed to register the fleet's metrics: %w", err)
 	}
-	live, err := watchLiveness(ctx, mgr.GetCache(), opts.HeartbeatInterval, opts.HeartbeatDeadline)
+	live, err := liveness.WatchLiveness(ctx, mgr.GetCache(), opts.HeartbeatInterval, opts.HeartbeatDeadline)
 	if err != nil {
 		return err
 	}
@@ -79,14 +89,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	src, b := newSource(mgr, opts, sh, live, recorder)
 	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder) {
-		if c.fleetWide && !sh.fleetWide() {
+		if c.fleetWide && !sh.FleetWide() {
 			continue
 		}
 		if err := c.setup(mgr); err != nil {
 			return fmt.Errorf("failed to set up the %s controller: %w", c.name, err)
 		}
 	}
-	if sh.fleetWide() {
+	if sh.FleetWide() {
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
 				ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
@@ -96,11 +106,11 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.poller.Run(ctx); return nil })); err != nil {
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { src.Poller.Run(ctx); return nil })); err != nil {
 		return err
 	}
 	if opts.WebhookAddr != "" {
-		if err := serveWebhooks(ctx, mgr, src, opts.WebhookAddr); err != nil {
+		if err := webhooks.Serve(ctx, mgr, src, opts.WebhookAddr); err != nil {
 			return err
 		}
 	}
@@ -109,7 +119,7 @@ func Run(ctx context.Context, opts Options) error {
 
 // newManager creates the hub's manager (caches, leader election, metrics and health
 // endpoints) and the cache indexes and informers the controllers count on.
-func newManager(ctx context.Context, opts Options, sh shard) (ctrl.Manager, error) {
+func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager, error) {
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, fmt.Errorf("failed to build scheme: %w", err)
@@ -125,7 +135,7 @@ func newManager(ctx context.Context, opts Options, sh shard) (ctrl.Manager, erro
 		// The hub never reads managed fields: the caches keep objects without them (less
 		// memory, cheaper copies). Writes from cached objects leave the server's record alone.
 		// What each cache holds: shard.cacheScope.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: sh.cacheScope()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: sh.CacheScope()},
 		// Secrets and ConfigMaps are read from the API server when a GitRepo needs one (its
 		// credentials, a webhook secret, valuesFrom), never cached: the hub keeps no copy of
 		// every Secret of the cluster in memory.
@@ -134,12 +144,12 @@ func newManager(ctx context.Context, opts Options, sh shard) (ctrl.Manager, erro
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// A replica that stops hands the Lease on at once; one that dies, after LeaseDuration.
 		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              sh.leaderElectionID(),
+		LeaderElectionID:              sh.LeaderElectionID(),
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 ptr.To(positiveOr(opts.LeaseDuration, 15*time.Second)),
-		RenewDeadline:                 ptr.To(positiveOr(opts.RenewDeadline, 10*time.Second)),
-		RetryPeriod:                   ptr.To(positiveOr(opts.RetryPeriod, 2*time.Second)),
+		LeaseDuration:                 ptr.To(model.PositiveOr(opts.LeaseDuration, 15*time.Second)),
+		RenewDeadline:                 ptr.To(model.PositiveOr(opts.RenewDeadline, 10*time.Second)),
+		RetryPeriod:                   ptr.To(model.PositiveOr(opts.RetryPeriod, 2*time.Second)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create manager: %w", err)
@@ -157,13 +167,13 @@ func newManager(ctx context.Context, opts Options, sh shard) (ctrl.Manager, erro
 			return nil, err
 		}
 	}
-	if err := indexDeployments(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := model.IndexDeployments(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("failed to index deployments: %w", err)
 	}
 	// Kinds the hub reads on every commit without watching them start with the manager: on
 	// first use, a commit would wait for their caches to fill.
 	preloaded := []client.Object{&v1alpha1.Content{}}
-	if sh.fleetWide() {
+	if sh.FleetWide() {
 		preloaded = append(preloaded, &rbacv1.Role{}) // agents' content is granted there
 	}
 	for _, o := range preloaded {
@@ -176,37 +186,37 @@ func newManager(ctx context.Context, opts Options, sh shard) (ctrl.Manager, erro
 
 // newSource creates the GitRepo source controller with its poller, and the bundler that
 // renders and stages what it finds.
-func newSource(mgr ctrl.Manager, opts Options, sh shard, live *liveness, recorder *events.Recorder) (*sourceReconciler, *bundler) {
-	src := &sourceReconciler{
-		client:           mgr.GetClient(),
-		uncached:         mgr.GetAPIReader(),
-		shard:            sh,
-		git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource")},
-		recordEvery:      time.Duration(positiveOr(opts.PollRecordInterval, 300)) * time.Second,
-		now:              time.Now,
-		schedules:        map[string]gitsource.Schedule{},
-		webhooks:         map[string]time.Time{},
-		rerender:         map[string]int{},
-		forwarded:        map[string]string{},
-		uninstallTimeout: positiveOr(opts.UninstallTimeout, DefaultUninstallTimeout),
-		recorder:         recorder,
+func newSource(mgr ctrl.Manager, opts Options, sh model.Shard, live *liveness.Liveness, recorder *events.Recorder) (*sources.SourceReconciler, *sources.Bundler) {
+	src := &sources.SourceReconciler{
+		Client:           mgr.GetClient(),
+		Uncached:         mgr.GetAPIReader(),
+		Shard:            sh,
+		Git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource")},
+		RecordEvery:      time.Duration(model.PositiveOr(opts.PollRecordInterval, 300)) * time.Second,
+		Now:              time.Now,
+		Schedules:        map[string]gitsource.Schedule{},
+		Webhooks:         map[string]time.Time{},
+		Rerender:         map[string]int{},
+		Forwarded:        map[string]string{},
+		UninstallTimeout: model.PositiveOr(opts.UninstallTimeout, lifecycle.DefaultUninstallTimeout),
+		Recorder:         recorder,
 	}
-	src.poller = &gitsource.Poller{Sync: src.sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
+	src.Poller = &gitsource.Poller{Sync: src.Sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
 	content := &contentstore.Store{Client: mgr.GetClient()}
-	if !sh.fleetWide() {
+	if !sh.FleetWide() {
 		content.Labels, content.Uncached = map[string]string{v1alpha1.ShardLabel: string(sh)}, mgr.GetAPIReader()
 	}
-	b := &bundler{client: mgr.GetClient(), shard: sh, uncached: mgr.GetAPIReader(), live: live, crossNamespaceRefs: opts.AllowCrossNamespaceRefs, content: content,
-		revisions: &revisionStore{content: content}, released: &releases{}, staging: newStagingNow(), writes: make(writeSlots, positiveOr(opts.WritesInFlight, DefaultWritesInFlight)),
-		charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
-		sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, renderBudget: opts.RenderBudget, now: time.Now, recorder: recorder}
-	src.onCommit = b.onCommit
-	b.checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
-		from, err := src.repoFor(ctx, repo)
+	b := &sources.Bundler{Client: mgr.GetClient(), Shard: sh, Uncached: mgr.GetAPIReader(), Live: live, CrossNamespaceRefs: opts.AllowCrossNamespaceRefs, Content: content,
+		Revisions: &model.RevisionStore{Content: content}, Released: &deploy.Releases{}, Staging: deploy.NewStagingNow(), Writes: make(deploy.WriteSlots, model.PositiveOr(opts.WritesInFlight, deploy.DefaultWritesInFlight)),
+		Charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
+		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: time.Now, Recorder: recorder}
+	src.OnCommit = b.OnCommit
+	b.Checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
+		from, err := src.RepoFor(ctx, repo)
 		if err != nil {
 			return "", err
 		}
-		return src.git.Checkout(ctx, from, commit)
+		return src.Git.Checkout(ctx, from, commit)
 	}
 	return src, b
 }
@@ -221,9 +231,9 @@ type controllerSetup struct {
 
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
-func controllers(mgr ctrl.Manager, opts Options, endpoint agentEndpoint, sh shard, src *sourceReconciler, b *bundler, kube kubernetes.Interface, live *liveness, recorder *events.Recorder) []controllerSetup {
-	statusDelay := positiveOr(opts.StatusDelay, defaultStatusDelay)
-	contentGrace := positiveOr(opts.ContentGrace, DefaultContentGrace)
+func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder) []controllerSetup {
+	statusDelay := model.PositiveOr(opts.StatusDelay, clusters.DefaultStatusDelay)
+	contentGrace := model.PositiveOr(opts.ContentGrace, lifecycle.DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
 	clock := opts.Clock
 	if clock == nil {
@@ -231,28 +241,28 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint agentEndpoint, sh shar
 	}
 	c := mgr.GetClient()
 	return []controllerSetup{
-		{"rollout", false, (&rolloutReconciler{client: c, uncached: uncached, shard: sh, live: live, revisions: b.revisions, released: b.released, staging: b.staging, writes: b.writes, now: clock,
-			progress: progressThrottle{every: progressEvery, perSecond: bundleProgressPerSecond}, recorder: recorder}).setup},
-		{"sequence", false, (&sequenceReconciler{client: c, shard: sh, live: live, revisions: b.revisions, now: clock, recorder: recorder}).setup},
-		{"staged run", false, (&runReconciler{client: c, shard: sh, live: live, uncached: uncached, revisions: b.revisions, now: clock, recorder: recorder}).setup},
-		{"deployment removal", false, (&deploymentRemovalReconciler{client: c, shard: sh, live: live, now: time.Now, timeout: src.uninstallTimeout}).setup},
-		{"bundle removal", false, (&bundleRemovalReconciler{client: c, shard: sh}).setup},
-		{"gitrepo status", false, (&repoStatusReconciler{client: c}).setup},
-		{"gitrepo", false, src.setup},
-		{"sequence status", true, (&sequenceStatusReconciler{client: c}).setup},
+		{"rollout", false, (&strategy.RolloutReconciler{Client: c, Uncached: uncached, Shard: sh, Live: live, Revisions: b.Revisions, Released: b.Released, Staging: b.Staging, Writes: b.Writes, Now: clock,
+			Progress: model.ProgressThrottle{Every: strategy.ProgressEvery, PerSecond: strategy.BundleProgressPerSecond}, Recorder: recorder}).Setup},
+		{"sequence", false, (&strategy.SequenceReconciler{Client: c, Shard: sh, Live: live, Revisions: b.Revisions, Now: clock, Recorder: recorder}).Setup},
+		{"staged run", false, (&strategy.RunReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Now: clock, Recorder: recorder}).Setup},
+		{"deployment removal", false, (&lifecycle.DeploymentRemovalReconciler{Client: c, Shard: sh, Live: live, Now: time.Now, Timeout: src.UninstallTimeout}).Setup},
+		{"bundle removal", false, (&lifecycle.BundleRemovalReconciler{Client: c, Shard: sh}).Setup},
+		{"gitrepo status", false, (&sources.RepoStatusReconciler{Client: c}).Setup},
+		{"gitrepo", false, src.Setup},
+		{"sequence status", true, (&strategy.SequenceStatusReconciler{Client: c}).Setup},
 		// A cluster's counts alone are written at most every three status delays (15 s by
 		// default), and all clusters' together at most clusterProgressPerSecond.
-		{"cluster status", true, (&clusterStatusReconciler{client: c, live: live, now: time.Now, delay: statusDelay,
-			progress: progressThrottle{every: 3 * statusDelay, perSecond: clusterProgressPerSecond}, recorder: recorder}).setup},
-		{"cluster group status", true, (&clusterGroupStatusReconciler{client: c, delay: statusDelay}).setup},
-		{"registration token", true, (&tokenReconciler{client: c, kube: kube, endpoint: endpoint, ttl: opts.RegistrationTokenTTL}).setup},
-		{"registration", true, (&registrationReconciler{client: c, kube: kube, now: time.Now, tokenTTL: positiveOr(opts.AgentTokenTTL, DefaultAgentTokenTTL),
-			limits: tokenLimits{every: positiveOr(opts.RegistrationInterval, DefaultRegistrationInterval), burst: positiveOr(opts.RegistrationBurst, DefaultRegistrationBurst)}}).setup},
-		{"content grant", true, (&contentGrantReconciler{client: c, now: time.Now, delay: positiveOr(opts.GrantPruneDelay, defaultGrantPruneDelay)}).setup},
+		{"cluster status", true, (&clusters.ClusterStatusReconciler{Client: c, Live: live, Now: time.Now, Delay: statusDelay,
+			Progress: model.ProgressThrottle{Every: 3 * statusDelay, PerSecond: strategy.ClusterProgressPerSecond}, Recorder: recorder}).Setup},
+		{"cluster group status", true, (&clusters.ClusterGroupStatusReconciler{Client: c, Delay: statusDelay}).Setup},
+		{"registration token", true, (&clusters.TokenReconciler{Client: c, Kube: kube, Endpoint: endpoint, TTL: opts.RegistrationTokenTTL}).Setup},
+		{"registration", true, (&clusters.RegistrationReconciler{Client: c, Kube: kube, Now: time.Now, TokenTTL: model.PositiveOr(opts.AgentTokenTTL, clusters.DefaultAgentTokenTTL),
+			Limits: clusters.TokenLimits{Every: model.PositiveOr(opts.RegistrationInterval, clusters.DefaultRegistrationInterval), Burst: model.PositiveOr(opts.RegistrationBurst, clusters.DefaultRegistrationBurst)}}).Setup},
+		{"content grant", true, (&access.ContentGrantReconciler{Client: c, Now: time.Now, Delay: model.PositiveOr(opts.GrantPruneDelay, access.DefaultGrantPruneDelay)}).Setup},
 		// Collecting is never urgent: a pass per namespace at most every quarter of the grace
 		// period (30 s by default), so a rollout's deployment writes do not make it a hot path.
-		{"content collector", true, (&contentCollector{client: c, revisions: b.revisions, now: time.Now, grace: contentGrace, delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).setup},
-		{"cluster access", true, (&accessReconciler{client: c, uncached: uncached, heartbeats: live}).setup},
+		{"content collector", true, (&lifecycle.ContentCollector{Client: c, Revisions: b.Revisions, Now: time.Now, Grace: contentGrace, Delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).Setup},
+		{"cluster access", true, (&access.AccessReconciler{Client: c, Uncached: uncached, Heartbeats: live}).Setup},
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
+	"github.com/flotilla-dev/flotilla/hub/sources"
 )
 
 var hubCluster *controlplane.Cluster
@@ -264,29 +265,29 @@ func TestRerenderRequestedDuringARenderIsNotLost(t *testing.T) {
 	}
 	key := ns + "/shop"
 	renders := 0
-	var r *sourceReconciler
-	r = &sourceReconciler{client: c, uncached: c, git: &gitsource.Client{CacheDir: t.TempDir()}, now: time.Now, recordEvery: time.Minute,
-		schedules: map[string]gitsource.Schedule{}, webhooks: map[string]time.Time{}, rerender: map[string]int{}, forwarded: map[string]string{},
-		onCommit: func(context.Context, *v1alpha1.GitRepo, string, string) error {
+	var r *sources.SourceReconciler
+	r = &sources.SourceReconciler{Client: c, Uncached: c, Git: &gitsource.Client{CacheDir: t.TempDir()}, Now: time.Now, RecordEvery: time.Minute,
+		Schedules: map[string]gitsource.Schedule{}, Webhooks: map[string]time.Time{}, Rerender: map[string]int{}, Forwarded: map[string]string{},
+		OnCommit: func(context.Context, *v1alpha1.GitRepo, string, string) error {
 			renders++
 			if renders == 1 {
-				r.mu.Lock()
-				r.rerender[key]++ // a cluster joins while the first render runs
-				r.mu.Unlock()
+				r.Mu.Lock()
+				r.Rerender[key]++ // a cluster joins while the first render runs
+				r.Mu.Unlock()
 			}
 			return nil
 		}}
-	r.rerender[key] = 1 // the GitRepo's targets changed: its commit is rendered again
-	if err := r.sync(ctx, key); err != nil {
+	r.Rerender[key] = 1 // the GitRepo's targets changed: its commit is rendered again
+	if err := r.Sync(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.sync(ctx, key); err != nil {
+	if err := r.Sync(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	if renders != 2 {
 		t.Errorf("%d renders: the request that came during the first render was lost", renders)
 	}
-	if err := r.sync(ctx, key); err != nil {
+	if err := r.Sync(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	if renders > 2 {

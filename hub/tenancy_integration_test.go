@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -40,8 +41,8 @@ func TestClusterNamespacesAreUniqueAndOwned(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: teamProd}}); err != nil {
 		t.Fatal(err)
 	}
-	squatted := ClusterNamespace(team, "squat")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: squatted, Annotations: map[string]string{AnnotationOwnerCluster: "elsewhere/victim"}}}); err != nil {
+	squatted := access.ClusterNamespace(team, "squat")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: squatted, Annotations: map[string]string{access.AnnotationOwnerCluster: "elsewhere/victim"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, cl := range []*v1alpha1.Cluster{
@@ -65,7 +66,7 @@ func TestClusterNamespacesAreUniqueAndOwned(t *testing.T) {
 		if err := c.Get(ctx, types.NamespacedName{Name: cl.Status.Namespace}, &ns); err != nil {
 			t.Fatal(err)
 		}
-		if owner := ns.Annotations[AnnotationOwnerCluster]; owner != cl.Namespace+"/"+cl.Name {
+		if owner := ns.Annotations[access.AnnotationOwnerCluster]; owner != cl.Namespace+"/"+cl.Name {
 			t.Errorf("namespace %s is owned by %q, want %s/%s", ns.Name, owner, cl.Namespace, cl.Name)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -31,6 +32,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitrepo"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/hub/report"
 )
@@ -382,7 +384,7 @@ func failedApplies(ctx context.Context, c client.Client, ns string) ([]string, e
 			if cond := meta.FindStatusCondition(d.bd.Status.Conditions, v1alpha1.AppliedCondition); cond != nil && cond.Message != "" {
 				why = cond.Message
 			}
-			failed = append(failed, fmt.Sprintf("%s on %s: %s", d.bd.Spec.Bundle, d.bd.Labels[hub.LabelCluster], why))
+			failed = append(failed, fmt.Sprintf("%s on %s: %s", d.bd.Spec.Bundle, d.bd.Labels[model.LabelCluster], why))
 		default:
 			return nil, nil
 		}
@@ -407,13 +409,13 @@ func deploymentStates(ctx context.Context, c client.Client, ns string) ([]deploy
 		byName[bundles.Items[i].Name] = &bundles.Items[i]
 	}
 	var bds v1alpha1.BundleDeploymentList
-	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}); err != nil {
+	if err := c.List(ctx, &bds, client.MatchingLabels{model.LabelBundleNamespace: ns}); err != nil {
 		return nil, err
 	}
 	out := make([]deploymentState, len(bds.Items))
 	for i := range bds.Items {
 		bd := &bds.Items[i]
-		out[i] = deploymentState{bd: bd, state: hub.DeploymentState(byName[bd.Spec.Bundle], bd)}
+		out[i] = deploymentState{bd: bd, state: model.DeploymentState(byName[bd.Spec.Bundle], bd)}
 	}
 	return out, nil
 }

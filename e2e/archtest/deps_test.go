@@ -18,15 +18,18 @@ func TestDependencyDirection(t *testing.T) {
 		forbidden []string
 		// exactly are packages forbidden themselves, not what lies below them.
 		exactly []string
+		// hubAllowed, when set, are the only hub packages the packages may depend on.
+		hubAllowed []string
 	}{
-		{"./rollout/...", []string{"k8s.io/", "sigs.k8s.io/", "github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "github.com/flotilla-dev/flotilla/bundle"}, nil},
+		{"./rollout/...", []string{"k8s.io/", "sigs.k8s.io/", "github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "github.com/flotilla-dev/flotilla/bundle"}, nil, nil},
 		// bundle/ uses the Helm SDK, which links client-go, but renders client-only.
-		{"./bundle/...", []string{"github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "sigs.k8s.io/controller-runtime"}, nil},
-		{"./agent/...", []string{"helm.sh/", "sigs.k8s.io/kustomize/", "github.com/go-git/"}, []string{"github.com/flotilla-dev/flotilla/hub"}},
-		{"./hub/api/...", []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "github.com/flotilla-dev/flotilla/hub/"}, nil},
+		{"./bundle/...", []string{"github.com/flotilla-dev/flotilla/hub", "github.com/flotilla-dev/flotilla/agent", "sigs.k8s.io/controller-runtime"}, nil, nil},
+		{"./agent/...", []string{"helm.sh/", "sigs.k8s.io/kustomize/", "github.com/go-git/"}, nil,
+			[]string{"api/v1alpha1", "bdstate", "contentstore", "events", "reconciler"}},
+		{"./hub/api/...", []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "github.com/flotilla-dev/flotilla/hub/"}, nil, nil},
 		// The shipped binaries link no test tooling: the quickstart's clusters and git servers
 		// have interfaces of their own (e2e/controlplane, e2e/gitrepo).
-		{"./cmd/...", nil, []string{"testing", "net/http/httptest", "github.com/flotilla-dev/flotilla/e2e/gitserver"}},
+		{"./cmd/...", nil, []string{"testing", "net/http/httptest", "github.com/flotilla-dev/flotilla/e2e/gitserver"}, nil},
 	}
 	for _, r := range rules {
 		t.Run(r.pkgs, func(t *testing.T) {
@@ -45,6 +48,9 @@ func TestDependencyDirection(t *testing.T) {
 			for _, d := range deps {
 				if slices.Contains(r.exactly, d) {
 					t.Errorf("%s depends on %s (forbidden)", r.pkgs, d)
+				}
+				if r.hubAllowed != nil && (d == hubPkg || strings.HasPrefix(d, hubPkg+"/")) && !slices.Contains(r.hubAllowed, relative(d)) {
+					t.Errorf("%s depends on %s (it may depend on hub/%s only)", r.pkgs, d, strings.Join(r.hubAllowed, ", hub/"))
 				}
 				for _, f := range r.forbidden {
 					if strings.HasPrefix(d, f) && !strings.HasPrefix(d, "github.com/flotilla-dev/flotilla/hub/api") {

@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/manifests"
@@ -137,7 +138,7 @@ func startFleetWith(t *testing.T, startHub func(*fleetEnv)) *fleetEnv {
 		if err := c.Create(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
-		if err := hub.AdmitCluster(ctx, c, cl); err != nil {
+		if err := access.AdmitCluster(ctx, c, cl); err != nil {
 			t.Fatal(err)
 		}
 		f.agentConfigs[w.Name] = agentConfig(t, cl.Status.Namespace)
@@ -324,7 +325,7 @@ func agentConfig(t *testing.T, clusterNS string) *rest.Config {
 	var cfg *rest.Config
 	var err error
 	eventually(t, "the agent's credentials in "+clusterNS, 30*time.Second, func() bool {
-		cfg, err = hub.AgentConfig(context.Background(), hubCluster.ExternalConfig(), clusterNS, time.Hour)
+		cfg, err = access.AgentConfig(context.Background(), hubCluster.ExternalConfig(), clusterNS, time.Hour)
 		return err == nil
 	}, func() string { return fmt.Sprint("last error: ", err) })
 	return cfg

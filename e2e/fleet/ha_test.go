@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // A hub replica runs as a process of its own, so that a test can kill it as a node failure
@@ -120,7 +121,7 @@ func (r *hubReplica) leads() bool {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), `leader_election_master_status{name="`+hub.LeaderElectionID+`"}`) {
+		if strings.HasPrefix(sc.Text(), `leader_election_master_status{name="`+model.LeaderElectionID+`"}`) {
 			return strings.HasSuffix(sc.Text(), " 1")
 		}
 	}
@@ -157,7 +158,7 @@ func (l *releaseLog) observe(bd *v1alpha1.BundleDeployment) {
 		l.releasedAt[key][rel.Index] = time.Now()
 	}
 	l.last[key] = bd
-	l.timeline = append(l.timeline, fmt.Sprintf("%6.2fs %s: released %v, applied %d ready %v, generation %d", time.Since(l.start).Seconds(), bd.Labels[hub.LabelCluster],
+	l.timeline = append(l.timeline, fmt.Sprintf("%6.2fs %s: released %v, applied %d ready %v, generation %d", time.Since(l.start).Seconds(), bd.Labels[model.LabelCluster],
 		released(*bd), bd.Status.AppliedRevision, bd.Status.Ready, bd.Generation))
 	unready := 0
 	for _, d := range l.last {
@@ -175,9 +176,9 @@ func (f *fleetEnv) watchReleases(rev int64, bundle string) *releaseLog {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	selector := client.MatchingLabels{hub.LabelBundleNamespace: f.ns}
+	selector := client.MatchingLabels{model.LabelBundleNamespace: f.ns}
 	if bundle != "" {
-		selector[hub.LabelBundle] = bundle
+		selector[model.LabelBundle] = bundle
 	}
 	var list v1alpha1.BundleDeploymentList
 	if err := f.hub.List(context.Background(), &list, selector); err != nil {
@@ -250,7 +251,7 @@ rolloutStrategy:
 		t.Fatalf("no single leader among the replicas")
 	}
 	var lease coordinationv1.Lease
-	leaseKey := types.NamespacedName{Namespace: f.ns, Name: hub.LeaderElectionID}
+	leaseKey := types.NamespacedName{Namespace: f.ns, Name: model.LeaderElectionID}
 	if err := f.hub.Get(context.Background(), leaseKey, &lease); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/report"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
@@ -253,7 +254,7 @@ func TestStatusListsAgentsOlderThanTheHub(t *testing.T) {
 		}
 	}
 	var cm corev1.ConfigMap
-	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: hub.HubVersionConfigMap}, &cm); err != nil || cm.Data["version"] != hubVersion {
+	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: model.HubVersionConfigMap}, &cm); err != nil || cm.Data["version"] != hubVersion {
 		t.Errorf("the hub's recorded version: %v %v", cm.Data, err)
 	}
 }

@@ -18,8 +18,8 @@ import (
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
-	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/metrics"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
 
@@ -139,11 +139,11 @@ func TestHubMetricsFollowARollout(t *testing.T) {
 
 	// The Grafana dashboard and the chart's alert rules query only metrics the hub serves, and
 	// the hub's process serves every metric it declares that has series now.
-	served := hub.MetricNames()
+	served := metrics.MetricNames()
 	for name := range m {
 		// The hub runs as this test binary, which links the agent and so serves its metrics too.
 		if strings.HasPrefix(name, "flotilla_") && !strings.HasPrefix(name, "flotilla_agent_") && !slices.Contains(served, name) {
-			t.Errorf("the hub serves %s, which hub.MetricNames does not name", name)
+			t.Errorf("the hub serves %s, which metrics.MetricNames does not name", name)
 		}
 	}
 	for _, file := range queryFiles(t) {

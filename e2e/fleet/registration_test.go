@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/clusters"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
@@ -52,15 +53,15 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 	})
 	// The token gives agents the address they reach the hub at, not the hub's own, and the CA
 	// the chart was given.
-	if got := string(secret.Data[hub.RegistrationServer]); got != hubCluster.ExternalHost || got == hubCluster.Host {
+	if got := string(secret.Data[clusters.RegistrationServer]); got != hubCluster.ExternalHost || got == hubCluster.Host {
 		t.Errorf("the token gives agents %q, want the hub's external address %s", got, hubCluster.ExternalHost)
 	}
-	if got := secret.Data[hub.RegistrationCA]; !bytes.Equal(got, hubCluster.CA()) {
+	if got := secret.Data[clusters.RegistrationCA]; !bytes.Equal(got, hubCluster.CA()) {
 		t.Errorf("the token gives agents the CA %q, want the hub cluster's", got)
 	}
 	// What the registration token alone can do: not read secrets.
-	regCfg := &rest.Config{Host: string(secret.Data[hub.RegistrationServer]), BearerToken: string(secret.Data[hub.RegistrationToken]),
-		TLSClientConfig: rest.TLSClientConfig{CAData: secret.Data[hub.RegistrationCA]}}
+	regCfg := &rest.Config{Host: string(secret.Data[clusters.RegistrationServer]), BearerToken: string(secret.Data[clusters.RegistrationToken]),
+		TLSClientConfig: rest.TLSClientConfig{CAData: secret.Data[clusters.RegistrationCA]}}
 	if _, err := kubernetes.NewForConfigOrDie(regCfg).CoreV1().Secrets(f.ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the registration token lists secrets: %v", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // canaryFirst is a fleet.yaml deploying to namespace in two partitions, the first workload
@@ -39,7 +39,7 @@ func deploymentOn(t *testing.T, f *fleetEnv, cluster string) v1alpha1.BundleDepl
 func deploymentOf(t *testing.T, f *fleetEnv, cluster, bundle string) v1alpha1.BundleDeployment {
 	t.Helper()
 	var bds v1alpha1.BundleDeploymentList
-	if err := f.hub.List(context.Background(), &bds, client.MatchingLabels{hub.LabelCluster: cluster, hub.LabelBundleNamespace: f.ns, hub.LabelBundle: bundle}); err != nil || len(bds.Items) != 1 {
+	if err := f.hub.List(context.Background(), &bds, client.MatchingLabels{model.LabelCluster: cluster, model.LabelBundleNamespace: f.ns, model.LabelBundle: bundle}); err != nil || len(bds.Items) != 1 {
 		return v1alpha1.BundleDeployment{}
 	}
 	return bds.Items[0]

@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
@@ -370,7 +371,7 @@ func TestDeletedGitRepoTakesItsBundlesAndWorkloads(t *testing.T) {
 		t.Errorf("bundles left: %d %v", len(bundles.Items), err)
 	}
 	var bds v1alpha1.BundleDeploymentList
-	if err := f.hub.List(ctx, &bds, client.MatchingLabels{hub.LabelBundleNamespace: f.ns}); err != nil || len(bds.Items) != 0 {
+	if err := f.hub.List(ctx, &bds, client.MatchingLabels{model.LabelBundleNamespace: f.ns}); err != nil || len(bds.Items) != 0 {
 		t.Errorf("deployments left: %d %v", len(bds.Items), err)
 	}
 	for _, w := range workloads {

@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // writeLog records the paths a hub wrote to.
@@ -101,7 +102,7 @@ func TestShardsOwnTheirGitReposAndHandThemOver(t *testing.T) {
 	}
 	blueDeployments := func() []v1alpha1.BundleDeployment {
 		var bds v1alpha1.BundleDeploymentList
-		if err := f.hub.List(ctx, &bds, client.MatchingLabels{hub.LabelBundle: "blue-web", hub.LabelBundleNamespace: f.ns}); err != nil {
+		if err := f.hub.List(ctx, &bds, client.MatchingLabels{model.LabelBundle: "blue-web", model.LabelBundleNamespace: f.ns}); err != nil {
 			t.Fatal(err)
 		}
 		return bds.Items

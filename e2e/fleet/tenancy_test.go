@@ -22,8 +22,9 @@ import (
 
 	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
-	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // runAgentUntilItStops runs a workload cluster's agent with opts and returns a channel with
@@ -90,11 +91,11 @@ func TestDeletedClusterIsRevokedAndKeepsItsWorkloads(t *testing.T) {
 	eventually(t, "the Cluster is gone", 30*time.Second, func() bool {
 		return apierrors.IsNotFound(f.hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gone.Name}, cl))
 	})
-	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: clusterNS, Name: hub.AgentServiceAccount}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: clusterNS, Name: access.AgentServiceAccount}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the agent's identity remains: %v", err)
 	}
 	var roles rbacv1.RoleList
-	if err := f.hub.List(ctx, &roles, client.HasLabels{hub.LabelAgentOf}); err != nil {
+	if err := f.hub.List(ctx, &roles, client.HasLabels{model.LabelAgentOf}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range roles.Items {
@@ -111,7 +112,7 @@ func TestDeletedClusterIsRevokedAndKeepsItsWorkloads(t *testing.T) {
 		t.Errorf("deployments of the removed cluster remain: %d %v", len(left.Items), err)
 	}
 	eventually(t, "the removed agent's token is refused", 30*time.Second, func() bool {
-		_, err := kubernetes.NewForConfigOrDie(f.agentConfigs[gone.Name]).CoreV1().ServiceAccounts(clusterNS).Get(ctx, hub.AgentServiceAccount, metav1.GetOptions{})
+		_, err := kubernetes.NewForConfigOrDie(f.agentConfigs[gone.Name]).CoreV1().ServiceAccounts(clusterNS).Get(ctx, access.AgentServiceAccount, metav1.GetOptions{})
 		return apierrors.IsUnauthorized(err)
 	})
 	if d, err := kubernetes.NewForConfigOrDie(gone.Config()).AppsV1().Deployments("revoked").Get(ctx, "web", metav1.GetOptions{}); err != nil || !d.DeletionTimestamp.IsZero() {
@@ -189,7 +190,7 @@ func TestAgentRenewsItsCredentialsAndStopsOnExpiredOnes(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the agent did not renew its credentials")
 	}
-	identity := "system:serviceaccount:" + f.clusterNamespaces[w.Name] + ":" + hub.AgentServiceAccount
+	identity := "system:serviceaccount:" + f.clusterNamespaces[w.Name] + ":" + access.AgentServiceAccount
 	if renewed.Token == f.agentConfigs[w.Name].BearerToken || renewed.Namespace != f.clusterNamespaces[w.Name] || selfSubject(t, renewed.Token) != identity {
 		t.Fatalf("renewed credentials: namespace %q, same token %v, identity %q; want a new token of %s", renewed.Namespace, renewed.Token == f.agentConfigs[w.Name].BearerToken, selfSubject(t, renewed.Token), identity)
 	}
@@ -272,7 +273,7 @@ func TestFleetRestrictionIsEnforcedOnTheCluster(t *testing.T) {
 	createRepo(t, f, up.ServeHTTP("", "").URL+"/repo.git", map[string]string{"index": "0"})
 	applied := func(bundle string) *metav1.Condition {
 		var bd v1alpha1.BundleDeployment
-		if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.clusterNamespaces[w.Name], Name: hub.DeploymentName(f.ns, "shop-"+bundle)}, &bd); err != nil {
+		if err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.clusterNamespaces[w.Name], Name: model.DeploymentName(f.ns, "shop-"+bundle)}, &bd); err != nil {
 			return nil
 		}
 		return meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition)
@@ -326,7 +327,7 @@ func TestFleetRestrictionIsEnforcedOnTheCluster(t *testing.T) {
 	}
 	eventually(t, "the deleteNamespace bundle is removed from the cluster", 60*time.Second, func() bool {
 		var bd v1alpha1.BundleDeployment
-		err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.clusterNamespaces[w.Name], Name: hub.DeploymentName(f.ns, "cleanup-removable")}, &bd)
+		err := f.hub.Get(ctx, types.NamespacedName{Namespace: f.clusterNamespaces[w.Name], Name: model.DeploymentName(f.ns, "cleanup-removable")}, &bd)
 		_, cmErr := local.CoreV1().ConfigMaps(allowedNS).Get(ctx, "removable", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && apierrors.IsNotFound(cmErr)
 	})
@@ -393,9 +394,9 @@ func TestClusterInALegacyNamespaceMovesWithoutAGap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	legacyAgent := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: hub.AgentServiceAccount, Namespace: legacy}
+	legacyAgent := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: access.AgentServiceAccount, Namespace: legacy}
 	for _, o := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: hub.AgentServiceAccount, Namespace: legacy}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.AgentServiceAccount, Namespace: legacy}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "legacy-agent", Namespace: legacy}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"flotilla.dev"}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"flotilla.dev"}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"get", "update", "patch"}}}},
@@ -449,7 +450,7 @@ func TestClusterInALegacyNamespaceMovesWithoutAGap(t *testing.T) {
 	})
 	select {
 	case c := <-kept:
-		if c.Namespace != current || selfSubject(t, c.Token) != "system:serviceaccount:"+current+":"+hub.AgentServiceAccount {
+		if c.Namespace != current || selfSubject(t, c.Token) != "system:serviceaccount:"+current+":"+access.AgentServiceAccount {
 			t.Errorf("the agent keeps credentials of %q as %q", c.Namespace, selfSubject(t, c.Token))
 		}
 	default:
@@ -459,7 +460,7 @@ func TestClusterInALegacyNamespaceMovesWithoutAGap(t *testing.T) {
 	if err := f.hub.Get(ctx, types.NamespacedName{Name: legacy}, &ns); err == nil && ns.DeletionTimestamp.IsZero() {
 		t.Errorf("the legacy namespace %s is not being deleted", legacy)
 	}
-	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: legacy, Name: hub.AgentServiceAccount}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+	if err := f.hub.Get(ctx, types.NamespacedName{Namespace: legacy, Name: access.AgentServiceAccount}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the legacy agent identity remains: %v", err)
 	}
 	after, err := kubernetes.NewForConfigOrDie(w.Config()).AppsV1().Deployments("moved").Get(ctx, "web", metav1.GetOptions{})

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
-	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
 )
@@ -215,7 +215,7 @@ func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.
 		agents.Add(1)
 		go func() {
 			defer agents.Done()
-			inCluster := client.InNamespace(hub.ClusterNamespace(ns, clusterName(i)))
+			inCluster := client.InNamespace(access.ClusterNamespace(ns, clusterName(i)))
 			for ctx.Err() == nil {
 				var bds v1alpha1.BundleDeploymentList
 				if err := wc.List(ctx, &bds, inCluster); err != nil {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // floorShape says what a write floor writes: small objects, or with shaped deployments as the
@@ -95,7 +95,7 @@ func watchFloor(b *testing.B, c client.Client, ns string) (stop func()) {
 func hubShaped(ns string, i int, rev int64) *v1alpha1.BundleDeployment {
 	r := shapedRef(rev)
 	return &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fleet-b%04d", i), Namespace: ns,
-		Labels: map[string]string{hub.LabelBundle: "b", hub.LabelBundleNamespace: ns, hub.LabelCluster: clusterName(i)}},
+		Labels: map[string]string{model.LabelBundle: "b", model.LabelBundleNamespace: ns, model.LabelCluster: clusterName(i)}},
 		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: ns, Staged: r, Released: &r, Options: v1alpha1.DeploymentOptions{DefaultNamespace: "web"}}}
 }
 

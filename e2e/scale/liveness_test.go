@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/liveness"
 )
 
 // The idle fleet: agents that only heartbeat, with an interval short enough for a benchmark.
@@ -109,9 +111,9 @@ func runIdleFleet(b *testing.B) {
 	b.ReportMetric(legacy.processCPUPerBeat*1000, "hub+sim-cpu-ms/status-heartbeat")
 	b.ReportMetric((sum / time.Duration(len(delays))).Seconds(), "offline-after-deadline-mean-s")
 	b.ReportMetric(worst.Seconds(), "offline-after-deadline-max-s")
-	perSecond := 10000 / hub.DefaultHeartbeatInterval.Seconds()
+	perSecond := 10000 / liveness.DefaultHeartbeatInterval.Seconds()
 	b.Logf("10,000 clusters at the default %s interval: %.0f renewals/s, %.2f API server cores; the hub's writes by kind: %v",
-		hub.DefaultHeartbeatInterval, perSecond, perSecond*leases.apiCPUPerBeat, counter.byKind)
+		liveness.DefaultHeartbeatInterval, perSecond, perSecond*leases.apiCPUPerBeat, counter.byKind)
 }
 
 // idleAgents simulates agents that only heartbeat, as the real agent does.
@@ -186,7 +188,7 @@ func (a *idleAgents) renewLease(ctx context.Context, i int) error {
 	lease := a.leases[i]
 	if lease == nil {
 		lease = &coordinationv1.Lease{}
-		key := types.NamespacedName{Namespace: hub.ClusterNamespace(a.ns, clusterName(i)), Name: v1alpha1.AgentLeaseName}
+		key := types.NamespacedName{Namespace: access.ClusterNamespace(a.ns, clusterName(i)), Name: v1alpha1.AgentLeaseName}
 		if err := a.c.Get(ctx, key, lease); err != nil {
 			return err
 		}

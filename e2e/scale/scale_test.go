@@ -31,7 +31,9 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 var (
@@ -242,7 +244,7 @@ func logSizes(b *testing.B, c client.Client, ns string) {
 	var bundles v1alpha1.BundleList
 	var bds v1alpha1.BundleDeploymentList
 	if c.List(context.Background(), &bundles, client.InNamespace(ns), client.Limit(1)) != nil || len(bundles.Items) == 0 ||
-		c.List(context.Background(), &bds, client.MatchingLabels{hub.LabelBundleNamespace: ns}, client.Limit(1)) != nil || len(bds.Items) == 0 {
+		c.List(context.Background(), &bds, client.MatchingLabels{model.LabelBundleNamespace: ns}, client.Limit(1)) != nil || len(bds.Items) == 0 {
 		return
 	}
 	bun, _ := json.Marshal(bundles.Items[0])
@@ -358,7 +360,7 @@ func settle(b *testing.B, counter *writeCounter, atLeast int64) int64 {
 func removeScenario(b *testing.B, c client.Client, ns string, clusters int) {
 	ctx := context.Background()
 	for i := range clusters {
-		if err := c.DeleteAllOf(ctx, &v1alpha1.BundleDeployment{}, client.InNamespace(hub.ClusterNamespace(ns, clusterName(i)))); err != nil {
+		if err := c.DeleteAllOf(ctx, &v1alpha1.BundleDeployment{}, client.InNamespace(access.ClusterNamespace(ns, clusterName(i)))); err != nil {
 			b.Error(err)
 		}
 	}
@@ -383,7 +385,7 @@ func removeScenario(b *testing.B, c client.Client, ns string, clusters int) {
 	parallel(clusters, func(i int) {
 		dropFinalizers(&v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName(i), Namespace: ns}})
 		var bds v1alpha1.BundleDeploymentList
-		if err := c.List(ctx, &bds, client.InNamespace(hub.ClusterNamespace(ns, clusterName(i)))); err != nil {
+		if err := c.List(ctx, &bds, client.InNamespace(access.ClusterNamespace(ns, clusterName(i)))); err != nil {
 			b.Error(err)
 		}
 		for j := range bds.Items {
@@ -404,7 +406,7 @@ func register(b *testing.B, c client.Client, ns string, n int) {
 			b.Error(err)
 			return
 		}
-		if err := hub.AdmitCluster(ctx, c, cl); err != nil {
+		if err := access.AdmitCluster(ctx, c, cl); err != nil {
 			b.Error(err)
 		}
 	})

@@ -3,7 +3,6 @@ package gitsource
 import (
 	"context"
 	"fmt"
-	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 )
 
 // cpuTime returns the CPU used by this process and by its finished children (git processes).

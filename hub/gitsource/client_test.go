@@ -5,11 +5,12 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
-	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 
 	"golang.org/x/crypto/ssh"
 )

@@ -8,19 +8,20 @@ import (
 	"context"
 	"fmt"
 	"io"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"golang.org/x/mod/semver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // Status is what `flotilla status` shows, as data (its -o json and -o yaml): GitRepos →
@@ -97,7 +98,7 @@ func Collect(ctx context.Context, c client.Client, namespace, name string) (*Sta
 			}
 		}
 		var bundles v1alpha1.BundleList
-		if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{hub.LabelGitRepo: repo.Name}); err != nil {
+		if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{model.LabelGitRepo: repo.Name}); err != nil {
 			return nil, err
 		}
 		for i := range bundles.Items {
@@ -142,15 +143,15 @@ func collectBundle(ctx context.Context, c client.Client, b *v1alpha1.Bundle) (Bu
 		out.Sequence = append(out.Sequence, shown)
 	}
 	var bds v1alpha1.BundleDeploymentList
-	if err := c.List(ctx, &bds, client.MatchingLabels{hub.LabelBundle: b.Name, hub.LabelBundleNamespace: b.Namespace}); err != nil {
+	if err := c.List(ctx, &bds, client.MatchingLabels{model.LabelBundle: b.Name, model.LabelBundleNamespace: b.Namespace}); err != nil {
 		return out, err
 	}
 	sort.Slice(bds.Items, func(i, j int) bool {
-		return bds.Items[i].Labels[hub.LabelCluster] < bds.Items[j].Labels[hub.LabelCluster]
+		return bds.Items[i].Labels[model.LabelCluster] < bds.Items[j].Labels[model.LabelCluster]
 	})
 	for i := range bds.Items {
 		bd := &bds.Items[i]
-		cl := Cluster{Name: bd.Labels[hub.LabelCluster], State: hub.DeploymentState(b, bd), Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Detail: detail(bd)}
+		cl := Cluster{Name: bd.Labels[model.LabelCluster], State: model.DeploymentState(b, bd), Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Detail: detail(bd)}
 		if bd.Spec.Released != nil {
 			cl.Released = &bd.Spec.Released.Index
 		}
@@ -231,11 +232,11 @@ func (st *Status) WriteText(out io.Writer) error {
 	return nil
 }
 
-// olderAgents returns the hub's recorded version (see hub.recordVersion) and the clusters
+// olderAgents returns the hub's recorded version (model.HubVersionConfigMap) and the clusters
 // whose agent is older.
 func olderAgents(ctx context.Context, c client.Client, namespace string) (string, []string, error) {
 	var recorded corev1.ConfigMapList
-	if err := c.List(ctx, &recorded, client.HasLabels{hub.LabelHubVersion}); err != nil {
+	if err := c.List(ctx, &recorded, client.HasLabels{model.LabelHubVersion}); err != nil {
 		return "", nil, nil // a reader without access to ConfigMaps: nothing to compare with
 	}
 	hubVersion := ""

@@ -1,0 +1,267 @@
+package access
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
+)
+
+// An agent reads the Content its own deployments reference and no other. A commit grants its
+// content in one of two ways, whichever takes fewer writes (PlanGrants):
+//
+//   - in each cluster's own Role (GrantAccess): one write per cluster, whatever the number of
+//     its bundles;
+//   - once per content staged for several clusters (a shared grant): a Role naming the content
+//     and a RoleBinding whose subjects are the agents of those clusters, two writes per content
+//     however many clusters deploy it.
+//
+// A fleet with one bundle per cluster pays one write per cluster the first way and two per
+// revision the second; a fleet with many bundles per cluster the other way round.
+
+// annotationGrantedAt is when the bundler last added subjects to a shared grant: the grant is
+// not pruned for the prune delay after that, while the deployments it was made for are staged.
+// It keeps sub-second precision: truncated to the second, a grant made late in a second could
+// be pruned up to a second early, before the deployments it was made for reach the cache.
+const annotationGrantedAt = "flotilla.dev/granted-at"
+
+// DefaultGrantPruneDelay is how long a shared grant waits before it drops the agents that no
+// longer deploy its content, and the whole grant when none does (Options.GrantPruneDelay).
+// Pruning is not urgent (a cluster that moved on ran that content just before); waiting makes a
+// rollout's many moves one write.
+const DefaultGrantPruneDelay = time.Minute
+
+// onContentRefChange calls enqueue with a deployment whose content references appeared,
+// changed or went away (with the old and the new object on a change): agents' status writes do
+// not change access and wake nothing.
+func onContentRefChange(enqueue func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request])) handler.Funcs {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if model.ContentRefsChanged(e.ObjectOld, e.ObjectNew) {
+				enqueue(e.ObjectOld, q)
+				enqueue(e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// ContentGrants is how a commit's content is granted to the agents that deploy it.
+type ContentGrants struct {
+	// Shared lists, per content granted once for all, the clusters it is staged for.
+	Shared map[model.ContentRef][]string
+	// Own lists, per cluster, the content (bundle namespace → ids) its own Role grants.
+	Own map[string]map[string][]string
+}
+
+// PlanGrants decides how to grant staged (cluster → bundle namespace → content ids): each
+// cluster's own Role, or shared grants for content staged for more than one cluster plus own
+// Roles for the rest, whichever costs fewer writes. A tie keeps own Roles (fewer objects).
+func PlanGrants(staged map[string]map[string][]string) ContentGrants {
+	clustersOf := map[model.ContentRef][]string{}
+	for cluster, byNS := range staged {
+		for ns, ids := range byNS {
+			for _, id := range ids {
+				ref := model.ContentRef{Namespace: ns, ID: id}
+				if !slices.Contains(clustersOf[ref], cluster) {
+					clustersOf[ref] = append(clustersOf[ref], cluster)
+				}
+			}
+		}
+	}
+	sharing := ContentGrants{Shared: map[model.ContentRef][]string{}, Own: map[string]map[string][]string{}}
+	for ref, clusters := range clustersOf {
+		if len(clusters) > 1 {
+			sort.Strings(clusters)
+			sharing.Shared[ref] = clusters
+			continue
+		}
+		cluster := clusters[0]
+		if sharing.Own[cluster] == nil {
+			sharing.Own[cluster] = map[string][]string{}
+		}
+		sharing.Own[cluster][ref.Namespace] = append(sharing.Own[cluster][ref.Namespace], ref.ID)
+	}
+	ownRoles := ContentGrants{Own: map[string]map[string][]string{}}
+	for cluster, byNS := range staged {
+		if len(byNS) > 0 {
+			ownRoles.Own[cluster] = byNS
+		}
+	}
+	if 2*len(sharing.Shared)+len(sharing.Own) < len(ownRoles.Own) {
+		for _, byNS := range sharing.Own {
+			for ns := range byNS {
+				sort.Strings(byNS[ns])
+			}
+		}
+		return sharing
+	}
+	return ownRoles
+}
+
+func ContentGrantName(id string) string { return "flotilla-content-" + id }
+
+// agentSubject is the identity of the agent of the cluster whose namespace is clusterNS.
+func agentSubject(clusterNS string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: clusterNS}
+}
+
+// GrantShared lets the agents of the clusters in clusterNamespaces read ref: it creates the
+// content's Role and RoleBinding, or adds the agents its RoleBinding lacks. Nothing is written
+// when every agent is granted already.
+func GrantShared(ctx context.Context, c client.Client, ref model.ContentRef, clusterNamespaces []string, now time.Time) error {
+	name := ContentGrantName(ref.ID)
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: name}
+	var binding rbacv1.RoleBinding
+	err := c.Get(ctx, key, &binding)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	subjects := slices.Clone(binding.Subjects) // binding may be the cache's
+	for _, ns := range clusterNamespaces {
+		if s := agentSubject(ns); !slices.Contains(subjects, s) {
+			subjects = append(subjects, s)
+		}
+	}
+	granted := map[string]string{annotationGrantedAt: now.UTC().Format(time.RFC3339Nano)}
+	if apierrors.IsNotFound(err) {
+		names, err := contentNames(ctx, c, ref)
+		if err != nil {
+			return err
+		}
+		labels := map[string]string{model.LabelContentGrant: ref.ID}
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels},
+			Rules: []rbacv1.PolicyRule{contentRule(names)}}
+		if err := c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create role %s/%s: %w", ref.Namespace, name, err)
+		}
+		binding = rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels, Annotations: granted},
+			Subjects: subjects, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+		if err := c.Create(ctx, &binding); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create role binding %s/%s: %w", ref.Namespace, name, err)
+		}
+		return nil
+	}
+	if len(subjects) == len(binding.Subjects) {
+		return nil
+	}
+	patched := binding.DeepCopy()
+	patched.Subjects, patched.Annotations = subjects, granted
+	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to grant %s to more agents: %w", key, err)
+	}
+	return nil
+}
+
+// sharedGrantCovers reports whether the shared grant of ref names the agent of the cluster
+// whose namespace is clusterNS (one cache read).
+func sharedGrantCovers(ctx context.Context, c client.Reader, ref model.ContentRef, clusterNS string) bool {
+	var binding rbacv1.RoleBinding
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ContentGrantName(ref.ID)}, &binding); err != nil {
+		return false
+	}
+	return slices.Contains(binding.Subjects, agentSubject(clusterNS))
+}
+
+// contentRule allows reading the named Content objects. names must not be empty: a rule
+// without names would allow every Content.
+func contentRule(names []string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"contents"}, ResourceNames: names, Verbs: []string{"get"}}
+}
+
+// contentNames lists the Content objects of ref: the head and its further chunks. Content not
+// stored (yet) has just the head's name.
+func contentNames(ctx context.Context, c client.Reader, ref model.ContentRef) ([]string, error) {
+	var head v1alpha1.Content
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.ID}, &head); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("failed to read content %s: %w", ref, err)
+	}
+	names := []string{ref.ID}
+	for i := 1; i < int(head.Chunks); i++ {
+		names = append(names, fmt.Sprintf("%s-%d", ref.ID, i))
+	}
+	return names, nil
+}
+
+// ContentGrantReconciler prunes shared grants: it drops the agents whose deployments no longer
+// reference the content, and the grant once none does.
+type ContentGrantReconciler struct {
+	Client client.Client
+	Now    func() time.Time
+	Delay  time.Duration
+}
+
+func (r *ContentGrantReconciler) Setup(mgr ctrl.Manager) error {
+	isGrant := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[model.LabelContentGrant] != "" })
+	return ctrl.NewControllerManagedBy(mgr).Named("content-grant").
+		For(&rbacv1.RoleBinding{}, builder.WithPredicates(isGrant)).
+		Watches(&v1alpha1.BundleDeployment{}, onContentRefChange(func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			for _, ref := range model.ContentRefsOf(o) {
+				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ContentGrantName(ref.ID)}}, r.Delay)
+			}
+		})).
+		Complete(r)
+}
+
+func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var binding rbacv1.RoleBinding
+	if err := r.Client.Get(ctx, req.NamespacedName, &binding); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	id := binding.Labels[model.LabelContentGrant]
+	if id == "" {
+		return ctrl.Result{}, nil
+	}
+	if granted, err := time.Parse(time.RFC3339Nano, binding.Annotations[annotationGrantedAt]); err == nil {
+		if wait := granted.Add(r.Delay).Sub(r.Now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	var bds v1alpha1.BundleDeploymentList
+	if err := r.Client.List(ctx, &bds, client.MatchingFields{model.DeploymentsByContent: model.ContentRef{Namespace: binding.Namespace, ID: id}.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list the deployments of content %s: %w", id, err)
+	}
+	deploying := sets.New[string]()
+	for i := range bds.Items {
+		deploying.Insert(bds.Items[i].Namespace)
+	}
+	kept := slices.DeleteFunc(slices.Clone(binding.Subjects), func(s rbacv1.Subject) bool { return !deploying.Has(s.Namespace) || s != agentSubject(s.Namespace) })
+	switch {
+	case len(kept) == 0:
+		for _, o := range []client.Object{&binding, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: binding.Name, Namespace: binding.Namespace}}} {
+			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to delete the grant of content %s: %w", id, err)
+			}
+		}
+	case len(kept) < len(binding.Subjects):
+		patched := binding.DeepCopy()
+		patched.Subjects = kept
+		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to prune the grant of content %s: %w", id, err)
+		}
+	}
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,377 @@
+package clusters
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/nacl/box"
+	"golang.org/x/time/rate"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/flotilla-dev/flotilla/hub/access"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
+)
+
+// Registration keys of a token's Secret: what an agent needs to register.
+const (
+	RegistrationToken     = v1alpha1.RegistrationTokenKey
+	RegistrationNamespace = v1alpha1.RegistrationNamespaceKey
+	RegistrationCA        = v1alpha1.RegistrationCAKey
+	RegistrationServer    = v1alpha1.RegistrationServerKey
+)
+
+// Registration is under the operator's control:
+//   - a token's agents can only create ClusterRegistrations naming that token (an admission
+//     policy, manifests/policies), so the hub knows which token each registration used;
+//   - a deleted or expired token registers no cluster, and deleting one revokes its bearer
+//     token at once (its ServiceAccount goes);
+//   - a registered cluster's labels are its token's spec.clusterLabels and what the operator
+//     sets, never the agent's;
+//   - a registration that claims a Cluster with an identity already (another agent's, or the
+//     same client id, which is no secret) waits for an operator's approval;
+//   - each token grants at most RegistrationBurst registrations at once, then one per
+//     RegistrationInterval.
+
+// Registration limits per token, and the agent tokens' lifetime (agents renew them).
+const (
+	DefaultRegistrationInterval = 6 * time.Second
+	DefaultRegistrationBurst    = 10
+	DefaultAgentTokenTTL        = 7 * 24 * time.Hour
+	// DefaultRegistrationTokenTTL is the lifetime of a ClusterRegistrationToken that sets none:
+	// a token handed around to install agents is a credential, and expires in days.
+	DefaultRegistrationTokenTTL = 7 * 24 * time.Hour
+)
+
+// tokenFinalizer holds a deleted ClusterRegistrationToken until its bearer token is revoked.
+const tokenFinalizer = "flotilla.dev/registration-token"
+
+// minTokenSeconds is the shortest lifetime the API server issues a token for.
+const minTokenSeconds = 600
+
+// TokenReconciler turns a ClusterRegistrationToken into a Secret holding a bearer token that may
+// only create and read ClusterRegistrations in the token's namespace.
+type TokenReconciler struct {
+	Client   client.Client
+	Kube     kubernetes.Interface
+	Endpoint AgentEndpoint
+	// TTL is the lifetime of tokens that set none.
+	TTL time.Duration
+}
+
+func (r *TokenReconciler) Setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("registration-token").For(&v1alpha1.ClusterRegistrationToken{}).Complete(r.Controller())
+}
+
+// Controller is the reconciler: the status skeleton around issue, with revoke when the token
+// is deleted.
+func (r *TokenReconciler) Controller() reconciler.Status[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken] {
+	return reconciler.Status[v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationToken]{Client: r.Client, Step: r.issue, Finalizer: tokenFinalizer, Finalize: r.revoke}
+}
+
+func registrationAccount(token string) string { return "registration-" + token }
+
+// revoke removes what a deleted token held: the hub does not count on a garbage collector.
+func (r *TokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegistrationToken) (reconciler.Outcome, error) {
+	ns, sa := tok.Namespace, registrationAccount(tok.Name)
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}},
+	}
+	if tok.Status.SecretName != "" {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Status.SecretName, Namespace: ns}})
+	}
+	for _, o := range objs {
+		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return reconciler.Outcome{}, fmt.Errorf("failed to revoke registration token %s: %w", tok.Name, err)
+		}
+	}
+	log.FromContext(ctx).Info("registration token deleted: its bearer token is revoked", "token", tok.Namespace+"/"+tok.Name)
+	return reconciler.Outcome{Done: true}, nil
+}
+
+// issue gives a token its bearer token, once: a Secret holding a token that may only create
+// and read ClusterRegistrations in the token's namespace.
+func (r *TokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterRegistrationToken) (reconciler.Outcome, error) {
+	if tok.Status.SecretName != "" {
+		return reconciler.Outcome{}, nil // issued; a token is not re-issued
+	}
+	ns, sa := tok.Namespace, registrationAccount(tok.Name)
+	if err := access.EnsureRole(ctx, r.Client, access.RoleSpec{Ns: ns, Name: sa, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create", "get"}},
+	}}); err != nil {
+		return reconciler.Outcome{}, err
+	}
+	// The API server's token lives at least 10 minutes; the hub refuses registrations past
+	// the TTL itself.
+	ttl := model.PositiveOr(r.TTL, DefaultRegistrationTokenTTL)
+	if tok.Spec.TTL != nil {
+		ttl = tok.Spec.TTL.Duration
+	}
+	seconds := max(int64(ttl.Seconds()), minTokenSeconds)
+	expires := &metav1.Time{Time: tok.CreationTimestamp.Add(ttl)}
+	tr, err := r.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to issue registration token: %w", err)
+	}
+	// An in-cluster address is no address for agents elsewhere: the Secret then holds none, and
+	// the token says why (agent install refuses it without --api-server-url).
+	server := r.Endpoint.Server
+	cond := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason,
+		Message: "agents register with the hub at " + server, ObservedGeneration: tok.Generation}
+	if r.Endpoint.InCluster {
+		server = ""
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.InClusterAddressReason, r.Endpoint.inClusterMessage()
+	}
+	// A name of the API server's choosing: a Secret someone created beforehand under a name
+	// the hub would use is never taken for the token's (it could give agents another hub).
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: tok.Name + "-registration-", Namespace: ns,
+		Labels: map[string]string{v1alpha1.RegistrationTokenAnnotation: tok.Name}},
+		Data: map[string][]byte{RegistrationToken: []byte(tr.Status.Token), RegistrationNamespace: []byte(ns), RegistrationCA: r.Endpoint.Ca, RegistrationServer: []byte(server),
+			v1alpha1.RegistrationTokenNameKey: []byte(tok.Name)}}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to store registration token %s: %w", tok.Name, err)
+	}
+	tok.Status.SecretName, tok.Status.Expires = secret.Name, expires
+	meta.SetStatusCondition(&tok.Status.Conditions, cond)
+	return reconciler.Outcome{}, nil
+}
+
+// RegistrationReconciler grants a ClusterRegistration: the Cluster, its namespace, the agent's
+// identity, and the agent's token sealed to the agent's public key.
+type RegistrationReconciler struct {
+	Client   client.Client
+	Kube     kubernetes.Interface
+	Now      func() time.Time
+	TokenTTL time.Duration
+	Limits   TokenLimits
+}
+
+// TokenLimits rate-limits the registrations each token grants, by token UID.
+type TokenLimits struct {
+	Every time.Duration
+	Burst int
+
+	mu       sync.Mutex
+	limiters map[types.UID]*rate.Limiter
+}
+
+// wait reserves a grant for the token and returns zero, or how long until one is free.
+func (l *TokenLimits) wait(tok types.UID, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limiters == nil {
+		l.limiters = map[types.UID]*rate.Limiter{}
+	}
+	lim := l.limiters[tok]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Every(l.Every), l.Burst)
+		l.limiters[tok] = lim
+	}
+	res := lim.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+func (r *RegistrationReconciler) Setup(mgr ctrl.Manager) error {
+	// An approval is written on the Cluster: the registrations that claim it look again.
+	byCluster := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		if o.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation] == "" {
+			return nil
+		}
+		var regs v1alpha1.ClusterRegistrationList
+		if err := r.Client.List(ctx, &regs, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, reg := range regs.Items {
+			if !reg.Status.Granted && string(reg.UID) == o.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation] {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&reg)})
+			}
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("cluster-registration").For(&v1alpha1.ClusterRegistration{}).
+		Watches(&v1alpha1.Cluster{}, byCluster).Complete(r.Controller())
+}
+
+// Controller is the reconciler: the status skeleton around grant.
+func (r *RegistrationReconciler) Controller() reconciler.Status[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration] {
+	return reconciler.Status[v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistration]{Client: r.Client, Step: r.grant}
+}
+
+// grant grants a registration, or says in its status why it does not (yet).
+func (r *RegistrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.ClusterRegistration) (reconciler.Outcome, error) {
+	if reg.Status.Granted {
+		return reconciler.Outcome{}, nil
+	}
+	if len(reg.Spec.PublicKey) != 32 {
+		return r.Hold(ctx, reg, v1alpha1.RegistrationRefusedReason, "spec.publicKey must be a 32-byte X25519 key")
+	}
+	tok, why, err := r.token(ctx, reg)
+	if err != nil {
+		return reconciler.Outcome{}, err
+	}
+	if why != "" {
+		return r.Hold(ctx, reg, v1alpha1.RegistrationRefusedReason, why)
+	}
+	name := reg.Spec.RequestedClusterName()
+	var cl v1alpha1.Cluster
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: name}, &cl)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconciler.Outcome{}, err
+	}
+	// A Cluster this registration made or claimed already (an earlier attempt that failed
+	// later on) is its own; any other with an agent's identity needs an approval.
+	approved := exists && cl.Annotations[v1alpha1.ApprovedRegistrationAnnotation] == string(reg.UID)
+	takeover := exists && cl.Annotations[v1alpha1.ClientIDAnnotation] != "" && cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID)
+	if takeover && !approved {
+		return r.Hold(ctx, reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
+			"cluster %s is registered already: this registration takes it over once an operator approves it (flotilla cluster approve %s -n %s)", name, reg.Name, reg.Namespace))
+	}
+	// A Cluster an operator created before any agent registered is claimed only with the
+	// token it was made for: any other token's bearer would otherwise get its deployments.
+	if exists && !takeover && cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) && cl.Annotations[v1alpha1.RegistrationTokenAnnotation] != tok.Name && !approved {
+		made := "no registration token"
+		if t := cl.Annotations[v1alpha1.RegistrationTokenAnnotation]; t != "" {
+			made = "token " + t
+		}
+		return r.Hold(ctx, reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
+			"cluster %s was created for %s, not %s: this registration claims it once an operator approves it (flotilla cluster approve %s -n %s)", name, made, tok.Name, reg.Name, reg.Namespace))
+	}
+	if wait := r.Limits.wait(tok.UID, r.Now()); wait > 0 {
+		out, err := r.Hold(ctx, reg, v1alpha1.RateLimitedReason,
+			fmt.Sprintf("token %s registered too many clusters lately; this one is granted in %s", tok.Name, wait.Round(time.Second)))
+		out.After = wait
+		return out, err
+	}
+	if !exists {
+		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
+			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)}}}
+		if err := r.Client.Create(ctx, &cl); err != nil {
+			return reconciler.Outcome{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
+		}
+	} else if cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) {
+		if err := r.claim(ctx, &cl, reg, tok); err != nil {
+			return reconciler.Outcome{}, err
+		}
+	}
+	if err := access.AdmitCluster(ctx, r.Client, &cl); err != nil {
+		out, _ := r.Hold(ctx, reg, v1alpha1.RegistrationRefusedReason, err.Error())
+		return out, err
+	}
+	clusterNS := cl.Status.Namespace
+	if takeover {
+		// The cluster's former agent loses its access: its tokens die with its identity.
+		if err := r.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreNotFound(err) != nil {
+			return reconciler.Outcome{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
+		}
+		log.FromContext(ctx).Info("approved registration takes the cluster over; its former agent is revoked", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "clientID", reg.Spec.ClientID)
+	}
+	if err := access.GrantAccess(ctx, r.Client, &cl, nil); err != nil {
+		return reconciler.Outcome{}, err
+	}
+	if err := r.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
+		return reconciler.Outcome{}, err
+	}
+	seconds := int64(r.TokenTTL.Seconds())
+	tr, err := r.Kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, access.AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to issue the agent's token: %w", err)
+	}
+	var pub [32]byte
+	copy(pub[:], reg.Spec.PublicKey)
+	sealed, err := box.SealAnonymous(nil, []byte(tr.Status.Token), &pub, rand.Reader)
+	if err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to seal credentials: %w", err)
+	}
+	log.FromContext(ctx).Info("cluster registered", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "token", tok.Name)
+	reg.Status = v1alpha1.ClusterRegistrationStatus{ClusterName: name, Granted: true, Namespace: clusterNS, ClusterNamespace: reg.Namespace, Credentials: sealed,
+		Conditions: reg.Status.Conditions}
+	setReady(&reg.Status.Conditions, true, v1alpha1.SucceededReason, "registered as cluster "+name, reg.Generation)
+	return reconciler.Outcome{}, nil
+}
+
+// token returns the registration's token, or why it registers nothing.
+func (r *RegistrationReconciler) token(ctx context.Context, reg *v1alpha1.ClusterRegistration) (*v1alpha1.ClusterRegistrationToken, string, error) {
+	if reg.Spec.TokenName == "" {
+		return nil, "spec.tokenName is required: the registration token it was made with", nil
+	}
+	var tok v1alpha1.ClusterRegistrationToken
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: reg.Namespace, Name: reg.Spec.TokenName}, &tok)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("registration token %s does not exist", reg.Spec.TokenName), nil
+	case err != nil:
+		return nil, "", err
+	case !tok.DeletionTimestamp.IsZero():
+		return nil, fmt.Sprintf("registration token %s is being deleted", tok.Name), nil
+	case tok.Status.Expires != nil && !r.Now().Before(tok.Status.Expires.Time):
+		return nil, fmt.Sprintf("registration token %s expired at %s", tok.Name, tok.Status.Expires.UTC().Format(time.RFC3339)), nil
+	}
+	return &tok, "", nil
+}
+
+// claim makes an existing Cluster the registration's: an operator's Cluster that no agent
+// registered for yet, or, approved, one whose agent the registration replaces. The token's
+// labels are added; the operator's stay.
+func (r *RegistrationReconciler) claim(ctx context.Context, cl *v1alpha1.Cluster, reg *v1alpha1.ClusterRegistration, tok *v1alpha1.ClusterRegistrationToken) error {
+	orig := cl.DeepCopy()
+	if cl.Labels == nil {
+		cl.Labels = map[string]string{}
+	}
+	for k, v := range tok.Spec.ClusterLabels {
+		if _, set := cl.Labels[k]; !set {
+			cl.Labels[k] = v
+		}
+	}
+	if cl.Annotations == nil {
+		cl.Annotations = map[string]string{}
+	}
+	cl.Annotations[v1alpha1.ClientIDAnnotation] = reg.Spec.ClientID
+	cl.Annotations[v1alpha1.RegistrationAnnotation] = string(reg.UID)
+	delete(cl.Annotations, v1alpha1.ApprovedRegistrationAnnotation)
+	if err := r.Client.Patch(ctx, cl, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to claim cluster %s: %w", cl.Name, err)
+	}
+	return nil
+}
+
+// Hold records why a registration is not granted (yet), logging it when that changed.
+func (r *RegistrationReconciler) Hold(ctx context.Context, reg *v1alpha1.ClusterRegistration, reason, msg string) (reconciler.Outcome, error) {
+	before := meta.FindStatusCondition(reg.Status.Conditions, v1alpha1.ReadyCondition)
+	if before == nil || before.Reason != reason || before.Message != msg {
+		log.FromContext(ctx).Info("registration not granted", "registration", reg.Namespace+"/"+reg.Name, "reason", reason, "message", msg)
+	}
+	setReady(&reg.Status.Conditions, false, reason, msg, reg.Generation)
+	return reconciler.Outcome{}, nil
+}
+func setReady(conds *[]metav1.Condition, ok bool, reason, msg string, gen int64) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	model.SetCondition(conds, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+}

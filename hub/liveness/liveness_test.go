@@ -1,0 +1,157 @@
+package liveness
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// testClocks move the hub's wall and monotonic clocks apart (package livenesstest, which
+// tests here cannot import, has the same for other packages' tests).
+type testClocks struct {
+	Wall time.Time
+	Mono time.Duration
+}
+
+func (c *testClocks) Liveness() *Liveness {
+	return New(nil, 0, 0, func() time.Duration { return c.Mono })
+}
+
+func clusterSeen(at time.Time) *v1alpha1.Cluster {
+	c := &v1alpha1.Cluster{Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}}
+	c.Status.AgentLastSeen = &metav1.Time{Time: at}
+	return c
+}
+
+// TestR1_11_Liveness: a cluster is online while its last heartbeat is within the deadline by
+// the hub's wall clock and the hub saw it within the deadline on its monotonic clock.
+func TestR1_11_Liveness(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	type step struct {
+		wall    time.Duration // the hub's wall clock, from w0
+		mono    time.Duration
+		beat    *time.Duration // a heartbeat the hub sees now, written at w0 + *beat
+		online  bool
+		left    time.Duration
+		comment string
+	}
+	d := func(x time.Duration) *time.Duration { return &x }
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"a live agent, then a stopped one", []step{
+			{0, 0, d(0), true, 6 * time.Second, "just reported"},
+			{4 * time.Second, 4 * time.Second, nil, true, 2 * time.Second, "within the deadline"},
+			{7 * time.Second, 7 * time.Second, nil, false, 0, "past it"},
+		}},
+		{"the hub's wall clock steps back after the last heartbeat", []step{
+			{0, 0, d(0), true, 6 * time.Second, "just reported"},
+			{-60 * time.Second, 7 * time.Second, nil, false, 0, "the wall clock says 66 s are left; the monotonic clock says the deadline passed"},
+			{-59 * time.Second, 8 * time.Second, d(-59 * time.Second), true, 6 * time.Second, "the agent reports again, on the stepped clock"},
+		}},
+		{"an agent claims a heartbeat in the future and stops", []step{
+			{0, 0, d(time.Hour), true, 6 * time.Second, "the monotonic clock bounds the claim"},
+			{7 * time.Second, 7 * time.Second, nil, false, 0, "no heartbeat seen for longer than the deadline"},
+		}},
+		{"the hub's wall clock steps forward", []step{
+			{0, 0, d(0), true, 6 * time.Second, "just reported"},
+			{time.Hour, 1 * time.Second, nil, false, 0, "the wall clock says the deadline passed: offline until the next heartbeat"},
+			{time.Hour + time.Second, 2 * time.Second, d(time.Hour + time.Second), true, 6 * time.Second, "the next heartbeat, on the new clock"},
+		}},
+		{"a hub that starts after the agent stopped", []step{
+			{0, 0, d(-time.Hour), false, 0, "seen for the first time, an hour old by the wall clock"},
+		}},
+	}
+	for _, c := range cases {
+		for _, source := range []string{"lease", "cluster status"} {
+			t.Run(c.name+"/"+source, func(t *testing.T) {
+				clocks := &testClocks{}
+				live := clocks.Liveness()
+				leases := leaseCache{}
+				live.Leases = leases
+				cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{UID: "c1"}, Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}},
+					Status: v1alpha1.ClusterStatus{Namespace: "cluster-a"}}
+				for i, s := range c.steps {
+					clocks.Wall, clocks.Mono = w0.Add(s.wall), s.mono
+					if s.beat != nil {
+						if source == "lease" {
+							live.ObserveObject(leases.renew("cluster-a", w0.Add(*s.beat)))
+						} else {
+							cl = clusterSeen(w0.Add(*s.beat))
+							cl.Status.Namespace = "cluster-a"
+							live.ObserveObject(cl)
+						}
+					}
+					online, left := live.Check(cl, clocks.Wall)
+					if online != s.online || left != s.left {
+						t.Errorf("step %d (%s): online %v, %s left; want %v, %s", i, s.comment, online, left, s.online, s.left)
+					}
+				}
+			})
+		}
+	}
+}
+
+// leaseCache stands in for the hub's cache of agent Leases in the decision's unit tests.
+type leaseCache map[string]*coordinationv1.Lease
+
+func (c leaseCache) renew(ns string, at time.Time) *coordinationv1.Lease {
+	renewed := &metav1.MicroTime{Time: at}
+	c[ns] = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName, Namespace: ns}, Spec: coordinationv1.LeaseSpec{RenewTime: renewed}}
+	return c[ns].DeepCopy()
+}
+
+func (c leaseCache) Get(_ context.Context, key client.ObjectKey, o client.Object, _ ...client.GetOption) error {
+	lease, ok := c[key.Namespace]
+	if !ok || key.Name != v1alpha1.AgentLeaseName {
+		return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
+	}
+	lease.DeepCopyInto(o.(*coordinationv1.Lease))
+	return nil
+}
+
+func (c leaseCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("not listed")
+}
+
+// An agent that comes back after its deadline by its Lease wakes the controllers; routine
+// renewals, and a first sight of a stale Lease, do not (R1.11).
+func TestR1_11_AgentBackByItsLease(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clocks := &testClocks{Wall: w0}
+	live := clocks.Liveness()
+	leases := leaseCache{}
+	live.Leases = leases
+	cl := &v1alpha1.Cluster{Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}, Status: v1alpha1.ClusterStatus{Namespace: "cluster-a"}}
+	created := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName, Namespace: "cluster-a"}}
+	first := leases.renew("cluster-a", w0)
+	for _, tc := range []struct {
+		name         string
+		wall, mono   time.Duration
+		old, updated *coordinationv1.Lease
+		back         bool
+	}{
+		{"the first renewal of the Lease the hub created", 0, 0, created, first, true},
+		{"the Lease seen for the first time, renewed just now", 0, 0, nil, first, true},
+		{"a routine renewal", 2 * time.Second, 2 * time.Second, first, leases.renew("cluster-a", w0.Add(2*time.Second)), false},
+		{"a renewal after the deadline passed", 20 * time.Second, 20 * time.Second, first, leases.renew("cluster-a", w0.Add(20*time.Second)), true},
+		{"a stale Lease seen for the first time (the hub restarted)", time.Hour, time.Hour, nil, first, false},
+	} {
+		clocks.Wall, clocks.Mono = w0.Add(tc.wall), tc.mono
+		if tc.old != nil && tc.old.Spec.RenewTime != nil {
+			live.ObserveObject(tc.old)
+		}
+		if got := live.leaseBackOnline(cl, tc.old, tc.updated, clocks.Wall); got != tc.back {
+			t.Errorf("%s: back online %v, want %v", tc.name, got, tc.back)
+		}
+	}
+}

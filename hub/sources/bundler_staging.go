@@ -1,0 +1,164 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/access"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/plan"
+	"github.com/flotilla-dev/flotilla/rollout"
+	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// writeStaging writes the deployments cluster by cluster, the agents first granted the content
+// the commit brings them (PlanGrants: one Role write per cluster, or two writes per content
+// shared by several clusters). Clusters are independent, so several are staged at once, as many
+// as the client's share of API server concurrency. The grants cover the clusters the rollout
+// reaches later too: their release is then one write, and their agents never wait for access.
+func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
+	staged := map[string]map[string][]string{}
+	namespaceOf := map[string]string{}
+	for _, c := range clusters {
+		if c.cluster.Status.Namespace == "" {
+			continue // not admitted: nothing is staged for it
+		}
+		namespaceOf[c.cluster.Name] = c.cluster.Status.Namespace
+		for _, p := range plans {
+			if t, ok := p.recorded[c.cluster.Name]; ok {
+				if staged[c.cluster.Name] == nil {
+					staged[c.cluster.Name] = map[string][]string{}
+				}
+				staged[c.cluster.Name][p.bundle.Namespace] = append(staged[c.cluster.Name][p.bundle.Namespace], t.Ref.ContentID)
+			}
+		}
+	}
+	grants := access.PlanGrants(staged)
+	if !b.Shard.FleetWide() {
+		// Another shard's agents are granted by the default shard, which sees every shard's
+		// deployments (their agents retry content they cannot read yet).
+		grants = access.ContentGrants{}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deploy.StageWorkers)
+	for ref, names := range grants.Shared {
+		g.Go(func() error {
+			agents := make([]string, len(names))
+			for i, name := range names {
+				agents[i] = namespaceOf[name]
+			}
+			return b.Writes.Do(gctx, func() error {
+				if err := access.GrantShared(gctx, b.Client, ref, agents, b.Now()); err != nil {
+					return fmt.Errorf("failed to grant content %s to its clusters: %w", ref.ID, err)
+				}
+				return nil
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(deploy.StageWorkers)
+	for _, c := range clusters {
+		if staged[c.cluster.Name] == nil {
+			continue
+		}
+		g.Go(func() error {
+			return b.Writes.Do(gctx, func() error {
+				if own := grants.Own[c.cluster.Name]; len(own) > 0 {
+					if err := access.GrantAccess(gctx, b.Client, c.cluster, own); err != nil {
+						return fmt.Errorf("failed to grant cluster %s its content: %w", c.cluster.Name, err)
+					}
+				}
+				for _, p := range plans {
+					t, ok := p.want[c.cluster.Name]
+					if !ok {
+						continue
+					}
+					release := p.release[c.cluster.Name]
+					if _, err := deploy.WriteDeployment(gctx, b.Client, p.bundle, c.cluster, p.state.Bds[c.cluster.Name], t, release, b.Now()); err != nil {
+						return err
+					}
+					if release {
+						b.Released.Add(deploy.DeploymentKey(p.bundle, c.cluster), t.Ref, b.Now())
+					}
+				}
+				return nil
+			})
+		})
+	}
+	return g.Wait()
+}
+
+// staging is what a commit stages for one bundle: the revision per cluster, and the clusters
+// the planner releases it to at once.
+type staging struct {
+	bundle *v1alpha1.Bundle
+	// recorded is what the revision deploys to each cluster; want, what is written now.
+	recorded, want model.RevisionTargets
+	state          *plan.PlanState
+	release        map[string]bool
+	// decision is the planner's, for a continuous rollout: what release tells the operator.
+	decision *rollout.Decision
+	// newRevision: the commit made a new revision of the bundle.
+	newRevision bool
+}
+
+// planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks
+// the planner which clusters it would release right away, so that those are staged and
+// released in one write, and creates no deployment for the others yet. A rolled-back bundle
+// stages nothing: its pinned revision stays.
+func (b *Bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorded model.RevisionTargets) (staging, error) {
+	p := staging{bundle: bun}
+	if bun.Spec.TargetRevision != nil {
+		return p, nil
+	}
+	p.recorded, p.want = recorded, maps.Clone(recorded)
+	var err error
+	if p.state, err = plan.GatherPlan(ctx, b.Client, b.Live, b.Now(), bun, p.want); err != nil {
+		return p, err
+	}
+	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
+		p.release, p.decision = plan.ReleasedWithStaging(p.state, p.want)
+		// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged
+		// and released in one write: the rollout controller does it from the revision's record.
+		// Until then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision
+		// staged). Paused bundles and clusters are staged at once (R1.13).
+		for name := range p.want {
+			cl := p.state.Clusters[name]
+			if !p.release[name] && (p.state.Bds[name] == nil || !bun.Spec.Paused && (cl == nil || !cl.Spec.Paused)) {
+				delete(p.want, name)
+			}
+		}
+	}
+	return p, nil
+}
+
+// dropUntargeted deletes the bundle's BundleDeployments on clusters it no longer targets; their
+// agents then remove the workload. A placement's rolling update removes them itself, within
+// its availability budget once new clusters carry the workload (R2.4).
+func (b *Bundler) dropUntargeted(ctx context.Context, bun *v1alpha1.Bundle, targets map[string]*bundle.Rendered) error {
+	if bun.Spec.Placement != nil && bun.Spec.TargetRevision == nil {
+		return nil
+	}
+	bds, err := model.ListDeployments(ctx, b.Client, bun)
+	if err != nil {
+		return err
+	}
+	for i := range bds {
+		bd := &bds[i]
+		if _, ok := targets[bd.Labels[model.LabelCluster]]; ok || !bd.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := b.Client.Delete(ctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to remove %s from %s: %w", bun.Name, bd.Labels[model.LabelCluster], err)
+		}
+	}
+	return nil
+}

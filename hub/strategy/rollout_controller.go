@@ -1,0 +1,495 @@
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
+	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/liveness"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/plan"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// bundleWorkers is how many bundles are planned at once.
+const bundleWorkers = 4
+
+// RolloutReconciler releases a bundle's staged revision to clusters as the planner decides
+// (gather → rollout.Plan → act), and reports the rollout on the Bundle. It never decides
+// anything itself: every release and every wait reason comes from the rollout package.
+type RolloutReconciler struct {
+	Client client.Client
+	// Uncached confirms, before content is written into a cluster's own Role, that no shared
+	// grant the cache does not show yet gives it (GrantAndWrite).
+	Uncached  client.Reader
+	Shard     model.Shard
+	Revisions *model.RevisionStore
+	// Released remembers releases until the cache shows them, shared with the bundler.
+	Released *deploy.Releases
+	Staging  *deploy.StagingNow
+	Writes   deploy.WriteSlots
+	Live     *liveness.Liveness
+	Now      func() time.Time
+
+	// Progress spaces out writes of a bundle's progress counts (see report).
+	Progress model.ProgressThrottle
+	Recorder *events.Recorder
+}
+
+// Progress counts alone are written at most every progressEvery per bundle, and at most
+// bundleProgressPerSecond for all bundles together (ten bundles rolling at once each report
+// every 5 s; fifty, every 25 s). Clusters' counts share clusterProgressPerSecond. Together
+// they bound the hub's status writes during any rollout to a few per second.
+const (
+	ProgressEvery            = 5 * time.Second
+	BundleProgressPerSecond  = 2
+	ClusterProgressPerSecond = 4
+)
+
+func (r *RolloutReconciler) Setup(mgr ctrl.Manager) error {
+	bundlesOf := model.AllInNamespace(r.Client, func() client.ObjectList { return &v1alpha1.BundleList{} })
+	allBundles := handler.EnqueueRequestsFromMapFunc(bundlesOf)
+	// Bundles are independent: several are planned at once (one bundle is never planned twice
+	// at the same time: the work queue hands out each key to one worker).
+	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
+		WithOptions(controller.Options{MaxConcurrentReconciles: bundleWorkers}).
+		// Its own status writes do not come back as passes: only the spec, labels and
+		// annotations (approvals, skips) of a Bundle change a plan, and the bundler's record
+		// that the newest commit does not render changes what its status says.
+		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, renderFailureChanged{}))).
+		Watches(&v1alpha1.BundleDeployment{}, model.Coalesced(passCoalesce, model.BundleOfDeployment, model.DeploymentPlanChanged)).
+		WatchesRawSource(source.Channel(r.Staging.Done, &handler.EnqueueRequestForObject{})).
+		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{live: r.Live, now: r.Now})).
+		Watches(&coordinationv1.Lease{}, r.Live.OnAgentBack(r.Client, r.Now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
+			return bundlesOf(ctx, c)
+		})).
+		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return plan.Dependents(ctx, r.Client, o)
+		})).
+		Watches(&v1alpha1.StagedUpdateRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			run, ok := o.(*v1alpha1.StagedUpdateRun)
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Bundle}}}
+		})).
+		Complete(reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle]{Client: r.Client, Step: r.step})
+}
+
+// clusterPlanningChanged passes the cluster events that change a plan: membership (labels,
+// spec, namespace; see ClusterMembershipChanged) and an agent coming back after its heartbeat
+// deadline. Routine heartbeats do not pass: with hundreds of clusters they would re-plan every
+// bundle several times a second. Going offline is noticed by the requeue at the deadline.
+type clusterPlanningChanged struct {
+	model.ClusterMembershipChanged
+	live *liveness.Liveness
+	now  func() time.Time
+}
+
+func (p clusterPlanningChanged) Update(e event.UpdateEvent) bool {
+	if p.ClusterMembershipChanged.Update(e) {
+		return true
+	}
+	oldC, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+	newC, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	wasOnline, _ := p.live.Check(oldC, p.now())
+	isOnline, _ := p.live.Check(newC, p.now())
+	return !wasOnline && isOnline
+}
+
+// passCoalesce is how long a deployment's change waits for others before its bundle is planned
+// again. Agents report in bursts (hundreds of clusters acknowledge a batch within a second);
+// planning once per burst instead of once per report keeps the hub's CPU, which shares the
+// machine with the API server, flat. The rollout still moves on events, never on a timer (R1.10).
+const passCoalesce = 200 * time.Millisecond
+
+// deploymentToBundle enqueues a BundleDeployment's Bundle at once.
+var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(model.BundleOfDeployment)
+
+// step plans one pass for a bundle, writes the releases and sets the bundle's status (written
+// by the skeleton, or held back while only progress counts changed).
+func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, error) {
+	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) {
+		return reconciler.Outcome{}, nil // being removed (BundleRemovalReconciler), or another shard's
+	}
+	completed := func() { recordCompletion(r.Recorder, orig, bun) }
+	if bun.Spec.StagedUpdate != nil {
+		if err := autoRuns(ctx, r.Client, bun); err != nil {
+			return reconciler.Outcome{}, err
+		}
+		return reconciler.Outcome{Written: func() {
+			completed()
+			plan.RecordOutcome(r.Recorder, orig, bun)
+		}}, r.reportStaged(ctx, bun) // staged runs release
+	}
+	if bun.Spec.Sequence != nil {
+		return reconciler.Outcome{}, nil // released by the sequence controller
+	}
+	// Clusters of the revision's record that have no deployment yet are Pending (§0): the
+	// rollout has not reached them. Releasing one creates its deployment.
+	recorded, err := r.Revisions.Targets(ctx, bun, model.WantedRevision(bun))
+	var missing *model.MissingRevisionError
+	switch {
+	case errors.As(err, &missing) && bun.Spec.TargetRevision != nil:
+		setStalled(bun, missing.Error()) // nothing to roll back to
+		return reconciler.Outcome{}, nil
+	case errors.As(err, &missing):
+		recorded = nil // no revision yet, or one from before records: only existing deployments take part
+	case err != nil:
+		return reconciler.Outcome{}, err
+	}
+	st, err := plan.GatherPlan(ctx, r.Client, r.Live, r.Now(), bun, recorded)
+	if err != nil {
+		return reconciler.Outcome{}, err
+	}
+	st.CountUnseen(r.Released, bun, r.Now())
+	in, requeue := st.In, st.Requeue
+	if bun.Spec.TargetRevision != nil {
+		if err := r.pin(ctx, bun, st, recorded); err != nil {
+			return reconciler.Outcome{}, err
+		}
+	}
+	decision := rollout.Plan(in)
+	if plan.RecordQuarantine(bun, decision.Failure) {
+		log.FromContext(ctx).Info("revision failed: quarantined, rolling back", "bundle", bun.Name, "revision", decision.Failure.Revision, "rule", decision.Failure.Rule, "clusters", decision.Failure.Clusters)
+		plan.
+			// The quarantine is recorded before anything is rolled back: the next pass, right
+			// after its write, restores.
+			SetOutcome(bun, in.Revision, "", decision.Failure, st.Bds, r.Now())
+		plan.ApplyOutcome(bun)
+		return reconciler.Outcome{After: nextBatch, Written: func() { plan.RecordOutcome(r.Recorder, orig, bun) }}, nil
+	}
+	wrote, err := r.release(ctx, bun, st, recorded, decision)
+	if err != nil {
+		return reconciler.Outcome{}, err
+	}
+	if err := plan.RestoreDeployments(ctx, r.Client, r.Writes, st.Bds, decision.Restore, r.Now()); err != nil {
+		return reconciler.Outcome{}, err
+	}
+	if wrote > 0 {
+		released := make(map[string]bool, len(decision.Release))
+		for _, c := range decision.Release {
+			released[c] = true
+		}
+		deploy.RecordReleases(r.Recorder, bun, in.Revision, decision, func(c string) bool { return released[c] })
+	}
+	wait, significant := r.report(bun, orig, in, decision, st.Bds)
+	requeue = model.Sooner(model.Sooner(requeue, wait), decision.RequeueAfter)
+	if decision.More && wrote > 0 {
+		// The partition has clusters beyond this batch: the next pass checks its threshold
+		// with this batch counted (CountUnseen) and releases the next one (R1.8), without
+		// waiting for the batch's own events to come back (R1.10).
+		requeue = nextBatch
+	}
+	if r.Staging.Active(client.ObjectKeyFromObject(bun)) {
+		requeue = model.Sooner(requeue, time.Second) // what the bundler leaves to this controller is looked at after it
+	}
+	return reconciler.Outcome{After: requeue, Hold: wait > 0, Written: func() {
+		completed()
+		plan.RecordOutcome(r.Recorder, orig, bun)
+		if significant {
+			r.recordTransitions(orig, bun)
+		}
+	}}, nil
+}
+
+// nextBatch is when a pass that released a maxNew batch plans the next one: at once.
+const nextBatch = time.Millisecond
+
+// pin stages a rollback's revision on the bundle's deployments, as recorded when the revision
+// was created, releasing it at once where the planner allows. Clusters that revision did not
+// deploy to keep what they run and are left out of the rollout.
+func (r *RolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *plan.PlanState, recorded model.RevisionTargets) error {
+	kept := st.In.Targets[:0]
+	want := model.RevisionTargets{}
+	for _, t := range st.In.Targets {
+		w, ok := recorded[t.Cluster]
+		if bd := st.Bds[t.Cluster]; bd == nil || !ok {
+			delete(st.Bds, t.Cluster)
+			continue
+		} else if bd.Spec.Staged != w.Ref {
+			want[t.Cluster] = w
+		}
+		kept = append(kept, t)
+	}
+	st.In.Targets = kept
+	release, _ := plan.ReleasedWithStaging(st, want)
+	for i := range st.In.Targets {
+		t := &st.In.Targets[i]
+		w, ok := want[t.Cluster]
+		if !ok {
+			continue
+		}
+		bd, err := deploy.GrantAndWrite(ctx, r.Client, r.Uncached, bun, st.Clusters[t.Cluster], st.Bds[t.Cluster], w, release[t.Cluster], r.Now())
+		if err != nil {
+			return err
+		}
+		st.Bds[t.Cluster], t.Deployment = bd, bdstate.Deployment(bd)
+	}
+	return nil
+}
+
+// release lets the agents of the clusters the planner released apply the revision. A Pending
+// cluster gets its deployment, and one whose staging is behind (the cache lags the bundler, or
+// the bundler stopped mid-commit) is staged from the revision's record: each in one write.
+// It returns how many releases it wrote (a create the cache does not show yet is not one).
+func (r *RolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *plan.PlanState, recorded model.RevisionTargets, d *rollout.Decision) (int, error) {
+	revision, bds := st.In.Revision, st.Bds
+	type write struct {
+		cluster string
+		bd      *v1alpha1.BundleDeployment // nil: create
+		target  model.RevisionTarget
+	}
+	var todo []write
+	now := r.Now()
+	for _, name := range d.Release {
+		bd, cl := bds[name], st.Clusters[name]
+		rec, isRecorded := recorded[name]
+		switch {
+		case cl == nil:
+		case bd == nil || bd.Spec.Staged.Index != revision:
+			// Pending, or not staged yet: from the record, unless the bundler is writing it.
+			if isRecorded && !r.Staging.Active(client.ObjectKeyFromObject(bun)) && !r.Released.Pending(deploy.DeploymentKey(bun, cl), rec.Ref.DeploymentID, now) {
+				todo = append(todo, write{name, bd, rec})
+			}
+		case bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged ||
+			r.Released.Pending(client.ObjectKeyFromObject(bd), bd.Spec.Staged.DeploymentID, now):
+			// released already; the cache may not show it yet
+		default:
+			todo = append(todo, write{name, bd, model.RevisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}})
+		}
+	}
+	// A pass releases up to maxNew clusters: their writes go out together.
+	var wrote atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deploy.StageWorkers)
+	for _, w := range todo {
+		g.Go(func() error {
+			cl := st.Clusters[w.cluster]
+			err := r.Writes.Do(gctx, func() error {
+				_, err := deploy.GrantAndWrite(gctx, r.Client, r.Uncached, bun, cl, w.bd, w.target, true, now)
+				return err
+			})
+			switch {
+			case w.bd == nil && apierrors.IsAlreadyExists(err):
+				return nil // created by a pass the cache does not show yet
+			case err != nil:
+				return fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster, err)
+			}
+			r.Released.Add(deploy.DeploymentKey(bun, cl), w.target.Ref, r.Now())
+			wrote.Add(1)
+			return nil
+		})
+	}
+	for _, name := range d.Remove {
+		if bd := bds[name]; bd != nil {
+			g.Go(func() error {
+				if err := r.Client.Delete(gctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("failed to remove %s from %s: %w", bd.Spec.Bundle, name, err)
+				}
+				return nil
+			})
+		}
+	}
+	err := g.Wait()
+	return int(wrote.Load()), err
+}
+
+// report sets the Bundle's status from the pass's decision and says whether its write waits.
+//
+// Progress (counts, the least advanced state) changes with every cluster a rollout passes; it
+// is written at most every progressEvery per bundle. A new revision, readiness reached or lost,
+// and a pause or its reason are significant: written at once, and told (recordTransitions).
+// report returns how long the write is held back (0: write now) and whether it is significant.
+func (r *RolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input, d *rollout.Decision, bds map[string]*v1alpha1.BundleDeployment) (time.Duration, bool) {
+	st := &bun.Status
+	counts := rollout.Counts{}
+	for _, c := range d.Clusters {
+		counts[c.State]++
+	}
+	setProgress(bun, bundleProgress{revision: in.Revision, counts: counts, clusters: len(d.Clusters), complete: d.Complete, waiting: waitReason(d)})
+	st.Partitions = nil
+	for _, p := range d.Partitions {
+		st.Partitions = append(st.Partitions, v1alpha1.PartitionStatus{Name: p.Name, Count: int32(len(p.Clusters)), MaxUnavailable: int32(p.MaxUnavailable),
+			Unavailable: int32(p.Unavailable), Ready: p.Ready, Summary: model.StateCounts(p.Counts, len(p.Clusters))})
+	}
+	st.UnpartitionedClusters = int32(len(d.Unpartitioned))
+	unpartitioned, unsafe := d.Warning(rollout.WarnUnpartitioned), d.Warning(rollout.WarnUnsafeDefaults)
+	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", v1alpha1.UnpartitionedClustersReason, unpartitioned, bun.Generation)
+	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", v1alpha1.MaxUnavailable100PercentReason, unsafe, bun.Generation)
+	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
+	plan.RecordQuarantine(bun, nil)
+	plan. // drops what a retry lifted
+		SetOutcome(bun, in.Revision, d.Outcome, d.Failure, bds, r.Now())
+	plan.ApplyOutcome(bun)
+	if !reconciler.StatusChanged(orig, bun) {
+		return 0, false
+	}
+	significant := orig.Status.ReleasingRevision != st.ReleasingRevision || !equality.Semantic.DeepEqual(orig.Status.Outcome, st.Outcome) ||
+		len(orig.Status.Quarantined) != len(st.Quarantined) ||
+		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
+		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
+	return r.Progress.Hold(bun.UID, significant, r.Now()), significant
+}
+
+// recordTransitions records what a status write of a continuous rollout changed for people: a
+// rollback starting, a pause (or a new reason for it). Its completion is told with the write
+// (recordCompletion). Both are Normal: a person's rollback and a partition that waits for its
+// canary are the rollout working as designed, and alerts on Warnings must not fire on them; a
+// failed revision (package plan) and an offline cluster are Warnings.
+func (r *RolloutReconciler) recordTransitions(orig, bun *v1alpha1.Bundle) {
+	st := &bun.Status
+	if st.ReleasingRevision != orig.Status.ReleasingRevision && bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision < bun.Spec.LatestRevision {
+		r.Recorder.Normal(bun, v1alpha1.EventRollbackStarted, "rolling back from revision %d to revision %d", bun.Spec.LatestRevision, st.ReleasingRevision)
+	}
+	// A pause ends with the release that follows it, or the rollout completing: both are told.
+	was, is := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.RolloutPausedCondition), meta.FindStatusCondition(st.Conditions, v1alpha1.RolloutPausedCondition)
+	if is != nil && (was == nil || was.Message != is.Message) {
+		r.Recorder.Normal(bun, v1alpha1.EventRolloutPaused, "revision %d: %s", st.ReleasingRevision, is.Message)
+	}
+}
+
+// conditionMessage is a condition's status and message, "" when it is absent.
+func conditionMessage(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return string(c.Status) + c.Message
+	}
+	return ""
+}
+
+// reportStaged sets a staged bundle's status from its current run (rollout.CurrentRun): the one
+// that holds the rollout. Its stages become the bundle's, and its message is why the rollout waits.
+func (r *RolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bundle) error {
+	runs, err := model.RunsOfBundle(ctx, r.Client, bun.Namespace, bun.Name)
+	if err != nil {
+		return err
+	}
+	var current *v1alpha1.StagedUpdateRun
+	if name := rollout.CurrentRun(bdstate.RunRefs(runs), r.Now()); name != "" {
+		current = &runs[slices.IndexFunc(runs, func(run v1alpha1.StagedUpdateRun) bool { return run.Name == name })]
+	}
+	ps, err := model.Placements(ctx, r.Client, bun)
+	if err != nil {
+		return err
+	}
+	p := bundleProgress{revision: model.WantedRevision(bun), counts: rollout.Counts{}, clusters: len(ps)}
+	bun.Status.Stages = nil
+	if current != nil {
+		if current.Status.RevisionIndex != 0 {
+			p.revision = current.Status.RevisionIndex
+		}
+		for _, s := range current.Status.Stages {
+			sp := v1alpha1.StageProgress{Name: s.Name, State: s.State}
+			for _, g := range s.Groups {
+				for _, c := range g.Clusters {
+					sp.Clusters++
+					if c.State == v1alpha1.RunCompleted || c.State == v1alpha1.RunSkipped {
+						sp.Completed++
+					}
+				}
+			}
+			bun.Status.Stages = append(bun.Status.Stages, sp)
+		}
+		p.waiting = "run " + current.Name + ": " + current.Status.Message
+		if current.Status.Message == "" {
+			p.waiting = "run " + current.Name + ": " + string(current.Status.State)
+		}
+	} else {
+		p.waiting = "no run yet: create a StagedUpdateRun, or set stagedUpdate.autoRun"
+	}
+	for _, pl := range ps {
+		p.counts[rollout.ClusterState(bdstate.Deployment(pl.Bd), p.revision)]++
+	}
+	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
+	setProgress(bun, p)
+	plan.
+		// The current run's failure is the bundle's: one that rolled back quarantines its revision
+		// for the bundle's other runs (R5.5).
+		RecordQuarantine(bun, nil)
+	var failure *rollout.Failure
+	var outcome rollout.Outcome
+	if current != nil {
+		failure = model.FailureOf(current.Status.Failure)
+		plan.RecordQuarantine(bun, failure)
+		st, err := model.RunStatus(&current.Status)
+		if err != nil {
+			return err
+		}
+		outcome = st.Outcome()
+	}
+	plan.SetOutcome(bun, p.revision, outcome, failure, model.ByCluster(ps), r.Now())
+	plan.ApplyOutcome(bun)
+	return nil
+}
+
+// waitReason is why a rollout is not complete: its pause, else what holds its clusters.
+func waitReason(d *rollout.Decision) string {
+	if d.Paused != "" {
+		return d.Paused
+	}
+	held := 0
+	first := ""
+	for _, c := range d.Clusters {
+		if c.Wait != "" {
+			if held == 0 {
+				first = c.Name + ": " + c.Wait
+			}
+			held++
+		}
+	}
+	switch held {
+	case 0:
+		return ""
+	case 1:
+		return first
+	}
+	return fmt.Sprintf("%s (and %d more clusters waiting)", first, held-1)
+}
+
+// setWarning keeps a condition present only while it is true.
+func setWarning(st *v1alpha1.BundleStatus, typ string, on bool, reason, msg string, gen int64) {
+	if !on {
+		meta.RemoveStatusCondition(&st.Conditions, typ)
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// renderFailureChanged passes a Bundle whose status.renderFailure the bundler changed.
+type renderFailureChanged struct{ predicate.Funcs }
+
+func (renderFailureChanged) Update(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*v1alpha1.Bundle)
+	bun, okNew := e.ObjectNew.(*v1alpha1.Bundle)
+	return okOld && okNew && !equality.Semantic.DeepEqual(old.Status.RenderFailure, bun.Status.RenderFailure)
+}
