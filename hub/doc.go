@@ -60,7 +60,8 @@
 // inputs; strategy, sources, clusters and lifecycle hold the controllers. report and operate
 // are the CLI's: a status read and what a person does, under the person's own identity.
 //
-// What controllers share is handed to them by Run, never kept in package state: one
+// What controllers share is handed to them by Run, never kept in package state (the one
+// exception is the process's metrics registry, package metrics's, as Prometheus wants it): one
 // liveness.Liveness (written by its Lease informer, read by every controller that plans or
 // shows online), one deploy.Releases, deploy.WriteSlots and deploy.StagingNow (made with the
 // bundler, shared with the strategy controllers), one model.RevisionStore, one events.Recorder
