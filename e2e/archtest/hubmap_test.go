@@ -2,6 +2,7 @@ package archtest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/constant"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/tools/go/packages"
@@ -70,8 +72,6 @@ func readHubMap(t *testing.T) map[string]hubRow {
 		row := rows[name]
 		row.imports = append(row.imports, listCell(cells[1])...)
 		row.writes = append(row.writes, listCell(cells[2])...)
-		slices.Sort(row.imports)
-		slices.Sort(row.writes)
 		rows[name], last = row, name
 	}
 	if err := s.Err(); err != nil {
@@ -101,22 +101,31 @@ func relative(path string) string {
 	return strings.TrimPrefix(path, hubPkg+"/")
 }
 
-// loadHub type-checks the hub's packages (their code, not their tests).
+// loadHub type-checks the hub's packages (their code, not their tests), once for the tests
+// that read them.
 func loadHub(t *testing.T) []*packages.Package {
 	t.Helper()
+	pkgs, err := hubPackages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+var hubPackages = sync.OnceValues(func() ([]*packages.Package, error) {
 	cfg := &packages.Config{
 		Mode: packages.NeedName | packages.NeedImports | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo,
 		Dir:  filepath.Join("..", ".."),
 	}
 	pkgs, err := packages.Load(cfg, "./hub/...")
 	if err != nil {
-		t.Fatalf("loading ./hub/...: %v", err)
+		return nil, fmt.Errorf("loading ./hub/...: %w", err)
 	}
 	if packages.PrintErrors(pkgs) > 0 || len(pkgs) == 0 {
-		t.Fatal("the hub's packages do not load")
+		return nil, errors.New("the hub's packages do not load")
 	}
-	return pkgs
-}
+	return pkgs, nil
+})
 
 // TestHubImportMap fails when a hub package imports a hub package its row in hub/doc.go does
 // not draw, when the map leaves a package out or draws one that is gone, and when the map
@@ -360,10 +369,12 @@ func writtenKind(info *types.Info, defined map[types.Object]ast.Expr, call *ast.
 			return ""
 		}
 		kind := objectKind(info.TypeOf(call.Args[1]))
+		// An interface's method belongs to the interface that declares it: Client and
+		// SubResourceClient embed these two.
 		switch named(recv.Type()) {
-		case "Writer", "Client", "WithWatch":
+		case "Writer":
 			return kind + deletion(fn.Name())
-		case "SubResourceWriter", "SubResourceClient", "StatusWriter":
+		case "SubResourceWriter":
 			return kind + "/" + subresource(info, defined, sel.X)
 		}
 	case strings.HasPrefix(path, "k8s.io/client-go/kubernetes/typed/"):

@@ -188,9 +188,12 @@ const (
 	stateRollingBack OutcomeState = v1alpha1.RollingBackReason
 )
 
-// OutcomeRank orders the outcomes a GitRepo shows for its bundles: a rollback under way first,
+// outcomeRank orders the outcomes a GitRepo shows for its bundles: a rollback under way first,
 // then a rollout held by its failure, then one rolled back.
-var OutcomeRank = map[OutcomeState]int{stateRolledBack: 1, stateFailed: 2, stateRollingBack: 3}
+var outcomeRank = map[OutcomeState]int{stateRolledBack: 1, stateFailed: 2, stateRollingBack: 3}
+
+// Outranks reports whether a GitRepo shows s rather than o when its bundles have both.
+func (s OutcomeState) Outranks(o OutcomeState) bool { return outcomeRank[s] > outcomeRank[o] }
 
 // OutcomeWaiting is why a rollout stands still under its failure policy, for the Ready
 // condition and the printer columns; "" when it goes on.

@@ -69,7 +69,7 @@ func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
 		sum = sum.Add(counts)
 		if state, why := plan.OutcomeWaiting(&bundles[i]); state != "" {
 			msg = why
-			if plan.OutcomeRank[state] > plan.OutcomeRank[outcome] {
+			if state.Outranks(outcome) {
 				outcome = state
 			}
 		}
