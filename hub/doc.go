@@ -49,6 +49,8 @@
 //	report                | api/v1alpha1 model                            | -
 //	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster
 //	                      |                                               | SelfSubjectReview StagedUpdateRun
+//	dashboard             | api/v1alpha1 bdstate contentstore model       | -
+//	                      | operate report                                |
 //
 // Read from the bottom: the libraries (reconciler, the skeleton shared with the agent;
 // gitsource; bdstate, contentstore and events, shared with the agent too) know nothing of the
@@ -58,7 +60,8 @@
 // for access copying a cluster's deployments as they are when the cluster changes namespace),
 // with its write slots, releases record and staging set. plan gathers a rollout decision's
 // inputs; strategy, sources, clusters and lifecycle hold the controllers. report and operate
-// are the CLI's: a status read and what a person does, under the person's own identity.
+// are the CLI's: a status read and what a person does, under the person's own identity;
+// dashboard serves both to a browser, live, and writes nothing but through operate.
 //
 // What controllers share is handed to them by Run, never kept in package state (the one
 // exception is the process's metrics registry, package metrics's, as Prometheus wants it): one

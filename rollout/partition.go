@@ -1,6 +1,10 @@
 package rollout
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // partition is a resolved partition: its members as indexes into the sorted targets.
 type partition struct {
@@ -110,4 +114,33 @@ func (mt *matcher) matches(t *Target) bool {
 		}
 	}
 	return true
+}
+
+// Members is one part of a rollout and its clusters, in the order the rollout takes them.
+type Members struct {
+	Name     string
+	Clusters []string
+}
+
+// AssignPartitions says which partition of a continuous rollout each target falls in, exactly
+// as Plan forms them (R1.3, R1.4), and which targets fall in none (R1.3: never released). Views
+// of a rollout draw its lanes from it.
+func AssignPartitions(targets []Target, s *Strategy, groups []ClusterGroup) (parts []Members, unpartitioned []string) {
+	sorted := make([]*Target, len(targets))
+	for i := range targets {
+		sorted[i] = &targets[i]
+	}
+	slices.SortFunc(sorted, func(a, b *Target) int { return strings.Compare(a.Cluster, b.Cluster) })
+	ps, none := partitionTargets(sorted, s, groups)
+	for _, p := range ps {
+		m := Members{Name: p.name, Clusters: make([]string, len(p.members))}
+		for i, ti := range p.members {
+			m.Clusters[i] = sorted[ti].Cluster
+		}
+		parts = append(parts, m)
+	}
+	for _, ti := range none {
+		unpartitioned = append(unpartitioned, sorted[ti].Cluster)
+	}
+	return parts, unpartitioned
 }

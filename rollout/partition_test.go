@@ -1,10 +1,12 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestR1_4_AutomaticPartitions(t *testing.T) {
@@ -98,5 +100,48 @@ func TestR1_3_ManualPartitions(t *testing.T) {
 		if c.Name == "lab-1" && !strings.Contains(c.Wait, "no partition") {
 			t.Errorf("lab-1 wait reason = %q", c.Wait)
 		}
+	}
+}
+
+// The lanes a view draws are the partitions Plan forms, for manual and automatic partitions,
+// whatever the input order (R1.3, R1.4).
+func TestR1_3_R1_4_AssignPartitionsIsWhatPlanForms(t *testing.T) {
+	manual := Strategy{Partitions: []Partition{
+		{Name: "canary", Match: Match{ClusterSelector: &Selector{MatchLabels: map[string]string{"ring": "canary"}}}},
+		{Name: "eu", Match: Match{ClusterGroup: "eu"}},
+		{Name: "rest", Match: Match{ClusterSelector: &Selector{MatchLabels: map[string]string{"env": "prod"}}}},
+	}}
+	groups := []ClusterGroup{{Name: "eu"}}
+	cases := []struct {
+		name     string
+		targets  []Target
+		strategy Strategy
+	}{
+		{"230 clusters in 25% partitions", fleet(230, false), Strategy{AutoPartitionSize: Percent(25)}},
+		{"one partition below the threshold", fleet(40, false), Strategy{}},
+		{"manual partitions and an unpartitioned cluster", []Target{
+			{Cluster: "z-canary", Labels: map[string]string{"ring": "canary", "env": "prod"}},
+			{Cluster: "b-eu", Labels: map[string]string{"env": "prod"}, Groups: []string{"eu"}},
+			{Cluster: "a-us", Labels: map[string]string{"env": "prod"}},
+			{Cluster: "lab", Labels: map[string]string{"env": "lab"}},
+		}, manual},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reversed := slices.Clone(c.targets)
+			slices.Reverse(reversed)
+			got, none := AssignPartitions(reversed, &c.strategy, groups)
+			d := Plan(&Input{Revision: 2, Strategy: c.strategy, Targets: c.targets, Groups: groups})
+			var want []Members
+			for _, p := range d.Partitions {
+				want = append(want, Members{Name: p.Name, Clusters: p.Clusters})
+			}
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("partitions (-plan +assigned):\n%s", diff)
+			}
+			if diff := cmp.Diff(d.Unpartitioned, none, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("unpartitioned (-plan +assigned):\n%s", diff)
+			}
+		})
 	}
 }

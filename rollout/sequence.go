@@ -651,6 +651,16 @@ func unsequenced(seq *Sequence, fleet []SequenceCluster) []string {
 	return out
 }
 
+// GroupMembers names a group's clusters, by name, as StepSequence selects them.
+func GroupMembers(g SequenceGroup, fleet []SequenceCluster) []string {
+	members := groupClusters(g, fleet)
+	out := make([]string, len(members))
+	for i, c := range members {
+		out[i] = c.Name
+	}
+	return out
+}
+
 func CountGroupClusters(g SequenceGroup, fleet []SequenceCluster) int {
 	return len(groupClusters(g, fleet))
 }

@@ -66,7 +66,8 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dev --once: %v\n%s", err, text)
 	}
-	for _, want := range []string{"every bundle is Ready on every cluster it targets", "Bundle dev-apps-web", "Bundle dev-kustomized", "Bundle dev (.)", "dev-1", "prod-1"} {
+	for _, want := range []string{"every bundle is Ready on every cluster it targets", "Bundle dev-apps-web", "Bundle dev-kustomized", "Bundle dev (.)", "dev-1", "prod-1",
+		"dashboard: http://127.0.0.1:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}

@@ -22,16 +22,19 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/cmd/internal/version"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitrepo"
 	"github.com/flotilla-dev/flotilla/hub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/dashboard"
 	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 	"github.com/flotilla-dev/flotilla/hub/report"
@@ -153,6 +156,9 @@ func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body 
 	if f.c, err = client.New(f.hub.Config(), client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
+	if err := f.serveDashboard(ctx, scheme); err != nil {
+		return err
+	}
 	if err := f.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
@@ -162,6 +168,24 @@ func runLocalFleet(ctx context.Context, out io.Writer, prefix, dir string, body 
 		return err
 	}
 	return body(f)
+}
+
+// serveDashboard serves the web dashboard of the fleet on loopback, as the hub's admin (the
+// kubeconfig the fleet leaves), and puts its link on top of the live view.
+func (f *localFleet) serveDashboard(ctx context.Context, scheme *runtime.Scheme) error {
+	srv, err := dashboard.New(ctx, dashboard.Options{Config: f.hub.Config(), Scheme: scheme, Namespace: f.ns, Version: version.Version()})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	link := "http://" + ln.Addr().String() + srv.LoginPath()
+	f.background("dashboard", func(ctx context.Context) error { return srv.Serve(ctx, ln, nil) })
+	f.say("dashboard: %s", link)
+	f.header = append(f.header[:len(f.header)-1], "dashboard: "+link, "")
+	return nil
 }
 
 // background runs a component of the fleet until the fleet stops.

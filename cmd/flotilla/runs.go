@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,8 +185,43 @@ staged bundle gets a new run, a sequence starts it over from its first group.`,
 	}
 	retry.Flags().Int64Var(&revision, "revision", 0, "the quarantined revision to roll out again (see `flotilla status`)")
 	_ = retry.MarkFlagRequired("revision")
-	root.AddCommand(retry)
+	root.AddCommand(retry, newPauseCommand(h, operate.PauseBundle, true), newPauseCommand(h, operate.PauseBundle, false))
 	return root
+}
+
+// newPauseCommand is `rollout pause|resume BUNDLE` and `cluster pause|resume CLUSTER` (R1.13).
+func newPauseCommand(h *hubFlags, what operate.Pausable, pause bool) *cobra.Command {
+	verb, short := "resume", "Release new revisions again"
+	if pause {
+		verb, short = "pause", "Keep staging new revisions but release none"
+	}
+	list := func() client.ObjectList { return &v1alpha1.BundleList{} }
+	if what == operate.PauseCluster {
+		list = func() client.ObjectList { return &v1alpha1.ClusterList{} }
+	}
+	arg := strings.ToUpper(string(what))
+	return &cobra.Command{
+		Use:               verb + " " + arg,
+		Short:             short + " (" + string(what) + ", R1.13)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: h.completeNames(list),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := h.connect()
+			if err != nil {
+				return err
+			}
+			changed, err := operate.SetPaused(cmd.Context(), c, what, ns, args[0], pause)
+			if err != nil {
+				return err
+			}
+			state := verb + "d"
+			if !changed {
+				state = "already " + map[bool]string{true: "paused", false: "not paused"}[pause]
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s\n", what, args[0], state)
+			return err
+		},
+	}
 }
 
 func newAgentCommand(h *hubFlags) *cobra.Command {
@@ -258,6 +294,6 @@ a cluster rebuilt from scratch: anyone holding a registration token can ask.`,
 			return err
 		},
 	}
-	root.AddCommand(approve)
+	root.AddCommand(approve, newPauseCommand(h, operate.PauseCluster, true), newPauseCommand(h, operate.PauseCluster, false))
 	return root
 }

@@ -15,12 +15,15 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/hub"
@@ -87,6 +90,27 @@ func names(objs []*unstructured.Unstructured) []string {
 		out = append(out, o.GetName())
 	}
 	return out
+}
+
+// dashboardValues enable the hub chart's dashboard behind a proxy named auth-proxy.
+var dashboardValues = map[string]any{"dashboard": map[string]any{"enabled": true, "tlsSecret": "dashboard-tls",
+	"proxy": map[string]any{"caSecret": "auth-proxy-ca", "allowedNames": []any{"auth-proxy"}}}}
+
+// dashboardRules are the rules the hub chart grants the dashboard's account.
+func dashboardRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	stream, err := renderChart(loadChart(t, "flotilla-hub"), "flotilla-system", dashboardValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(stream, "\n---") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err == nil && role.Kind == "ClusterRole" && strings.Contains(role.Name, "dashboard") {
+			return role.Rules
+		}
+	}
+	t.Fatal("the hub chart grants the dashboard no ClusterRole")
+	return nil
 }
 
 // The Helm charts render with the Helm SDK and every object they hold is accepted by a real API
@@ -191,6 +215,63 @@ func TestHelmChartsInstall(t *testing.T) {
 		}
 	}
 
+	// The dashboard behind its proxy: refused without the proxy's CA and a serving certificate;
+	// with them, a Deployment of the hub's image in dashboard mode whose account may
+	// impersonate users and groups and do nothing else.
+	if _, err := renderChart(hubChart, "flotilla-chart", map[string]any{"dashboard": map[string]any{"enabled": true}}); err == nil || !strings.Contains(err.Error(), "dashboard.proxy.caSecret is required") {
+		t.Errorf("the dashboard without its proxy's CA: %v", err)
+	}
+	stream, err = renderChart(hubChart, "flotilla-chart", dashboardValues)
+	if err != nil {
+		t.Fatalf("render the hub chart with the dashboard: %v", err)
+	}
+	t.Cleanup(func() {
+		cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), "flotilla-hub-dashboard-flotilla-chart", metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(context.Background(), "flotilla-hub-dashboard-flotilla-chart", metav1.DeleteOptions{})
+	})
+	if applied, err = controlplane.Apply(ctx, hubCluster.Config(), []byte(stream)); err != nil {
+		t.Fatalf("apply the hub chart with the dashboard: %v", err)
+	}
+	var dashboardDeployment *unstructured.Unstructured
+	for _, d := range byKind(applied)["Deployment"] {
+		if d.GetName() == "flotilla-hub-dashboard" {
+			dashboardDeployment = d
+		}
+	}
+	if dashboardDeployment == nil {
+		t.Fatalf("no dashboard Deployment among %v", names(byKind(applied)["Deployment"]))
+	}
+	containers, _, _ := unstructured.NestedSlice(dashboardDeployment.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	for _, want := range []string{"dashboard", "--proxy-client-ca=/etc/flotilla/dashboard-proxy/ca.crt", "--proxy-allowed-names=auth-proxy", "--namespace=fleet-default",
+		"--tls-cert-file=/etc/flotilla/dashboard-tls/tls.crt"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("the dashboard runs with %v, want %s", args, want)
+		}
+	}
+	account := "system:serviceaccount:flotilla-chart:flotilla-hub-dashboard"
+	for _, tc := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: "alice"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "groups", Name: "system:masters"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "flotilla-chart", Name: "flotilla-hub"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "list", Group: v1alpha1.GroupVersion.Group, Resource: "bundles", Namespace: "fleet-default"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "patch", Group: v1alpha1.GroupVersion.Group, Resource: "approvalrequests", Subresource: "status", Namespace: "fleet-default"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "flotilla-chart"}, false},
+	} {
+		sar, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: account, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:flotilla-chart"}, ResourceAttributes: &tc.attrs}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			t.Errorf("the dashboard's account may %s %s/%s %s: %t, want %t", tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, tc.attrs.Name, sar.Status.Allowed, tc.want)
+		}
+	}
+
 	agentChart := loadChart(t, "flotilla-agent")
 	if _, err := renderChart(agentChart, "flotilla-system", nil); err == nil || !strings.Contains(err.Error(), "registration.server is required") {
 		t.Errorf("the agent chart without registration values: %v", err)
@@ -227,8 +308,8 @@ func TestHelmChartsInstall(t *testing.T) {
 			t.Errorf("bootstrap secret %s = %q, want %q", key, got, want)
 		}
 	}
-	containers, _, _ := unstructured.NestedSlice(kinds["Deployment"][0].Object, "spec", "template", "spec", "containers")
-	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	containers, _, _ = unstructured.NestedSlice(kinds["Deployment"][0].Object, "spec", "template", "spec", "containers")
+	args, _, _ = unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
 	if !slices.Contains(args, "--state-namespace=agent-chart") || !slices.Contains(args, "--protected-namespaces=payments") {
 		t.Errorf("agent args %v", args)
 	}

@@ -6,14 +6,10 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
@@ -168,35 +164,16 @@ func TestR3_14_R3_9_R3_7_R3_11_PushStartsStagedRunThenRollback(t *testing.T) {
 // that may read runs and approval requests and write the requests' status.
 func approverClient(t *testing.T, f *fleetEnv, name string) (client.Client, string) {
 	t.Helper()
-	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
-	sa, err := cs.CoreV1().ServiceAccounts(f.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"stagedupdateruns", "approvalrequests"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"get", "update", "patch"}},
 	}
-	if _, err := cs.RbacV1().Roles(f.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: f.ns}}}
-	if _, err := cs.RbacV1().RoleBindings(f.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token, err := cs.CoreV1().ServiceAccounts(f.ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.AnonymousClientConfig(hubCluster.Config())
-	cfg.BearerToken = token.Status.Token
+	cfg, user := personConfig(t, f, name, rules, nil)
 	c, err := client.New(cfg, client.Options{Scheme: f.hub.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, "system:serviceaccount:" + f.ns + ":" + name
+	return c, user
 }
 
 // R3.9 through the hub: a gate with a quorum of two stays closed while one person approved

@@ -147,54 +147,17 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	shapedFloor := writeFloor(b, c, total, floorShape{shaped: true})
 	watchedFloor := writeFloor(b, c, total, floorShape{shaped: true, watched: true})
 
-	ns := benchNamespace(b, c, "scale-")
 	files := map[string]string{}
 	for i := range bundles {
 		// Without a fleet.yaml anywhere the repository root would be one bundle.
 		files[fmt.Sprintf("b%02d/fleet.yaml", i)] = fmt.Sprintf("defaultNamespace: scale-%d\n", i)
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"1\"}\n", i)
 	}
-	up := gitserver.New(b)
-	up.Commit("main", files)
-	srv := up.ServeHTTP("", "")
-	register(b, c, ns.Name, clusters)
-
-	var heapBefore runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&heapBefore)
-	counter := &writeCounter{}
-	hubCfg := fastConfig()
-	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
-	var wg sync.WaitGroup
-	wg.Add(2)
-	webhook := freeLoopbackAddr(b)
-	go func() {
-		defer wg.Done()
-		_ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4, WebhookAddr: webhook})
-	}()
-	fleet := &fleetWatch{}
-	go func() { defer wg.Done(); fleet.simulateAgents(ctx, b, c, ns.Name, clusters) }()
-	defer removeScenario(b, c, ns.Name, clusters) // once the hub stopped
-	defer wg.Wait()
-	defer cancel()
-
-	// Registration is not part of a deployment: the clock starts once the hub has given every
-	// cluster its identity (ServiceAccount, Roles, RoleBindings) and written its status.
-	registration := settle(b, counter, int64(5*clusters))
+	s := startScenario(ctx, b, c, clusters, files)
+	defer s.stop()
+	ns, counter, fleet, registration, heapBefore := s.ns, s.counter, s.fleet, s.registration, s.heapBefore
 	start := time.Now()
-	// Pushes are announced by a webhook, as a fleet that wants changes out fast would set up;
-	// the poll is the fallback.
-	hook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns.Name}, Data: map[string][]byte{"token": []byte(webhookSecret)}}
-	if err := c.Create(ctx, hook); err != nil {
-		b.Fatal(err)
-	}
-	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: ns.Name}, Spec: v1alpha1.GitRepoSpec{
-		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Minute}, WebhookSecretRef: &v1alpha1.LocalObjectReference{Name: hook.Name},
-		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
-	}}
-	if err := c.Create(ctx, repo); err != nil {
-		b.Fatal(err)
-	}
+	s.createRepo(ctx, b)
 	profiled := profileAPIServer(b, fmt.Sprintf("%dx%d", bundles, clusters))
 	fleet.waitAllReady(b, total, 1, start)
 	deploy := time.Since(start)
@@ -205,8 +168,7 @@ func runScenario(b *testing.B, bundles, clusters int) {
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"2\"}\n", i)
 	}
 	start = time.Now()
-	up.Commit("main", files)
-	announcePush(b, webhook, srv.URL+"/repo.git")
+	s.push(b, files)
 	profiled = profileAPIServer(b, fmt.Sprintf("%dx%d-update", bundles, clusters))
 	fleet.waitAllReady(b, total, 2, start)
 	update := time.Since(start)
@@ -224,7 +186,7 @@ func runScenario(b *testing.B, bundles, clusters int) {
 		b.Logf("hub writes by kind (registration %d included): %v", registration, counter.byKind)
 		b.Logf("watches started by the simulated agents: %d; their failed writes: %d; their Events dropped: %d", fleet.watches.Load(), fleet.failures.Load(), fleet.eventsDropped.Load())
 		counter.mu.Unlock()
-		logSizes(b, c, ns.Name)
+		logSizes(b, c, ns)
 	}
 	b.ReportMetric(deploy.Seconds(), "deploy-s")
 	b.ReportMetric(update.Seconds(), "update-s")
@@ -236,6 +198,84 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	b.ReportMetric(float64(writesDeploy)/float64(total), "hub-writes/bd-deploy")
 	b.ReportMetric(float64(writesUpdate)/float64(total), "hub-writes/bd-update")
 	b.ReportMetric(float64(heap.HeapInuse-min(heap.HeapInuse, heapBefore.HeapInuse))/(1<<20), "heap-MB")
+}
+
+// scenario is a fleet of simulated agents registered on the benchmark's API server with the
+// real hub running beside them, and the repository it will follow.
+type scenario struct {
+	c       client.Client
+	ns      string
+	counter *writeCounter // the hub's requests
+	fleet   *fleetWatch
+	up      *gitserver.Upstream
+	repoURL string
+	webhook string // where the hub takes webhooks
+	// registration is the hub's writes for admitting the clusters, before any deployment.
+	registration int64
+	// heapBefore is the process's heap before the hub started.
+	heapBefore runtime.MemStats
+	// stopHub stops the hub and the simulated agents (once); stop does and removes what the
+	// scenario created.
+	stopHub, stop func()
+}
+
+// startScenario registers clusters, commits files, starts the hub (with options as configure
+// sets them) and the simulated agents, and returns once the hub has settled the registrations. stop stops them and removes what
+// the scenario created.
+func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters int, files map[string]string, configure ...func(*hub.Options)) *scenario {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &scenario{c: c, ns: benchNamespace(b, c, "scale-").Name, counter: &writeCounter{}, fleet: &fleetWatch{}, up: gitserver.New(b), webhook: freeLoopbackAddr(b)}
+	s.up.Commit("main", files)
+	s.repoURL = s.up.ServeHTTP("", "").URL + "/repo.git"
+	register(b, c, s.ns, clusters)
+
+	runtime.GC()
+	runtime.ReadMemStats(&s.heapBefore)
+	hubCfg := fastConfig()
+	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { s.counter.rt = rt; return s.counter })
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		opts := hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4, WebhookAddr: s.webhook}
+		for _, f := range configure {
+			f(&opts)
+		}
+		_ = hub.Run(ctx, opts)
+	}()
+	go func() { defer wg.Done(); s.fleet.simulateAgents(ctx, b, c, s.ns, clusters) }()
+	s.stopHub = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	s.stop = func() {
+		s.stopHub()
+		removeScenario(b, c, s.ns, clusters) // once the hub stopped
+	}
+	// Registration is not part of a deployment: the clock starts once the hub has given every
+	// cluster its identity (ServiceAccount, Roles, RoleBindings) and written its status.
+	s.registration = settle(b, s.counter, int64(5*clusters))
+	return s
+}
+
+// createRepo creates the GitRepo that follows the scenario's repository, targeting every
+// cluster. Pushes are announced by a webhook, as a fleet that wants changes out fast would set
+// up; the poll is the fallback.
+func (s *scenario) createRepo(ctx context.Context, b *testing.B) {
+	hook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: s.ns}, Data: map[string][]byte{"token": []byte(webhookSecret)}}
+	if err := s.c.Create(ctx, hook); err != nil {
+		b.Fatal(err)
+	}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: s.ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: s.repoURL, PollingInterval: &metav1.Duration{Duration: time.Minute}, WebhookSecretRef: &v1alpha1.LocalObjectReference{Name: hook.Name},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if err := s.c.Create(ctx, repo); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// push commits files and announces the push to the hub.
+func (s *scenario) push(b *testing.B, files map[string]string) {
+	s.up.Commit("main", files)
+	announcePush(b, s.webhook, s.repoURL)
 }
 
 // logSizes logs how large a Bundle and a BundleDeployment are as stored (JSON, managed fields
@@ -338,11 +378,10 @@ func writeHeapProfile(b *testing.B, path string) {
 }
 
 // settle waits until the hub made at least atLeast writes and then none for a second, and returns
-// how many it made.
+// how many it made. A hub that writes nothing for two minutes before that fails it.
 func settle(b *testing.B, counter *writeCounter, atLeast int64) int64 {
-	deadline := time.Now().Add(2 * time.Minute)
 	last, quietSince := counter.writes.Load(), time.Now()
-	for time.Now().Before(deadline) {
+	for time.Since(quietSince) < 2*time.Minute {
 		time.Sleep(100 * time.Millisecond)
 		switch n := counter.writes.Load(); {
 		case n != last:
@@ -351,7 +390,7 @@ func settle(b *testing.B, counter *writeCounter, atLeast int64) int64 {
 			return n
 		}
 	}
-	b.Fatalf("the hub did not settle after registering the clusters: %d writes, expected at least %d", last, atLeast)
+	b.Fatalf("the hub stopped writing before it settled the clusters: %d writes, expected at least %d", last, atLeast)
 	return 0
 }
 

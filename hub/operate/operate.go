@@ -1,5 +1,7 @@
-// Package operate holds what a person does to a fleet through the CLI: approve a gate, start,
-// stop or resume a run, skip part of it, roll a bundle back, install an agent. The CLI calls it; tests call the same code.
+// Package operate holds what a person does to a fleet: approve or reject a gate, start, stop or
+// resume a run, skip part of it, pause or resume a bundle or a cluster, roll a bundle back, retry
+// a quarantined revision, install an agent. The CLI and the dashboard call it, always with a
+// client of the person's own identity; tests call the same code.
 package operate
 
 import (
@@ -318,6 +320,50 @@ func Retry(ctx context.Context, c client.Client, ns, bundleName string, revision
 		return RollbackResult{}, nil
 	}
 	return startRun(ctx, c, &bun, "retry", revision)
+}
+
+// Pausable names what a person can pause (R1.13): a bundle, whose rollout keeps staging new
+// revisions but releases none, or a cluster, which keeps its revisions while others move on.
+type Pausable string
+
+const (
+	PauseBundle  Pausable = "bundle"
+	PauseCluster Pausable = "cluster"
+)
+
+// SetPaused pauses or resumes a bundle's rollout or a cluster (spec.paused, R1.13). It reports
+// whether it changed anything: pausing what is paused writes nothing.
+func SetPaused(ctx context.Context, c client.Client, what Pausable, ns, name string, paused bool) (bool, error) {
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	// Conditional on the object as read: a pause never undoes a resume made in between.
+	lock := client.MergeFromWithOptimisticLock{}
+	var obj client.Object
+	var field *bool
+	var patch func(orig client.Object) error
+	switch what {
+	case PauseBundle:
+		b := &v1alpha1.Bundle{}
+		obj, field = b, &b.Spec.Paused
+		patch = func(orig client.Object) error { return c.Patch(ctx, b, client.MergeFromWithOptions(orig, lock)) }
+	case PauseCluster:
+		cl := &v1alpha1.Cluster{}
+		obj, field = cl, &cl.Spec.Paused
+		patch = func(orig client.Object) error { return c.Patch(ctx, cl, client.MergeFromWithOptions(orig, lock)) }
+	default:
+		return false, &ErrInput{fmt.Errorf("%q cannot be paused: a bundle or a cluster can", what)}
+	}
+	if err := c.Get(ctx, key, obj); err != nil {
+		return false, &ErrInput{fmt.Errorf("%s %s/%s: %w", what, ns, name, err)}
+	}
+	if *field == paused {
+		return false, nil
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	*field = paused
+	if err := patch(orig); err != nil {
+		return false, fmt.Errorf("failed to set %s %s paused=%t: %w", what, name, paused, err)
+	}
+	return true, nil
 }
 
 // AgentInstall is what `flotilla agent install` needs to print one cluster's agent manifest.

@@ -80,7 +80,7 @@ type Cluster struct {
 
 // Collect reads the Status of a namespace's GitRepos ("": every namespace), or of one
 // GitRepo.
-func Collect(ctx context.Context, c client.Client, namespace, name string) (*Status, error) {
+func Collect(ctx context.Context, c client.Reader, namespace, name string) (*Status, error) {
 	var repos v1alpha1.GitRepoList
 	if err := c.List(ctx, &repos, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("failed to list gitrepos: %w", err)
@@ -92,17 +92,13 @@ func Collect(ctx context.Context, c client.Client, namespace, name string) (*Sta
 		}
 		g := GitRepo{Namespace: repo.Namespace, Name: repo.Name, Repo: repo.Spec.Repo, Commit: repo.Status.Commit, State: repo.Status.Display.State,
 			ReadyClusters: repo.Status.Display.ReadyClusters, Summary: repo.Status.Summary, Bundles: []Bundle{}}
-		for _, cond := range repo.Status.Conditions {
-			if cond.Status != "True" && cond.Type != v1alpha1.ReadyCondition || cond.Type == v1alpha1.RolloutPausedCondition {
-				g.Problems = append(g.Problems, cond.Type+": "+cond.Message)
-			}
-		}
+		g.Problems = Problems(&repo)
 		var bundles v1alpha1.BundleList
 		if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{model.LabelGitRepo: repo.Name}); err != nil {
 			return nil, err
 		}
 		for i := range bundles.Items {
-			b, err := collectBundle(ctx, c, &bundles.Items[i])
+			b, err := CollectBundle(ctx, c, &bundles.Items[i])
 			if err != nil {
 				return nil, err
 			}
@@ -119,7 +115,21 @@ func Collect(ctx context.Context, c client.Client, namespace, name string) (*Sta
 	return st, err
 }
 
-func collectBundle(ctx context.Context, c client.Client, b *v1alpha1.Bundle) (Bundle, error) {
+// Problems are the conditions of a GitRepo a person should see: each one not True (but Ready,
+// which the state shows) and a paused rollout, as "Type: message".
+func Problems(repo *v1alpha1.GitRepo) []string {
+	var out []string
+	for _, cond := range repo.Status.Conditions {
+		if cond.Status != "True" && cond.Type != v1alpha1.ReadyCondition || cond.Type == v1alpha1.RolloutPausedCondition {
+			out = append(out, cond.Type+": "+cond.Message)
+		}
+	}
+	return out
+}
+
+// CollectBundle reads one bundle's rollout: why it waits, its outcome, and every deployment's
+// state, from the same state function the hub uses.
+func CollectBundle(ctx context.Context, c client.Reader, b *v1alpha1.Bundle) (Bundle, error) {
 	out := Bundle{Name: b.Name, Path: b.Spec.Path, Revision: b.Status.ReleasingRevision, State: b.Status.Display.State, ReadyClusters: b.Status.Display.ReadyClusters,
 		Summary: b.Status.Summary, Partitions: b.Status.Partitions, Stages: b.Status.Stages, Outcome: b.Status.Outcome, Quarantined: b.Status.Quarantined, Clusters: []Cluster{}}
 	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
@@ -161,7 +171,7 @@ func collectBundle(ctx context.Context, c client.Client, b *v1alpha1.Bundle) (Bu
 }
 
 // Write prints the Status of a namespace's GitRepos ("": every namespace), or of one GitRepo.
-func Write(ctx context.Context, out io.Writer, c client.Client, namespace, name string) error {
+func Write(ctx context.Context, out io.Writer, c client.Reader, namespace, name string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -234,17 +244,8 @@ func (st *Status) WriteText(out io.Writer) error {
 
 // olderAgents returns the hub's recorded version (model.HubVersionConfigMap) and the clusters
 // whose agent is older.
-func olderAgents(ctx context.Context, c client.Client, namespace string) (string, []string, error) {
-	var recorded corev1.ConfigMapList
-	if err := c.List(ctx, &recorded, client.HasLabels{model.LabelHubVersion}); err != nil {
-		return "", nil, nil // a reader without access to ConfigMaps: nothing to compare with
-	}
-	hubVersion := ""
-	for _, cm := range recorded.Items {
-		if v := cm.Data["version"]; hubVersion == "" || Older(hubVersion, v) {
-			hubVersion = v
-		}
-	}
+func olderAgents(ctx context.Context, c client.Reader, namespace string) (string, []string, error) {
+	hubVersion := HubVersion(ctx, c)
 	if hubVersion == "" {
 		return "", nil, nil
 	}
@@ -260,6 +261,22 @@ func olderAgents(ctx context.Context, c client.Client, namespace string) (string
 	}
 	sort.Strings(old)
 	return hubVersion, old, nil
+}
+
+// HubVersion is the newest version the hub's replicas recorded (model.HubVersionConfigMap), or
+// "" where the reader may not read it.
+func HubVersion(ctx context.Context, c client.Reader) string {
+	var recorded corev1.ConfigMapList
+	if err := c.List(ctx, &recorded, client.HasLabels{model.LabelHubVersion}); err != nil {
+		return "" // a reader without access to ConfigMaps: nothing to compare with
+	}
+	hubVersion := ""
+	for _, cm := range recorded.Items {
+		if v := cm.Data["version"]; hubVersion == "" || Older(hubVersion, v) {
+			hubVersion = v
+		}
+	}
+	return hubVersion
 }
 
 // Older reports whether version a is older than b. Versions that are not semantic versions
