@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/operate"
@@ -137,6 +138,9 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id Identity
 		return
 	}
 	msg, err := act(r.Context(), c, req)
+	// The API server's audit log has the write as the person; this says it came from a page.
+	log.FromContext(r.Context()).WithName("dashboard").Info("action", "user", id.User, "action", req.Action, "namespace", req.Namespace,
+		"bundle", req.Bundle, "cluster", req.Cluster, "run", req.Run, "stage", req.Stage, "result", cmpOr(errText(err), msg))
 	if err != nil {
 		status, reason := http.StatusInternalServerError, ""
 		var input *operate.ErrInput
@@ -154,4 +158,11 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id Identity
 		return
 	}
 	writeJSON(w, http.StatusOK, actionResult{Message: msg})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

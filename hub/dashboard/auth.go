@@ -139,9 +139,10 @@ func (s *Server) sameOrigin(r *http.Request, id Identity) bool {
 	return equalToken(r.Header.Get("X-Flotilla-CSRF"), s.csrfToken(id))
 }
 
-// loopbackHost admits the Host names a local dashboard answers to: a loopback address or
-// localhost. A name that resolves to 127.0.0.1 only by an attacker's DNS (rebinding) is not one.
-func loopbackHost(host string) bool {
+// LoopbackHost admits the Host names (and listen addresses) a local dashboard answers to: a
+// loopback address or localhost, with or without a port. A name that resolves to 127.0.0.1
+// only by an attacker's DNS (rebinding) is not one.
+func LoopbackHost(host string) bool {
 	h, port, err := net.SplitHostPort(host)
 	if err != nil {
 		h = host

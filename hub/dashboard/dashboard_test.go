@@ -263,8 +263,8 @@ func TestLoopbackHost(t *testing.T) {
 		"127.000.000.001:8585":      false,
 		"localhost\x00.evil.test:1": false,
 	} {
-		if got := loopbackHost(host); got != want {
-			t.Errorf("loopbackHost(%q) = %t, want %t", host, got, want)
+		if got := LoopbackHost(host); got != want {
+			t.Errorf("LoopbackHost(%q) = %t, want %t", host, got, want)
 		}
 	}
 }

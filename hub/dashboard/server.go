@@ -152,7 +152,7 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/login" {
 			h.Set("Cache-Control", "no-store")
 		}
-		if s.opts.Proxy == nil && !loopbackHost(r.Host) {
+		if s.opts.Proxy == nil && !LoopbackHost(r.Host) {
 			http.Error(w, "this dashboard answers only on a loopback address", http.StatusMisdirectedRequest)
 			return
 		}

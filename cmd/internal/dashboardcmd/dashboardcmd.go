@@ -56,7 +56,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer, cfg *rest.Config, name
 		if opts.Proxy, tlsConfig, err = o.proxy(); err != nil {
 			return err
 		}
-	} else if host, _, err := net.SplitHostPort(o.Address); err != nil || !loopback(host) {
+	} else if _, _, err := net.SplitHostPort(o.Address); err != nil || !dashboard.LoopbackHost(o.Address) {
 		return badInput("--address %s: the dashboard acts with your credentials and serves only on a loopback address (behind a proxy, use --proxy-client-ca)", o.Address)
 	}
 	srv, err := dashboard.New(ctx, opts)
@@ -98,12 +98,4 @@ func (o *Options) proxy() (*dashboard.ProxyAuth, *tls.Config, error) {
 		}
 	}
 	return p, dashboard.ProxyTLS(cert, p), nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
