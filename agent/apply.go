@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/flotilla-dev/flotilla/agent/healthcheck"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	// IgnoreConditions: conditions matching every key/value of an entry do not make an object
 	// unready.
 	IgnoreConditions []map[string]string
+	// HealthChecks judge the kinds they name by CEL instead of kstatus (agent/healthcheck).
+	HealthChecks []healthcheck.Rule
 	// ComparePatches exclude fields from drift detection.
 	ComparePatches []ComparePatch
 	// Owner is the ownership mark of this deployment (its BundleDeployment's name): every

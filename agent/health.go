@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/flotilla-dev/flotilla/agent/healthcheck"
 )
 
 // ResourceStatus is one object's readiness.
@@ -19,11 +22,16 @@ type ResourceStatus struct {
 	Message string
 }
 
-// Health reads every object of the inventory and computes its readiness with kstatus: built-in
-// kinds by their rules, custom resources by their Ready/Reconciling/Stalled conditions, anything
-// else as ready once it exists. Conditions matching opts.IgnoreConditions are disregarded.
-// It returns the objects that are not ready, sorted.
+// Health reads every object of the inventory and computes its readiness: by the deployment's
+// CEL health check for its kind when one judges it (opts.HealthChecks), else with kstatus:
+// built-in kinds by their rules, custom resources by their Ready/Reconciling/Stalled
+// conditions, anything else as ready once it exists. Conditions matching opts.IgnoreConditions
+// are disregarded. It returns the objects that are not ready, sorted.
 func (a *Applier) Health(ctx context.Context, inv Inventory, opts Options) ([]ResourceStatus, error) {
+	checks, err := compiledHealthChecks(opts.HealthChecks)
+	if err != nil {
+		return nil, fmt.Errorf("healthChecks%w", err)
+	}
 	var notReady []ResourceStatus
 	for _, o := range inv {
 		m, err := a.mapper.RESTMapping(o.GroupKind())
@@ -39,7 +47,12 @@ func (a *Applier) Health(ctx context.Context, inv Inventory, opts Options) ([]Re
 		if err != nil {
 			return nil, fmt.Errorf("failed to read %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 		}
-		rs := Readiness(live, opts.IgnoreConditions)
+		var rs ResourceStatus
+		if st, msg, judged := checks.Evaluate(o.GroupKind(), live.Object); judged {
+			rs = ResourceStatus{Object: MetaOf(live), Ready: st == healthcheck.Current, Message: fmt.Sprintf("%s: %s", st, msg)}
+		} else {
+			rs = Readiness(live, opts.IgnoreConditions)
+		}
 		if rs.Ready && opts.WaitForJobs {
 			rs = jobCompleted(live)
 		}
@@ -49,6 +62,39 @@ func (a *Applier) Health(ctx context.Context, inv Inventory, opts Options) ([]Re
 	}
 	sort.Slice(notReady, func(i, j int) bool { return notReady[i].Object.String() < notReady[j].Object.String() })
 	return notReady, nil
+}
+
+// compiled caches the health checks of the deployments this agent runs: they are compiled once
+// per distinct list, not at every look. Bounded: a full cache starts over.
+var compiled = struct {
+	sync.Mutex
+	sets map[string]*healthcheck.Set
+}{sets: map[string]*healthcheck.Set{}}
+
+const maxCompiledSets = 64
+
+// compiledHealthChecks compiles rules, or returns them compiled before. An error names the
+// rule and field ("[0].current: …"); the hub's renderer refuses such rules, so an agent only
+// meets one from a hub older than itself.
+func compiledHealthChecks(rules []healthcheck.Rule) (*healthcheck.Set, error) {
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	key := fmt.Sprintf("%q", rules)
+	compiled.Lock()
+	defer compiled.Unlock()
+	if s, ok := compiled.sets[key]; ok {
+		return s, nil
+	}
+	s, err := healthcheck.Compile(rules)
+	if err != nil {
+		return nil, err
+	}
+	if len(compiled.sets) >= maxCompiledSets {
+		clear(compiled.sets)
+	}
+	compiled.sets[key] = s
+	return s, nil
 }
 
 // Readiness computes one live object's readiness (kstatus), after removing ignored conditions.

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/flotilla-dev/flotilla/agent/healthcheck"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
@@ -488,7 +489,8 @@ func (d *deployer) observe(ctx context.Context, bd *v1alpha1.BundleDeployment, o
 	if bd.Status.Ready {
 		setCondition(bd, v1alpha1.ReadyCondition, true, v1alpha1.SucceededReason, fmt.Sprintf("%d resources ready", len(inv)))
 	} else {
-		setCondition(bd, v1alpha1.ReadyCondition, false, v1alpha1.NotReadyReason, fmt.Sprintf("%d of %d resources not ready: %s", len(notReady), len(inv), notReady[0].Message))
+		// The first object by name, and why: the message every event of its readiness tells.
+		setCondition(bd, v1alpha1.ReadyCondition, false, v1alpha1.NotReadyReason, fmt.Sprintf("%d of %d resources not ready: %s", len(notReady), len(inv), bd.Status.NonReadyResources[0]))
 	}
 	if objs != nil && bd.Status.AppliedDeploymentID == bd.Spec.Released.DeploymentID {
 		drifted, err := a.Drift(ctx, objs, opts.Options)
@@ -896,6 +898,9 @@ func (d *deployer) engineOptions(bd *v1alpha1.BundleDeployment) deployOptions {
 		KeepResources: o.KeepResources, DeleteNamespace: o.DeleteNamespace, IgnoreConditions: o.IgnoreConditions,
 		Owner: bd.Name, TakeOwnership: o.TakeOwnership, Force: o.Force, Timeout: time.Duration(o.TimeoutSeconds) * time.Second, WaitForJobs: o.WaitForJobs,
 		Protected: d.opts.protected(), TargetNamespace: o.TargetNamespace, Restrictions: o.Restrictions}
+	for _, h := range o.HealthChecks {
+		opts.HealthChecks = append(opts.HealthChecks, healthcheck.Rule(h))
+	}
 	for _, p := range o.ComparePatches {
 		opts.ComparePatches = append(opts.ComparePatches, ComparePatch{APIVersion: p.APIVersion, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
 	}
@@ -925,13 +930,24 @@ func parseManifests(data []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// maxResourceMessage bounds what a status says of one object: ten of them stay small in every
+// deployment's status, whatever an object's own message or a health check's expression.
+const maxResourceMessage = 300
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "…"
+}
+
 func summaries(rs []ResourceStatus) []v1alpha1.ResourceSummary {
 	var out []v1alpha1.ResourceSummary
 	for i, r := range rs {
 		if i == 10 {
 			break
 		}
-		out = append(out, v1alpha1.ResourceSummary{Kind: r.Object.Kind, Namespace: r.Object.Namespace, Name: r.Object.Name, Message: r.Message})
+		out = append(out, v1alpha1.ResourceSummary{Kind: r.Object.Kind, Namespace: r.Object.Namespace, Name: r.Object.Name, Message: truncate(r.Message, maxResourceMessage)})
 	}
 	return out
 }

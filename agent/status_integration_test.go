@@ -42,24 +42,8 @@ func (c staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 // new revision as not ready yet.
 func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	ctx := context.Background()
-	scheme, err := newScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hubClient, err := client.New(hubAPI.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const bundleNS, clusterNS, workloadNS = "fleet-stale", "cluster-stale", "stale-read"
-	for _, ns := range []string{bundleNS, clusterNS} {
-		if err := hubClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	local := kubernetes.NewForConfigOrDie(workload.Config())
-	if _, err := local.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	hubClient, local := deployerNamespaces(t, bundleNS, clusterNS, workloadNS)
 	store := contentstore.Store{Client: hubClient}
 	revision := func(index int64, image string) v1alpha1.RevisionRef {
 		id := fmt.Sprintf("content-%d", index)
@@ -137,4 +121,30 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	if d, err := local.AppsV1().Deployments(workloadNS).Get(ctx, "web", metav1.GetOptions{}); err != nil || d.Spec.Template.Spec.Containers[0].Image != "example.invalid/app:2" {
 		t.Errorf("the workload does not run revision 2: %v", err)
 	}
+}
+
+// deployerNamespaces makes the namespaces of a deployer test: the bundle's and the cluster's on
+// the hub, the workload's downstream. It returns a client of the hub and one of the workload
+// cluster.
+func deployerNamespaces(t *testing.T, bundleNS, clusterNS, workloadNS string) (client.Client, kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubClient, err := client.New(hubAPI.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{bundleNS, clusterNS} {
+		if err := hubClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := kubernetes.NewForConfigOrDie(workload.Config())
+	if _, err := local.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return hubClient, local
 }

@@ -38,7 +38,10 @@ type Options struct {
 	KeepResources        bool              `json:"keepResources,omitempty"`
 	DeleteNamespace      bool              `json:"deleteNamespace,omitempty"`
 	Ignore               *Ignore           `json:"ignore,omitempty"`
-	ForceSyncGeneration  int64             `json:"forceSyncGeneration,omitempty"`
+	// HealthChecks judge the kinds they name by CEL instead of kstatus; a target
+	// customization's list replaces the bundle's.
+	HealthChecks        []HealthCheck `json:"healthChecks,omitempty"`
+	ForceSyncGeneration int64         `json:"forceSyncGeneration,omitempty"`
 }
 
 // Helm says how to render a Helm chart.
@@ -120,6 +123,15 @@ type CorrectDrift struct {
 // Ignore lists conditions that do not make a resource unready.
 type Ignore struct {
 	Conditions []map[string]string `json:"conditions,omitempty"`
+}
+
+// HealthCheck judges objects of one kind by CEL expressions (agent/healthcheck).
+type HealthCheck struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Current    string `json:"current,omitempty"`
+	InProgress string `json:"inProgress,omitempty"`
+	Failed     string `json:"failed,omitempty"`
 }
 
 // TargetMatch selects clusters; every field that is set must match.

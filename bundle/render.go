@@ -106,6 +106,7 @@ type DeploymentOptions struct {
 	KeepResources        bool                `json:"keepResources,omitempty"`
 	DeleteNamespace      bool                `json:"deleteNamespace,omitempty"`
 	IgnoreConditions     []map[string]string `json:"ignoreConditions,omitempty"`
+	HealthChecks         []HealthCheck       `json:"healthChecks,omitempty"`
 	ComparePatches       []ComparePatch      `json:"comparePatches,omitempty"`
 	TakeOwnership        bool                `json:"takeOwnership,omitempty"`
 	Force                bool                `json:"force,omitempty"`
@@ -124,6 +125,7 @@ func deploymentOptions(o Options) DeploymentOptions {
 	if o.Ignore != nil {
 		d.IgnoreConditions = o.Ignore.Conditions
 	}
+	d.HealthChecks = o.HealthChecks
 	if o.Diff != nil {
 		// A remove operation excludes its path like a JSON pointer (validateOptions refuses
 		// every other operation).

@@ -133,6 +133,9 @@ func mergeOptions(base, over Options) Options {
 	if over.Ignore != nil {
 		out.Ignore = over.Ignore
 	}
+	if over.HealthChecks != nil {
+		out.HealthChecks = over.HealthChecks
+	}
 	return out
 }
 

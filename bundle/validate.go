@@ -1,8 +1,12 @@
 package bundle
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/flotilla-dev/flotilla/agent/healthcheck"
+	"github.com/flotilla-dev/flotilla/bundle/analysisexpr"
 
 	"github.com/flotilla-dev/flotilla/rollout"
 )
@@ -24,6 +28,13 @@ func validateFleet(file string, f *FleetYAML) error {
 	}
 	if err := rollout.Validate(f.RolloutStrategy, f.Placement); err != nil {
 		return fail("", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if err := validateAnalysis(f); err != nil {
+		var fe *analysisexpr.FieldError
+		if errors.As(err, &fe) {
+			return fail(fe.Field, "%s", fe.Message)
+		}
+		return err
 	}
 	if f.StagedUpdate != nil && f.StagedUpdate.Strategy == "" {
 		return fail("stagedUpdate.strategy", "is required")
@@ -71,6 +82,13 @@ func validateOptions(o *Options, prefix string, fail func(field, format string, 
 			}
 		}
 	}
+	if _, err := compileHealthChecks(o.HealthChecks); err != nil {
+		var fe *healthcheck.FieldError
+		if errors.As(err, &fe) {
+			return fail(prefix+"healthChecks"+fe.Field, "%s", fe.Message)
+		}
+		return fail(prefix+"healthChecks", "%v", err)
+	}
 	if d := o.Diff; d != nil {
 		for i, p := range d.ComparePatches {
 			for j, op := range p.Operations {
@@ -83,6 +101,30 @@ func validateOptions(o *Options, prefix string, fail func(field, format string, 
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// compileHealthChecks compiles fleet.yaml's healthChecks as the agent will: what it would
+// refuse is refused here, at render.
+func compileHealthChecks(checks []HealthCheck) (*healthcheck.Set, error) {
+	rules := make([]healthcheck.Rule, len(checks))
+	for i, h := range checks {
+		rules[i] = healthcheck.Rule(h)
+	}
+	return healthcheck.Compile(rules)
+}
+
+// validateAnalysis compiles the queries and conditions of the bundle's checks as the hub will
+// run them (§7).
+func validateAnalysis(f *FleetYAML) error {
+	if s := f.RolloutStrategy; s != nil {
+		if err := analysisexpr.Validate("rolloutStrategy.analysis", s.Analysis); err != nil {
+			return err
+		}
+	}
+	if p := f.Placement; p != nil && p.RollingUpdate != nil {
+		return analysisexpr.Validate("placement.rollingUpdate.analysis", p.RollingUpdate.Analysis)
 	}
 	return nil
 }

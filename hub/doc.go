@@ -25,6 +25,7 @@
 //	liveness              | api/v1alpha1 model                            | Lease
 //	liveness/livenesstest | api/v1alpha1 liveness                         | -
 //	metrics               | api/v1alpha1 gitsource model                  | -
+//	analysis              | api/v1alpha1 events metrics                   | -
 //	access                | api/v1alpha1 liveness model reconciler        | BundleDeployment BundleDeployment/status
 //	                      |                                               | BundleDeployment(delete) Cluster/status Lease
 //	                      |                                               | Namespace Namespace(delete) Role Role(delete)
@@ -37,15 +38,16 @@
 //	lifecycle             | api/v1alpha1 liveness model reconciler        | Cluster/status Content(delete)
 //	clusters              | access api/v1alpha1 bdstate events liveness   | Cluster Secret ServiceAccount ServiceAccount(delete)
 //	                      | model reconciler                              | ServiceAccount/token object(delete)
-//	strategy              | api/v1alpha1 bdstate deploy events liveness   | ApprovalRequest BundleDeployment(delete)
-//	                      | metrics model plan reconciler                 | StagedUpdateRun
+//	strategy              | analysis api/v1alpha1 bdstate deploy events   | ApprovalRequest BundleDeployment(delete)
+//	                      | liveness metrics model plan reconciler        | StagedUpdateRun
 //	sources               | access api/v1alpha1 contentstore deploy       | Bundle Bundle/status Bundle(delete)
 //	                      | events gitsource lifecycle liveness metrics   | BundleDeployment(delete) GitRepo GitRepo/status
 //	                      | model plan reconciler                         |
 //	webhooks              | api/v1alpha1 gitsource                        | -
-//	.                     | access api/v1alpha1 clusters contentstore     | ConfigMap
-//	                      | deploy events gitsource lifecycle liveness    |
-//	                      | metrics model sources strategy webhooks       |
+//	.                     | access analysis api/v1alpha1 clusters         | ConfigMap
+//	                      | contentstore deploy events gitsource          |
+//	                      | lifecycle liveness metrics model sources      |
+//	                      | strategy webhooks                             |
 //	report                | api/v1alpha1 model                            | -
 //	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster
 //	                      |                                               | SelfSubjectReview StagedUpdateRun
@@ -59,7 +61,9 @@
 // access owns what an agent may read; deploy is the one writer of deployments' specs (but
 // for access copying a cluster's deployments as they are when the cluster changes namespace),
 // with its write slots, releases record and staging set. plan gathers a rollout decision's
-// inputs; strategy, sources, clusters and lifecycle hold the controllers. report and operate
+// inputs; analysis measures the rollouts' checks from the providers the operator defined
+// (ROLLOUT.md §7) and hands their judgements to the planner as inputs, writing nothing;
+// strategy, sources, clusters and lifecycle hold the controllers. report and operate
 // are the CLI's: a status read and what a person does, under the person's own identity;
 // dashboard serves both to a browser, live, and writes nothing but through operate.
 //
@@ -67,8 +71,9 @@
 // exception is the process's metrics registry, package metrics's, as Prometheus wants it): one
 // liveness.Liveness (written by its Lease informer, read by every controller that plans or
 // shows online), one deploy.Releases, deploy.WriteSlots and deploy.StagingNow (made with the
-// bundler, shared with the strategy controllers), one model.RevisionStore, one events.Recorder
-// and the replica's model.Shard.
+// bundler, shared with the strategy controllers), one model.RevisionStore, one events.Recorder,
+// one analysis.Runner (its measurements, for the three strategy controllers) and the
+// replica's model.Shard.
 //
 // # The controllers
 //
@@ -82,13 +87,14 @@
 //	                                                                                     a Bundle's status.renderFailure
 //	gitrepo-status (sources)          GitRepo           its Bundles                      GitRepo status: the bundles' sum
 //	bundle-rollout (strategy)         Bundle            its deployments, Clusters,       BundleDeployments (releases through
-//	                                                    agents' Leases, staged runs      deploy, removals), Bundle status;
-//	                                                                                     automatic staged runs
-//	bundle-sequence (strategy)        Bundle            its deployments, sequences       BundleDeployments (deploy), Bundle status
+//	                                                    agents' Leases, staged runs,     deploy, removals), Bundle status;
+//	                                                    its checks' verdicts             automatic staged runs
+//	bundle-sequence (strategy)        Bundle            its deployments, sequences,      BundleDeployments (deploy), Bundle status
+//	                                                    its checks' verdicts
 //	sequence-status (strategy)        RolloutSequence   Bundles, Clusters                RolloutSequence status
 //	staged-run (strategy)             StagedUpdateRun   deployments, approvals,          BundleDeployments (deploy),
-//	                                                    Bundles, Clusters, other runs    ApprovalRequests, run status, the
-//	                                                                                     superseded-by mark
+//	                                                    Bundles, Clusters, other runs,   ApprovalRequests, run status, the
+//	                                                    its checks' verdicts             superseded-by mark
 //	deployment-removal (lifecycle)    BundleDeployment  its deletion                     its finalizer; the Cluster's
 //	                                                                                     Uninstalled record
 //	bundle-removal (lifecycle)        Bundle            its deletion, its deployments    its deployments (deleted), its finalizer
@@ -142,6 +148,7 @@ package hub
 // The hub's ClusterRole, rule by rule (what each is for is in the README's security model):
 // Flotilla's own kinds, which it reconciles and writes;
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents;fleetrestrictions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flotilla.dev,resources=analysisproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=bundledeployments,verbs=deletecollection
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos/status;bundles/status;bundledeployments/status;clusters/status;clustergroups/status;clusterregistrationtokens/status;clusterregistrations/status;stagedupdateruns/status;approvalrequests/status;rolloutsequences/status,verbs=get;update;patch
 // the verb of the policy flotilla-cluster-namespace-is-the-hubs, held by nobody else: only it

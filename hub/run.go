@@ -25,6 +25,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/access"
+	"github.com/flotilla-dev/flotilla/hub/analysis"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/clusters"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
@@ -88,7 +89,14 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	src, b := newSource(mgr, opts, sh, live, recorder)
-	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder) {
+	// The analysis gates' measurements (§7): secrets are read uncached (the client caches
+	// none), providers and restrictions from the cache.
+	checks := analysis.New(mgr.GetClient(), opts.Clock, 0)
+	checks.Recorder = recorder
+	if err := mgr.Add(checks); err != nil {
+		return err
+	}
+	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder, checks) {
 		if c.fleetWide && !sh.FleetWide() {
 			continue
 		}
@@ -231,7 +239,7 @@ type controllerSetup struct {
 
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
-func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder) []controllerSetup {
+func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner) []controllerSetup {
 	statusDelay := model.PositiveOr(opts.StatusDelay, clusters.DefaultStatusDelay)
 	contentGrace := model.PositiveOr(opts.ContentGrace, lifecycle.DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
@@ -242,9 +250,9 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint
 	c := mgr.GetClient()
 	return []controllerSetup{
 		{"rollout", false, (&strategy.RolloutReconciler{Client: c, Uncached: uncached, Shard: sh, Live: live, Revisions: b.Revisions, Released: b.Released, Staging: b.Staging, Writes: b.Writes, Now: clock,
-			Progress: model.ProgressThrottle{Every: strategy.ProgressEvery, PerSecond: strategy.BundleProgressPerSecond}, Recorder: recorder}).Setup},
-		{"sequence", false, (&strategy.SequenceReconciler{Client: c, Shard: sh, Live: live, Revisions: b.Revisions, Now: clock, Recorder: recorder}).Setup},
-		{"staged run", false, (&strategy.RunReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Now: clock, Recorder: recorder}).Setup},
+			Progress: model.ProgressThrottle{Every: strategy.ProgressEvery, PerSecond: strategy.BundleProgressPerSecond}, Recorder: recorder, Analysis: checks}).Setup},
+		{"sequence", false, (&strategy.SequenceReconciler{Client: c, Shard: sh, Live: live, Revisions: b.Revisions, Now: clock, Recorder: recorder, Analysis: checks}).Setup},
+		{"staged run", false, (&strategy.RunReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Now: clock, Recorder: recorder, Analysis: checks}).Setup},
 		{"deployment removal", false, (&lifecycle.DeploymentRemovalReconciler{Client: c, Shard: sh, Live: live, Now: time.Now, Timeout: src.UninstallTimeout}).Setup},
 		{"bundle removal", false, (&lifecycle.BundleRemovalReconciler{Client: c, Shard: sh}).Setup},
 		{"gitrepo status", false, (&sources.RepoStatusReconciler{Client: c}).Setup},

@@ -61,6 +61,17 @@
 // (Input.Quarantine, Run.Quarantine, Sequence.Quarantine) it keeps the revision from being
 // released anywhere. The simulations play it all: SimCluster.Fail, FailAfter and RegressAfter.
 //
+// §7, analysis gates (analysis.go; simanalysis.go for the simulations). A Check names an
+// operator's provider, a query and a CEL condition; the hub measures it and Check.Judge turns
+// its Measurements into a Judgement (Pending, Passed, Failing, Inconclusive, Failed), given
+// back as inputs: Deployment.Analysis for a cluster's Cluster checks, Analyses for Gate
+// checks. Each strategy says in its result which checks it judges now (Decision.Analysis,
+// StepResult.Analysis, SequenceResult.Analysis) and waits for them: a cluster is available, a
+// partition Ready, an Analysis task or a timed wait done, a soak over only once they passed. A
+// failed Cluster check is a fault of the cluster (faultAnalysis, counted like a regression,
+// at once); a failed Gate check fails its partition, stage or group. The simulations play
+// checks that fail or go inconclusive (SimCheckFault).
+//
 // Selector, ParseSelector: label selectors in structured or string form (R3.6).
 //
 // # Determinism and cost

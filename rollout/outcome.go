@@ -152,7 +152,15 @@ const (
 	faultRegression
 	// faultNotReady: applied, never Ready yet; a failure once the policy's timeout passed.
 	faultNotReady
+	// faultAnalysis: a Cluster check failed on the revision (R7.6). It counts like a
+	// regression under onRegression Fail, at once: the check's failureLimit and
+	// inconclusiveLimit were its tolerance.
+	faultAnalysis
 )
+
+// regresses reports whether a fault fails a cluster that had finished the revision: the gates
+// that watch (R5.2) judge both kinds alike.
+func (f fault) regresses() bool { return f == faultRegression || f == faultAnalysis }
 
 // faultOf says whether the cluster is unavailable through a fault of revision r, of which kind,
 // and since when. A cluster that moved on to another revision cannot fail r; an offline
@@ -163,6 +171,11 @@ func faultOf(d *Deployment, r int64, offline bool) (fault, time.Time) {
 		return noFault, time.Time{}
 	case d.ApplyFailed:
 		return faultApply, d.ReleasedAt
+	}
+	if failed, since := analysisFault(d, r); failed {
+		return faultAnalysis, since
+	}
+	switch {
 	case d.Applied == r && d.WasReady && (!d.Ready || offline):
 		return faultRegression, latest(d.NotReadyAt, d.ReleasedAt)
 	case offline || d.Applied == r && d.Ready:
@@ -176,7 +189,7 @@ func faultOf(d *Deployment, r int64, offline bool) (fault, time.Time) {
 // cluster that is not Ready once the timeout passed. ok is false when it does not count.
 func (p FailurePolicy) failedAt(f fault, since time.Time) (at time.Time, ok bool) {
 	switch f {
-	case faultApply:
+	case faultApply, faultAnalysis:
 		return since, true
 	case faultRegression:
 		return since, p.regression() == RegressionFail

@@ -49,14 +49,16 @@ func judge(in *Input, sorted []*Target, groups []budgetGroup, globalMax int) (*F
 	var wake time.Time
 	failing := make([]bool, len(sorted))
 	rule := RuleFailureBudget
+	checkFailed := "" // the first Cluster check that failed a cluster, for the message
 	for i, t := range sorted {
 		f, since := faultOf(t.Deployment, in.Revision, t.Offline)
 		at, counts := p.failedAt(f, since)
 		if !counts {
 			continue
 		}
-		// Failing clusters hold the rollout for failureTimeout before the policy applies.
-		if f != faultNotReady {
+		// Failing clusters hold the rollout for failureTimeout before the policy applies; a
+		// failed check already had its tolerance (R7.6).
+		if f != faultNotReady && f != faultAnalysis {
 			at = at.Add(p.timeout())
 		}
 		if in.Now.Before(at) {
@@ -66,9 +68,18 @@ func judge(in *Input, sorted []*Target, groups []budgetGroup, globalMax int) (*F
 			continue
 		}
 		failing[i] = true
-		if f == faultRegression {
+		switch {
+		case f == faultAnalysis:
+			rule = RuleAnalysis
+			if checkFailed == "" {
+				checkFailed = clusterCheckFailure(t.Cluster, t.Deployment)
+			}
+		case f == faultRegression && rule != RuleAnalysis:
 			rule = RuleRegression
 		}
+	}
+	if f := gateFailure(in, sorted, groups); f != nil {
+		return f, time.Time{}
 	}
 	var over []string // the groups over their budget
 	var failed []string
@@ -98,7 +109,34 @@ func judge(in *Input, sorted []*Target, groups []budgetGroup, globalMax int) (*F
 	}
 	action := p.action()
 	what := fmt.Sprintf("revision %d failed (%s) on", in.Revision, abbreviate(over, 2))
+	if checkFailed != "" {
+		what = fmt.Sprintf("revision %d failed (%s; %s) on", in.Revision, abbreviate(over, 2), checkFailed)
+	}
 	return &Failure{Revision: in.Revision, Rule: rule, Action: action, Clusters: failed, Message: failureMessage(rule, action, what, failed), At: in.Now}, time.Time{}
+}
+
+// gateFailure is R7.7 for partitions: a partition whose Gate check failed fails the revision
+// at once, with the partition's clusters that received it.
+func gateFailure(in *Input, sorted []*Target, groups []budgetGroup) *Failure {
+	if in.Placement != nil {
+		return nil
+	}
+	for _, g := range groups {
+		j, ok := gateJudgement(in.Strategy.Analysis, in.Analyses, in.Revision, g.name)
+		if !ok || j.Verdict != VerdictFailed {
+			continue
+		}
+		var clusters []string
+		for _, ti := range g.members {
+			if d := sorted[ti].Deployment; d != nil && d.Released == in.Revision {
+				clusters = append(clusters, sorted[ti].Cluster)
+			}
+		}
+		action := in.policy().action()
+		what := gateFailed(fmt.Sprintf("revision %d failed in %s", in.Revision, g.name), j)
+		return &Failure{Revision: in.Revision, Rule: RuleGateAnalysis, Action: action, Clusters: clusters, Message: failureMessage(RuleGateAnalysis, action, what, clusters), At: in.Now}
+	}
+	return nil
 }
 
 // planRollback is R5.4 for a continuous rollout: every cluster still on the quarantined

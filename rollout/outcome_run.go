@@ -9,7 +9,10 @@ import (
 // a budget is exceeded (R5.3) and the rollback (R5.4).
 
 // recordFailure records the run's failure over its budgets the first time: a run fails once.
-func (s *stepper) recordFailure(why string) {
+func (s *stepper) recordFailure(why string) { s.recordFailureBy(RuleFailureBudget, why) }
+
+// recordFailureBy records the run's failure the first time, under the rule that fired.
+func (s *stepper) recordFailureBy(rule, why string) {
 	if s.st.Failure != nil {
 		return
 	}
@@ -25,8 +28,8 @@ func (s *stepper) recordFailure(why string) {
 	}
 	p := s.st.Strategy.FailurePolicy
 	action := p.action()
-	f := &Failure{Revision: s.st.RevisionIndex, Rule: RuleFailureBudget, Action: action, Clusters: sortedNames(failed), At: s.now}
-	f.Message = failureMessage(RuleFailureBudget, action, why+"; failed", f.Clusters)
+	f := &Failure{Revision: s.st.RevisionIndex, Rule: rule, Action: action, Clusters: sortedNames(failed), At: s.now}
+	f.Message = failureMessage(rule, action, why+"; failed", f.Clusters)
 	s.st.Failure = f
 	s.failure = f
 }
@@ -57,16 +60,13 @@ func (s *stepper) watchedStage(si int) bool {
 // flight, and the timed waits after its group and stage count again from when it is Ready.
 func (s *stepper) watchRegressions() {
 	p := s.st.Strategy.FailurePolicy
-	if p.regression() == RegressionIgnore {
-		return
-	}
 	rev := s.st.RevisionIndex
 	for si := range s.st.Stages {
 		if !s.watchedStage(si) {
 			continue
 		}
 		stage := &s.st.Stages[si]
-		regressed := false
+		failedNow := false
 		for gi := range stage.Groups {
 			g := &stage.Groups[gi]
 			for ci := range g.Clusters {
@@ -75,14 +75,22 @@ func (s *stepper) watchRegressions() {
 				if c.State != RunCompleted || !ok {
 					continue
 				}
-				if f, _ := faultOf(fc.Deployment, rev, fc.Offline); f != faultRegression {
+				f, _ := faultOf(fc.Deployment, rev, fc.Offline)
+				action := p.regression()
+				switch {
+				case f == faultAnalysis:
+					action = RegressionFail // the check's limits were its tolerance (R7.6)
+				case f != faultRegression || action == RegressionIgnore:
 					continue
 				}
-				regressed = true
-				switch p.regression() {
+				switch action {
 				case RegressionFail:
+					failedNow = true
 					c.State, c.FinishedAt = RunFailed, s.now
 					c.Message = fmt.Sprintf("regressed: Ready on revision %d, then not (R5.1)", rev)
+					if f == faultAnalysis {
+						c.Message = fmt.Sprintf("analysis %s failed on revision %d (R7.6): %s", fc.Deployment.Analysis.Check, rev, fc.Deployment.Analysis.Message)
+					}
 					g.FailureCount++
 					stage.FailureCount++
 				case RegressionRestart:
@@ -99,7 +107,7 @@ func (s *stepper) watchRegressions() {
 				}
 			}
 		}
-		if regressed && stage.State == RunCompleted && p.regression() == RegressionFail {
+		if failedNow && stage.State == RunCompleted {
 			if why := s.overBudget(si); why != "" {
 				stage.State, stage.Message = RunFailed, why
 			}

@@ -76,17 +76,28 @@ func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 	unavail := make([]bool, n)
 	release := make([]bool, n)
 	globalUnavailable := 0
+	judged := in.judgedNow()
+	checked := judged && len(clusterChecks(s.Analysis)) > 0
+	heldBy := "" // the first cluster that only its checks hold, and why (R7.8)
 	for i, t := range sorted {
 		plan.Clusters[i].Name = t.Cluster
-		if unavailable(t, rev) {
-			unavail[i] = true
-			globalUnavailable++
+		switch {
+		case unavailable(t, rev):
+		case checked && judgedOn(t.Deployment, rev) && analysisHolds(t.Deployment, true):
+			if heldBy == "" {
+				heldBy = analysisWait(t.Cluster, t.Deployment)
+			}
+		default:
+			continue
 		}
+		unavail[i] = true
+		globalUnavailable++
 	}
 
-	stop := ""                  // why partitions from here on wait; set once
-	var notReady []string       // names of NotReady partitions visited so far
-	allImmediatelyReady := true // R1.14: every threshold equals its partition's size
+	gateWaits := map[string]string{} // the partitions whose Gate checks hold them, and why
+	stop := ""                       // why partitions from here on wait; set once
+	var notReady []string            // names of NotReady partitions visited so far
+	allImmediatelyReady := true      // R1.14: every threshold equals its partition's size
 	for _, p := range parts {
 		pu := 0
 		var pending []int
@@ -104,6 +115,14 @@ func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 		}
 		if len(pending) > 0 && stop == "" {
 			stop = gateReason(in.Paused, notReady, maxParts, p, pu, globalUnavailable, globalMax, s)
+			if stop != "" && !in.Paused {
+				// Say what holds when it is the checks: the counts alone do not.
+				if why := analysisHold(notReady, gateWaits); why != "" && len(notReady) > maxParts {
+					stop += "; " + why
+				} else if heldBy != "" {
+					stop += "; " + heldBy
+				}
+			}
 			if stop == "" {
 				batch := 0
 				var over string
@@ -140,10 +159,29 @@ func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 			}
 		}
 		ready := pu <= p.threshold
+		ps := p.status(sorted, rev, release, pu, ready)
+		if judged {
+			// A partition is Ready once its Gate checks passed too; they are judged from when
+			// every cluster of it was released the revision and became Ready (R7.3, R7.8).
+			gate := "partition " + p.name
+			plan.Analysis = activate(plan.Analysis, clusterOnly(s.Analysis), rev, gate, judgedMembers(sorted, p.members, rev))
+			if j, ok := gateJudgement(s.Analysis, in.Analyses, rev, gate); ok {
+				if judging := judgedMembers(sorted, p.members, rev); len(pending) == 0 && len(judging) == len(p.members) {
+					plan.Analysis = activate(plan.Analysis, gateOnly(s.Analysis), rev, gate, judging)
+				} else {
+					j = Judgement{Check: j.Check, Verdict: VerdictPending, Message: "judged once every cluster of the partition runs the revision Ready"}
+				}
+				ps.Analysis = &j
+				if j.Verdict != VerdictPassed {
+					ps.Ready, ready = false, false
+					gateWaits[p.name] = analysisHolding(gate, j)
+				}
+			}
+		}
 		if !ready {
 			notReady = append(notReady, p.name)
 		}
-		plan.Partitions = append(plan.Partitions, p.status(sorted, rev, release, pu, ready))
+		plan.Partitions = append(plan.Partitions, ps)
 	}
 	for _, ti := range unpartitioned {
 		plan.Unpartitioned = append(plan.Unpartitioned, sorted[ti].Cluster)
@@ -156,7 +194,59 @@ func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 		plan.Warnings = append(plan.Warnings, Warning{WarnUnsafeDefaults, "maxUnavailable is 100%: every partition counts as Ready at once and the rollout passes through all of them without waiting (R1.14)"})
 	}
 	plan.finish(sorted, rev, release, unavail, parts)
+	if plan.Complete && judged {
+		// Checks that still wait keep the rollout from completing (R7.8).
+		for _, ps := range plan.Partitions {
+			if !ps.Ready {
+				plan.Complete = false
+			}
+		}
+		for i := range sorted {
+			if checked && unavail[i] {
+				plan.Complete = false
+			}
+		}
+	}
 	return plan, parts
+}
+
+// analysisHold is why the first of the partitions its Gate checks hold waits, "" for none.
+func analysisHold(partitions []string, waits map[string]string) string {
+	for _, p := range partitions {
+		if w := waits[p]; w != "" {
+			return w
+		}
+	}
+	return ""
+}
+
+// judgedNow reports whether the revision's checks are judged in this pass: while it rolls out,
+// and within the health window after it completed (R7.3).
+func (in *Input) judgedNow() bool {
+	return in.CompletedAt.IsZero() || in.Now.Before(in.CompletedAt.Add(in.policy().window()))
+}
+
+// appliedOn reports whether the deployment runs revision r: released and applied.
+func appliedOn(d *Deployment, r int64) bool {
+	return d != nil && d.Released == r && d.Applied == r
+}
+
+// judgedOn reports whether a cluster's checks judge revision r on it: from when the revision
+// first became Ready there, for as long as it runs it (R7.3). Before that there is no
+// workload to measure.
+func judgedOn(d *Deployment, r int64) bool {
+	return appliedOn(d, r) && (d.Ready || d.WasReady)
+}
+
+// judgedMembers are the names of the members whose checks judge revision r, in order.
+func judgedMembers(sorted []*Target, members []int, r int64) []string {
+	var out []string
+	for _, ti := range members {
+		if judgedOn(sorted[ti].Deployment, r) {
+			out = append(out, sorted[ti].Cluster)
+		}
+	}
+	return out
 }
 
 // gateReason returns why partition p may not be entered now, or "".

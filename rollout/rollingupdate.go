@@ -37,6 +37,7 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 	release := make([]bool, len(sorted))
 	remove := make([]bool, len(sorted))
 	nAvailable, nCarrying := 0, 0
+	judged := in.judgedNow() && len(ru.Analysis) > 0
 	for i, t := range sorted {
 		plan.Clusters[i].Name = t.Cluster
 		d := t.Deployment
@@ -47,6 +48,13 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 		nCarrying++
 		if t.Offline || !ClusterState(d, d.Released).Available() {
 			continue
+		}
+		if judged && judgedOn(d, rev) {
+			// A cluster on the revision counts as available once its checks passed (R7.8).
+			plan.Analysis = activate(plan.Analysis, ru.Analysis, rev, "", []string{t.Cluster})
+			if analysisHolds(d, true) {
+				continue
+			}
 		}
 		if at := settledAt(d, period); at.After(in.Now) {
 			plan.RequeueAfter = requeueAt(plan.RequeueAfter, in.Now, at)

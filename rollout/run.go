@@ -104,10 +104,12 @@ type stepper struct {
 	// failure is the run's failure when this step found it; restore, the rollback's releases.
 	failure *Failure
 	restore []Restore
+	// analysis are the checks the gates judge in this step (§7).
+	analysis []ActiveCheck
 }
 
 func (s *stepper) result() StepResult {
-	return StepResult{Status: s.st, Release: s.release, Approvals: s.waiting, WakeAt: s.wake, Failure: s.failure, Restore: s.restore}
+	return StepResult{Status: s.st, Release: s.release, Approvals: s.waiting, WakeAt: s.wake, Failure: s.failure, Restore: s.restore, Analysis: s.analysis}
 }
 
 func (s *stepper) wakeAt(t time.Time) {

@@ -21,7 +21,7 @@ func (s *stepper) advance() {
 			continue
 		}
 		spec := &st.Strategy.Stages[si]
-		done, rejected := s.gate(stage.BeforeTasks, spec.BeforeStageTasks, stage.Name, "", "Before", time.Time{})
+		done, rejected := s.gate(stage.BeforeTasks, spec.BeforeStageTasks, stage.Name, "", "Before", nil)
 		if rejected != "" {
 			s.stopAfter(stage, rejected)
 			return
@@ -43,7 +43,7 @@ func (s *stepper) advance() {
 			st.Message = "stage " + stage.Name + ": " + s.stageProgress(stage)
 			return
 		}
-		done, rejected = s.gate(stage.AfterTasks, spec.AfterStageTasks, stage.Name, "", "After", lastFinish(stage.Groups))
+		done, rejected = s.gate(stage.AfterTasks, spec.AfterStageTasks, stage.Name, "", "After", stage.Groups)
 		if rejected != "" {
 			s.stopAfter(stage, rejected)
 			return
@@ -158,7 +158,7 @@ func (s *stepper) runGroupsUnder(si, stageCap, inFlight int) string {
 			before, after = gspec.BeforeGroupTasks, gspec.AfterGroupTasks
 			groupCap = gspec.MaxConcurrency.Or(Int(1)).ScaleDown(len(g.Clusters))
 		}
-		done, rejected := s.gate(g.BeforeTasks, before, stage.Name, g.Name, "Before", time.Time{})
+		done, rejected := s.gate(g.BeforeTasks, before, stage.Name, g.Name, "Before", nil)
 		if rejected != "" {
 			g.State, g.Message = RunFailed, rejected
 			return rejected
@@ -172,7 +172,7 @@ func (s *stepper) runGroupsUnder(si, stageCap, inFlight int) string {
 		if !clustersDone(g.Clusters) {
 			continue
 		}
-		done, rejected = s.gate(g.AfterTasks, after, stage.Name, g.Name, "After", lastFinish([]GroupStatus{*g}))
+		done, rejected = s.gate(g.AfterTasks, after, stage.Name, g.Name, "After", []GroupStatus{*g})
 		if rejected != "" {
 			g.State, g.Message = RunFailed, rejected
 			return rejected
@@ -256,9 +256,11 @@ func (s *stepper) holds(c *RunCluster) string {
 }
 
 // gate runs a set of tasks (before or after a stage or group) and reports whether all are done,
-// or why the gate is closed for good (a person rejected its approval). after is when the work
-// they follow finished (TimedWait counts from it, R3.4).
-func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when string, after time.Time) (done bool, rejected string) {
+// or why the gate is closed for good (a person rejected its approval, a check failed it). work
+// is the groups the tasks follow: a TimedWait counts from when they finished (R3.4), and the
+// checks of an Analysis task or a TimedWait judge their completed clusters (§7).
+func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when string, work []GroupStatus) (done bool, rejected string) {
+	after := lastFinish(work)
 	done = true
 	for i := range tasks {
 		t := &tasks[i]
@@ -295,16 +297,85 @@ func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when stri
 				t.WaitUntil, _ = spec.ScheduledStart.opensAt(s.now)
 			}
 		}
-		if spec.Type != TaskApproval {
-			if !s.now.Before(t.WaitUntil) {
+		checked := true
+		if len(spec.Analysis) > 0 {
+			var failed string
+			if checked, failed = s.judgeTask(t, spec.Analysis, stage, group, work); failed != "" {
+				t.State = RunFailed
+				s.recordFailureBy(RuleGateAnalysis, failed)
+				return false, failed
+			}
+		}
+		switch spec.Type {
+		case TaskAnalysis:
+			if checked {
 				t.State = RunCompleted
 				continue
 			}
-			s.wakeAt(t.WaitUntil)
+		case TaskTimedWait, TaskScheduledStart:
+			if !s.now.Before(t.WaitUntil) && checked {
+				t.State = RunCompleted
+				continue
+			}
+			if s.now.Before(t.WaitUntil) {
+				s.wakeAt(t.WaitUntil)
+			}
 		}
 		done = false
 	}
 	return done, ""
+}
+
+// judgeTask judges the checks of a task that is open on the completed clusters of work
+// (R7.3): it lists them as active, and reports whether they all passed, or why the task fails
+// (a Gate check failed: R7.7). A Cluster check that fails a cluster fails that cluster
+// (watchRegressions, R7.6): the task judges the clusters still completed.
+func (s *stepper) judgeTask(t *TaskStatus, checks []Check, stage, group string, work []GroupStatus) (passed bool, failed string) {
+	gate := "stage " + stage
+	if group != "" {
+		gate += " group " + group
+	}
+	var clusters []string
+	for _, g := range work {
+		for _, c := range g.Clusters {
+			if c.State == RunCompleted {
+				clusters = append(clusters, c.Name)
+			}
+		}
+	}
+	rev := s.st.RevisionIndex
+	s.analysis = activate(s.analysis, checks, rev, gate, clusters)
+	var js []Judgement
+	if j, ok := gateJudgement(checks, s.run.Analyses, rev, gate); ok {
+		if j.Verdict == VerdictFailed {
+			t.Message = analysisMessage(gate, j)
+			return false, t.Message
+		}
+		js = append(js, j)
+	}
+	if len(clusterOnly(checks)) > 0 {
+		for _, name := range clusters {
+			var d *Deployment
+			if fc := s.fleet[name]; fc != nil {
+				d = fc.Deployment
+			}
+			if analysisHolds(d, true) {
+				j := Judgement{Check: clusterOnly(checks)[0].Name, Verdict: VerdictPending, Message: "not measured yet"}
+				if d != nil && d.Analysis != nil {
+					j = *d.Analysis
+				}
+				j.Check = j.Check + " on " + name // for the message: which cluster holds
+				js = append(js, j)
+			}
+		}
+	}
+	w := Worst(js)
+	if len(js) == 0 || w.Verdict == VerdictPassed {
+		t.Message = ""
+		return true, ""
+	}
+	t.Message = analysisHolding(gate, w)
+	return false, ""
 }
 
 // ApprovalName is the name of the ApprovalRequest of a gate (R3.9):
@@ -333,9 +404,14 @@ func (s *stepper) waitingMessage(tasks []TaskStatus) string {
 		case TaskApproval:
 			return "waiting for approval " + t.ApprovalRequest
 		case TaskTimedWait:
+			if t.Message != "" && !s.now.Before(t.WaitUntil) {
+				return "timed wait over; " + t.Message
+			}
 			return "timed wait until " + t.WaitUntil.UTC().Format(time.RFC3339)
 		case TaskScheduledStart:
 			return "scheduled to start at " + t.WaitUntil.UTC().Format(time.RFC3339)
+		case TaskAnalysis:
+			return t.Message
 		}
 	}
 	return ""

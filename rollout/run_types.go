@@ -68,7 +68,9 @@ type Run struct {
 	// Quarantine are the bundle's revisions that failed and were rolled back (R5.5): a run of
 	// one fails at once, releasing nothing.
 	Quarantine []Failure
-	Status     RunStatus
+	// Analyses are the judgements of the Gate checks of the run's tasks (§7).
+	Analyses Analyses
+	Status   RunStatus
 }
 
 // RunCluster is a targeted cluster as a run sees it.
@@ -136,8 +138,10 @@ type ClusterRunStatus struct {
 
 // TaskStatus is one gate's progress.
 type TaskStatus struct {
-	Type            TaskType  `json:"type"`
-	State           RunState  `json:"state"`
+	Type  TaskType `json:"type"`
+	State RunState `json:"state"`
+	// Message says what the task's checks say while it waits on them, or why it failed.
+	Message         string    `json:"message,omitempty"`
 	ApprovalRequest string    `json:"approvalRequest,omitempty"`
 	WaitUntil       time.Time `json:"waitUntil,omitzero"`
 }
@@ -185,6 +189,8 @@ type StepResult struct {
 	Failure *Failure
 	// Restore are the clusters a rollback releases their last good revision now (R5.4).
 	Restore []Restore
+	// Analysis are the checks the run's gates judge now (§7, R7.3).
+	Analysis []ActiveCheck
 }
 
 // ValidateTransition applies R3.7 to a change of a run's requested state: Initialize→Run,

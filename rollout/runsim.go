@@ -20,6 +20,8 @@ type RunSimulation struct {
 	Skips        []Skip
 	// Horizon stops the simulation; default 400 days.
 	Horizon time.Duration
+	// CheckFaults make analysis checks fail or go inconclusive (§7).
+	CheckFaults []SimCheckFault
 	// Observe, if set, sees every Step's inputs and result.
 	Observe func(run *Run, fleet []RunCluster, res StepResult, now time.Time)
 }
@@ -60,6 +62,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		horizon = 400 * 24 * time.Hour
 	}
 	agents := newSimAgents(sim.Clusters, readyAfter, false)
+	checks := newSimChecks(sim.CheckFaults)
 	fleet := make([]RunCluster, len(sim.Clusters))
 	index := map[string]int{}
 	for i, c := range sim.Clusters {
@@ -82,7 +85,10 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 			}
 		}
 		prev := run.Status
+		checks.measure(now)
+		run.Analyses = checks.judgements(now, func(c string) *Deployment { return agents.deps[index[c]] })
 		res := Step(run, fleet, approvals, simStart.Add(now))
+		checks.track(res.Analysis, now)
 		if sim.Observe != nil {
 			sim.Observe(run, fleet, res, simStart.Add(now))
 		}
@@ -127,6 +133,9 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		}
 		var next []time.Duration
 		if at, ok := agents.next(now); ok {
+			next = append(next, at)
+		}
+		if at, ok := checks.next(now); ok {
 			next = append(next, at)
 		}
 		for _, at := range approvedAt {

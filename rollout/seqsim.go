@@ -14,6 +14,8 @@ type SequenceSimulation struct {
 	Revisions  []SimRevision
 	ReadyAfter time.Duration
 	Horizon    time.Duration
+	// CheckFaults make analysis checks fail or go inconclusive (§7).
+	CheckFaults []SimCheckFault
 	// Observe, if set, sees every step's inputs and result.
 	Observe func(prev SequenceStatus, fleet []SequenceCluster, res SequenceResult, now time.Time)
 }
@@ -65,6 +67,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		horizon = 2 * 365 * 24 * time.Hour
 	}
 	agents := newSimAgents(sim.Clusters, readyAfter, false)
+	checks := newSimChecks(sim.CheckFaults)
 	fleet := make([]SequenceCluster, len(sim.Clusters))
 	index := map[string]int{}
 	for i, c := range sim.Clusters {
@@ -89,7 +92,10 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 				revs = append(revs, r.Index)
 			}
 		}
+		checks.measure(now)
+		seq.Analyses = checks.judgements(now, func(c string) *Deployment { return agents.deps[index[c]] })
 		res, err := StepSequence(&seq, status, revs, fleet, simStart.Add(now))
+		checks.track(res.Analysis, now)
 		if err != nil {
 			tl.Err = err
 			return tl
@@ -127,6 +133,9 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		}
 		var next []time.Duration
 		if at, ok := agents.next(now); ok {
+			next = append(next, at)
+		}
+		if at, ok := checks.next(now); ok {
 			next = append(next, at)
 		}
 		for _, r := range sim.Revisions {

@@ -22,6 +22,8 @@ type Sequence struct {
 	// Quarantine are the revisions that failed and are rolled back (R5.5): no group releases
 	// them; every cluster that received one gets its last good revision back (R5.4).
 	Quarantine []Failure `json:"-"`
+	// Analyses are the judgements of the groups' Gate checks (§7), by "group NAME".
+	Analyses Analyses `json:"-"`
 }
 
 // SequenceGroup is one link: its clusters (by selector or cluster group) and its soak time.
@@ -33,6 +35,8 @@ type SequenceGroup struct {
 	Selector        string    `json:"selector,omitempty"`
 	ClusterGroup    string    `json:"clusterGroup,omitempty"`
 	Soak            *Duration `json:"soak,omitempty"`
+	// Analysis are the checks measured during the group's soak: it ends once they passed (§7).
+	Analysis []Check `json:"analysis,omitempty"`
 }
 
 // RevisionControl pauses, cancels or changes the soak of one revision (R4.2, R4.10).
@@ -132,6 +136,8 @@ type SequenceResult struct {
 	Failures []Failure
 	// Restore are the clusters a rollback releases their last good revision now (R5.4).
 	Restore []Restore
+	// Analysis are the checks the soaks judge now (§7, R7.3).
+	Analysis []ActiveCheck
 	// Outcome is how the newest revision's rollout ended, "" while it goes on (R5.6).
 	Outcome Outcome
 }
@@ -332,7 +338,7 @@ func stepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 			case len(members) == 0:
 				rs.State, rs.Message, rs.FinishedAt = SeqComplete, "empty group: passed through (R4.8)", now
 			default:
-				rs, failure = progressRevision(seq, g, rs, members, ctl, now, res.Release, wake)
+				rs, failure = progressRevision(seq, g, rs, members, ctl, now, res.Release, wake, &res.Analysis)
 			}
 			if failure != nil {
 				res.Failures = append(res.Failures, *failure)
@@ -431,7 +437,7 @@ func eligible(k int, upstream map[int64]SequenceRevisionStatus, r int64, seq *Se
 
 // progressRevision releases the group's target revision where windows allow, and moves its
 // state through IN_PROGRESS, SOAKING (or FORCED_SOAKING) and COMPLETE.
-func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, ctl RevisionControl, now time.Time, release map[string]int64, wake func(time.Time)) (SequenceRevisionStatus, *Failure) {
+func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, ctl RevisionControl, now time.Time, release map[string]int64, wake func(time.Time), analysis *[]ActiveCheck) (SequenceRevisionStatus, *Failure) {
 	r := rs.Index
 	if rs.State == SeqFailed {
 		// Judged again below: under Pause a group whose members recovered goes on, and its
@@ -510,10 +516,15 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 			wake(rs.StartedAt.Add(ForcedSoakAge))
 		}
 	}
+	checksPassed := true
 	if rs.State == SeqSoaking || rs.State == SeqForcedSoaking {
-		if !now.Before(rs.SoakUntil) {
+		var failure *Failure
+		if checksPassed, failure = seq.judgeSoak(g, &rs, members, now, analysis); failure != nil {
+			return rs, failure
+		}
+		if !now.Before(rs.SoakUntil) && checksPassed {
 			rs.State = SeqComplete
-		} else {
+		} else if now.Before(rs.SoakUntil) {
 			wake(rs.SoakUntil)
 		}
 	}
@@ -532,8 +543,59 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		rs.Message = fmt.Sprintf("not finished 30 days after it started: soaking anyway; %d of %d clusters done (R4.5)", done, needing)
 	case ahead:
 		rs.Message = "every cluster already runs a newer revision (R4.7)"
+	case !checksPassed:
+		// judgeSoak said what the checks wait for.
 	}
 	return rs, nil
+}
+
+// judgeSoak judges a soaking group's checks (R7.3): its Cluster checks on the members that
+// run the revision, its Gate checks once for the group. It reports whether they all passed
+// (the soak ends only then, R7.8), or the group's failure when a Gate check failed (R7.7); a
+// Cluster check that failed a member fails the group through judge (R7.6).
+func (seq *Sequence) judgeSoak(g SequenceGroup, rs *SequenceRevisionStatus, members []*SequenceCluster, now time.Time, analysis *[]ActiveCheck) (bool, *Failure) {
+	if len(g.Analysis) == 0 {
+		return true, nil
+	}
+	r := rs.Index
+	gate := "group " + g.Name
+	var clusters []string
+	var js []Judgement
+	cluster := len(clusterOnly(g.Analysis)) > 0
+	for _, c := range members {
+		if !judgedOn(c.Deployment, r) {
+			continue
+		}
+		clusters = append(clusters, c.Name)
+		if cluster && analysisHolds(c.Deployment, true) {
+			j := Judgement{Check: clusterOnly(g.Analysis)[0].Name, Verdict: VerdictPending, Message: "not measured yet"}
+			if c.Deployment.Analysis != nil {
+				j = *c.Deployment.Analysis
+			}
+			j.Check = j.Check + " on " + c.Name // for the message: which cluster holds
+			js = append(js, j)
+		}
+	}
+	*analysis = activate(*analysis, g.Analysis, r, gate, clusters)
+	if j, ok := gateJudgement(g.Analysis, seq.Analyses, r, gate); ok {
+		if j.Verdict == VerdictFailed {
+			action := seq.action()
+			what := gateFailed(fmt.Sprintf("group %s failed revision %d", g.Name, r), j)
+			msg := failureMessage(RuleGateAnalysis, action, what, clusters)
+			rs.State, rs.Message, rs.FinishedAt, rs.SoakUntil = SeqFailed, msg, time.Time{}, time.Time{}
+			return false, &Failure{Revision: r, Rule: RuleGateAnalysis, Action: action, Clusters: clusters, Message: msg, At: now}
+		}
+		js = append(js, j)
+	}
+	w := Worst(js)
+	if len(js) == 0 || w.Verdict == VerdictPassed {
+		return true, nil
+	}
+	rs.Message = analysisHolding("soak", w)
+	if !now.Before(rs.SoakUntil) {
+		rs.Message = "soak time over; " + rs.Message
+	}
+	return false, nil
 }
 
 // judge applies §5 to a group's revision in flight or soaking: a member that failed it (its
@@ -545,11 +607,20 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, now time.Time, wake func(time.Time)) (SequenceRevisionStatus, *Failure) {
 	r := rs.Index
 	var failed, regressed []string
+	var checkFailed string // the first Cluster check that failed a member, for the message
 	rule := RuleFailureBudget
 	for _, c := range members {
 		f, since := faultOf(c.Deployment, r, c.Offline)
 		if f == faultRegression {
 			regressed = append(regressed, c.Name)
+		}
+		if f == faultAnalysis {
+			failed = append(failed, c.Name)
+			rule = RuleAnalysis // counts at once, whatever onRegression says (R7.6)
+			if checkFailed == "" {
+				checkFailed = clusterCheckFailure(c.Name, c.Deployment)
+			}
+			continue
 		}
 		if f == faultNotReady && seq.FailureTimeout == nil {
 			continue
@@ -561,7 +632,7 @@ func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members [
 			wake(at)
 		default:
 			failed = append(failed, c.Name)
-			if f == faultRegression {
+			if f == faultRegression && rule != RuleAnalysis {
 				rule = RuleRegression
 			}
 		}
@@ -569,6 +640,9 @@ func (seq *Sequence) judge(g SequenceGroup, rs SequenceRevisionStatus, members [
 	if len(failed) > 0 {
 		action := seq.action()
 		what := fmt.Sprintf("group %s failed revision %d", g.Name, r)
+		if checkFailed != "" {
+			what += " (" + checkFailed + ")"
+		}
 		msg := failureMessage(rule, action, what, failed)
 		rs.State, rs.Message, rs.FinishedAt, rs.SoakUntil = SeqFailed, msg, time.Time{}, time.Time{}
 		return rs, &Failure{Revision: r, Rule: rule, Action: action, Clusters: failed, Message: msg, At: now}

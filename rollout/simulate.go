@@ -41,6 +41,9 @@ type Simulation struct {
 	ReadyAfter time.Duration
 	// Horizon stops the simulation; default 90 days of simulated time.
 	Horizon time.Duration
+	// CheckFaults make analysis checks fail or go inconclusive (§7); without any, every
+	// check passes at its first measurement.
+	CheckFaults []SimCheckFault
 	// Observe, if set, sees every pass's input and decision (tests check invariants with it).
 	Observe func(in *Input, d *Decision)
 }
@@ -104,6 +107,7 @@ func Simulate(sim Simulation) Timeline {
 		rev = 1
 	}
 	agents := newSimAgents(sim.Clusters, readyAfter, sim.FirstDeployment)
+	checks := newSimChecks(sim.CheckFaults)
 	targets := make([]Target, len(sim.Clusters))
 	index := make(map[string]int, len(sim.Clusters))
 	for i, c := range sim.Clusters {
@@ -122,9 +126,12 @@ func Simulate(sim Simulation) Timeline {
 			targets[i].Excluded = c.Excluded && c.ExcludedAt <= now
 			targets[i].Deployment = agents.deps[i]
 		}
+		checks.measure(now)
+		gates := checks.judgements(now, func(c string) *Deployment { return agents.deps[index[c]] })
 		in := &Input{Revision: rev, Strategy: sim.Strategy, Placement: sim.Placement, Targets: targets, Groups: sim.Groups, Now: simStart.Add(now),
-			CompletedAt: completedAt, Quarantine: q}
+			CompletedAt: completedAt, Quarantine: q, Analyses: gates}
 		d := Plan(in)
+		checks.track(d.Analysis, now)
 		tl.Passes++
 		if tl.First == nil {
 			tl.First = d
@@ -161,7 +168,7 @@ func Simulate(sim Simulation) Timeline {
 			// The writes of this pass are events: the hub plans again at once.
 			continue
 		}
-		next, ok := nextEvent(sim.Clusters, agents, now, d.RequeueAfter)
+		next, ok := nextEvent(sim.Clusters, agents, checks, now, d.RequeueAfter)
 		if !completedAt.IsZero() && (!ok || simStart.Add(next).After(completedAt.Add(in.policy().window()))) {
 			return tl // nothing more can happen within the health window after completion
 		}
@@ -189,9 +196,12 @@ func (tl *Timeline) record(s Moment) {
 }
 
 // nextEvent is the earliest future moment at which something changes.
-func nextEvent(clusters []SimCluster, agents *simAgents, now, requeue time.Duration) (time.Duration, bool) {
+func nextEvent(clusters []SimCluster, agents *simAgents, checks *simChecks, now, requeue time.Duration) (time.Duration, bool) {
 	var times []time.Duration
 	if at, ok := agents.next(now); ok {
+		times = append(times, at)
+	}
+	if at, ok := checks.next(now); ok {
 		times = append(times, at)
 	}
 	for _, c := range clusters {

@@ -52,6 +52,8 @@ const (
 	TaskApproval       TaskType = "Approval"
 	TaskTimedWait      TaskType = "TimedWait"
 	TaskScheduledStart TaskType = "ScheduledStart"
+	// TaskAnalysis opens once its checks passed on the stage or group (§7).
+	TaskAnalysis TaskType = "Analysis"
 )
 
 // Task is a gate before or after a stage or group (R3.4, R3.12).
@@ -61,6 +63,9 @@ type Task struct {
 	ScheduledStart *ScheduledStart `json:"scheduledStart,omitempty"`
 	// Quorum is how many distinct people must approve an Approval task; default 1.
 	Quorum int `json:"quorum,omitempty"`
+	// Analysis are the checks of an Analysis task, or those a TimedWait measures while it
+	// waits: the task opens once they passed (§7).
+	Analysis []Check `json:"analysis,omitempty"`
 }
 
 // ScheduledStart opens at an absolute time, or at the next weekday and time of day at a UTC
@@ -206,29 +211,38 @@ func checkBudget(add addFunc, field string, v IntOrPercent) {
 	}
 }
 
-// checkTasks applies R3.4: before a stage or group at most one gate, an Approval or a
-// ScheduledStart; after it at most two, one of each of Approval and TimedWait.
+// checkTasks applies R3.4 and R7.2: before a stage or group at most one gate, an Approval or a
+// ScheduledStart; after it at most three, one of each of Approval, TimedWait and Analysis.
+// An Analysis task has checks; a TimedWait may have checks it measures while it waits.
 func checkTasks(add addFunc, field string, tasks []Task, before bool) {
 	if before && len(tasks) > 1 {
 		add(field, "at most one task, got %d", len(tasks))
 	}
-	if !before && len(tasks) > 2 {
-		add(field, "at most two tasks, got %d", len(tasks))
+	if !before && len(tasks) > 3 {
+		add(field, "at most three tasks, got %d", len(tasks))
 	}
 	seen := map[TaskType]bool{}
 	for i, t := range tasks {
 		tf := fmt.Sprintf("%s[%d]", field, i)
 		switch {
-		case t.Type != TaskApproval && t.Type != TaskTimedWait && t.Type != TaskScheduledStart:
-			add(tf+".type", "%q is not one of Approval, TimedWait, ScheduledStart", t.Type)
-		case before && t.Type == TaskTimedWait:
-			add(tf+".type", "TimedWait cannot come before a stage or group")
+		case t.Type != TaskApproval && t.Type != TaskTimedWait && t.Type != TaskScheduledStart && t.Type != TaskAnalysis:
+			add(tf+".type", "%q is not one of Approval, TimedWait, ScheduledStart, Analysis", t.Type)
+		case before && (t.Type == TaskTimedWait || t.Type == TaskAnalysis):
+			add(tf+".type", "%s cannot come before a stage or group: there is nothing to judge yet", t.Type)
 		case !before && t.Type == TaskScheduledStart:
 			add(tf+".type", "ScheduledStart can only come before a stage or group")
 		case seen[t.Type]:
 			add(tf+".type", "a second %s task", t.Type)
 		}
 		seen[t.Type] = true
+		switch {
+		case t.Type == TaskAnalysis && len(t.Analysis) == 0:
+			add(tf+".analysis", "is required for an Analysis task")
+		case len(t.Analysis) > 0 && t.Type != TaskAnalysis && t.Type != TaskTimedWait:
+			add(tf+".analysis", "is only valid for Analysis and TimedWait tasks")
+		default:
+			validateChecks(tf+".analysis", t.Analysis, true, add)
+		}
 		if (t.Type == TaskTimedWait) != (t.WaitTime != nil) {
 			add(tf+".waitTime", "is required for TimedWait and only valid there")
 		} else if t.WaitTime != nil && *t.WaitTime <= 0 {

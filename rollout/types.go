@@ -59,6 +59,9 @@ type Deployment struct {
 	// restore.
 	LastGood int64
 	Rollback bool
+	// Analysis is what the Cluster checks the strategy judges on the cluster say of Applied
+	// (the worst of them, Worst); nil when none was measured yet (§7).
+	Analysis *Judgement
 }
 
 // ClusterGroup is a named set of clusters, with labels that clusterGroupSelector matches.
@@ -83,6 +86,9 @@ type Strategy struct {
 	AutoPartitionThreshold   *int         `json:"autoPartitionThreshold,omitempty"`
 	MaxNew                   *int         `json:"maxNew,omitempty"`
 	Partitions               []Partition  `json:"partitions,omitempty"`
+	// Analysis are the checks of the rollout (§7): a Cluster check on each cluster from its
+	// apply, a Gate check once per partition once it is released.
+	Analysis []Check `json:"analysis,omitempty"`
 	// FailurePolicy is how the rollout answers a failing revision (§5), for partitions and
 	// placements alike.
 	FailurePolicy
@@ -130,6 +136,8 @@ type RollingUpdate struct {
 	MaxUnavailable           IntOrPercent `json:"maxUnavailable,omitempty"`
 	MaxSurge                 IntOrPercent `json:"maxSurge,omitempty"`
 	UnavailablePeriodSeconds *int         `json:"unavailablePeriodSeconds,omitempty"`
+	// Analysis are Cluster checks (§7): a cluster counts as available once they passed.
+	Analysis []Check `json:"analysis,omitempty"`
 	// FailurePolicy is how the rolling update answers a failing revision (§5).
 	FailurePolicy
 }
@@ -157,6 +165,8 @@ type Input struct {
 	// Quarantine are the revisions that failed under onFailure Rollback (R5.5). When Revision
 	// is one, the pass rolls it back (R5.4) instead of releasing it.
 	Quarantine []Failure
+	// Analyses are the judgements of the Gate checks the hub measured (§7).
+	Analyses Analyses
 }
 
 // Decision is the outcome of one planning pass.
@@ -188,6 +198,9 @@ type Decision struct {
 	Failure *Failure
 	// Restore are the clusters a rollback releases their last good revision now (R5.4).
 	Restore []Restore
+	// Analysis are the checks judged now (§7, R7.3): the hub measures them until a pass no
+	// longer lists them.
+	Analysis []ActiveCheck
 	// N is the cluster count the thresholds are computed against: the targets (§1), or the
 	// clusters the placement picks (§2, R2.2).
 	N int
@@ -233,6 +246,8 @@ type PartitionStatus struct {
 	Unavailable    int      `json:"unavailable"`
 	Ready          bool     `json:"ready"`
 	Counts         Counts   `json:"counts"`
+	// Analysis is what the partition's Gate checks say, when it has some (§7).
+	Analysis *Judgement `json:"analysis,omitempty"`
 }
 
 // ClusterStatus is one target's state after the pass.

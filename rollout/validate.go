@@ -41,7 +41,7 @@ func joinErrors(errs []error) error { return errors.Join(errs...) }
 
 func (s *Strategy) isEmpty() bool {
 	return !s.MaxUnavailable.IsSet() && !s.MaxUnavailablePartitions.IsSet() && !s.AutoPartitionSize.IsSet() &&
-		s.AutoPartitionThreshold == nil && s.MaxNew == nil && len(s.Partitions) == 0
+		s.AutoPartitionThreshold == nil && s.MaxNew == nil && len(s.Partitions) == 0 && len(s.Analysis) == 0
 }
 
 type addFunc func(field, format string, args ...any)
@@ -54,6 +54,7 @@ func validateStrategy(s *Strategy, add addFunc) {
 		}
 	}
 	s.FailurePolicy.validate(f, add)
+	validateChecks(f+"analysis", s.Analysis, true, add)
 	checkRange(f+"maxUnavailable", s.MaxUnavailable)
 	checkRange(f+"maxUnavailablePartitions", s.MaxUnavailablePartitions)
 	checkRange(f+"autoPartitionSize", s.AutoPartitionSize)
@@ -122,6 +123,7 @@ func validatePlacement(p *Placement, add addFunc) {
 	}
 	if ru := p.RollingUpdate; ru != nil {
 		ru.FailurePolicy.validate(f+"rollingUpdate.", add)
+		validateChecks(f+"rollingUpdate.analysis", ru.Analysis, false, add)
 		for _, c := range []struct {
 			field string
 			v     IntOrPercent

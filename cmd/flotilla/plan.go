@@ -27,6 +27,8 @@ type planOptions struct {
 	fail            []string
 	regress         []string
 	offline         []string
+	analysisFail    []string
+	checkFaults     []rollout.SimCheckFault
 	firstDeployment bool
 	output          *outputFlag
 }
@@ -45,6 +47,7 @@ rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSe
 		Example: `  flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml
   flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml --ready-after 2m --fail prod-eu-3 -o json
   flotilla plan --clusters clusters.yaml --sequence sequence.yaml --regress dev-1@45m
+  flotilla plan --clusters clusters.yaml --sequence sequence.yaml --analysis-fail error-rate@20m
   flotilla plan --clusters clusters.yaml --strategy staged.yaml --approve-after 15m
   flotilla plan --clusters clusters.yaml --sequence sequence.yaml`,
 		Args: cobra.NoArgs,
@@ -60,6 +63,7 @@ rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSe
 	f.StringSliceVar(&o.fail, "fail", nil, "clusters that fail the new revision: NAME never becomes Ready, NAME@AFTER fails its apply AFTER its release (e.g. c1@5m)")
 	f.StringSliceVar(&o.regress, "regress", nil, "clusters that become Ready on the new revision and NotReady AFTER its release: NAME@AFTER (e.g. c1@30m)")
 	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline: NAME from the start, NAME@AFTER from AFTER on")
+	f.StringSliceVar(&o.analysisFail, "analysis-fail", nil, "analysis checks whose measurements fail from AFTER on (from the start of the rollout), on every cluster or gate they judge: NAME@AFTER (e.g. error-rate@20m)")
 	f.BoolVar(&o.firstDeployment, "first-deployment", false, "simulate a first deployment instead of an update")
 	o.output = addOutputFlag(cmd, "table")
 	_ = cmd.MarkFlagRequired("clusters")
@@ -116,21 +120,61 @@ func (o *planOptions) run(out io.Writer) error {
 			c.Offline, c.OfflineAt = true, at
 		}
 	}
+	for _, v := range o.analysisFail {
+		f, err := rollout.ParseCheckFault(v)
+		if err != nil {
+			return badInput("--analysis-fail: %v", err)
+		}
+		o.checkFaults = append(o.checkFaults, f)
+	}
 	switch {
 	case o.strategyFile != "":
 		return o.runStaged(out, clusters)
 	case o.sequenceFile != "":
 		return o.runSequence(out, clusters)
 	}
+	checks := fleet.Strategy.Analysis
+	if p := fleet.Placement; p != nil && p.RollingUpdate != nil {
+		checks = append(checks, p.RollingUpdate.Analysis...)
+	}
+	if err := o.checkFaultsName(checks, o.fleetFile); err != nil {
+		return err
+	}
 	tl := rollout.Simulate(rollout.Simulation{
 		Clusters: clusters, Groups: groups, Strategy: fleet.Strategy, Placement: fleet.Placement,
-		FirstDeployment: o.firstDeployment, ReadyAfter: o.readyAfter,
+		FirstDeployment: o.firstDeployment, ReadyAfter: o.readyAfter, CheckFaults: o.checkFaults,
 	})
 	report := newPlanReport(tl, len(clusters))
 	if structured {
 		return o.output.print(out, report)
 	}
 	return report.writeTable(out, fleet)
+}
+
+// checkFaultsName refuses an --analysis-fail that names no check of the rollout: a typo would
+// simulate a rollout that never fails.
+func (o *planOptions) checkFaultsName(checks []rollout.Check, file string) error {
+	for _, f := range o.checkFaults {
+		found := false
+		for _, c := range checks {
+			found = found || c.Name == f.Check
+		}
+		if !found {
+			names := make([]string, len(checks))
+			for i, c := range checks {
+				names[i] = c.Name
+			}
+			if file == "" {
+				file = "the default rollout"
+			}
+			list := "none"
+			if len(names) > 0 {
+				list = strings.Join(names, ", ")
+			}
+			return badInput("--analysis-fail: %s has no check %q (its checks: %s)", file, f.Check, list)
+		}
+	}
+	return nil
 }
 
 // fleetRollout is the part of fleet.yaml that plan reads.

@@ -97,6 +97,38 @@ func TestR5_4_PlanSimulatesAStagedRollback(t *testing.T) {
 	t.Errorf("rolled back %v: staging received the revision and must be restored", got.rolledBack())
 }
 
+// R7.9: --analysis-fail makes a check fail from a moment on; a sequence whose dev group's
+// check fails during its soak rolls back dev (R7.6), and prod never receives the revision.
+func TestR7_9_PlanSimulatesAFailingCheck(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "c.yaml", "- {name: d1, labels: {tier: dev}}\n- {name: d2, labels: {tier: dev}}\n- {name: p1, labels: {tier: prod}}\n")
+	seq := writeFile(t, dir, "seq.yaml", `onFailure: Rollback
+groups:
+- name: dev
+  clusterSelector: 'tier=dev'
+  soak: 2h
+  analysis:
+  - {name: error-rate, provider: prometheus, query: 'errors{cluster="{{ .Cluster.Name }}"}', condition: result < 0.01, interval: 1m}
+- {name: prod, upstream: dev, clusterSelector: 'tier=prod', soak: 0s}
+`)
+	got := runPlanJSON(t, "--clusters", clusters, "--sequence", seq, "--analysis-fail", "error-rate@30m")
+	if got.Outcome != "RolledBack" || got.Failure == nil || got.Failure.Rule != "R7.6" || !slicesEqual(got.Failure.Clusters, []string{"d1", "d2"}) {
+		t.Fatalf("outcome %q, failure %+v: want dev rolled back by R7.6", got.Outcome, got.Failure)
+	}
+	if ok := runPlanJSON(t, "--clusters", clusters, "--sequence", seq); ok.Outcome != "Completed" {
+		t.Errorf("without the fault: outcome %q", ok.Outcome)
+	}
+	for _, c := range []struct{ value, want string }{
+		{"error-rte@30m", `has no check "error-rte" (its checks: error-rate)`},
+		{"error-rate", "is not NAME@AFTER"},
+		{"error-rate@soon", `"soon" is not a duration`},
+	} {
+		if out, err := runCLI("plan", "--clusters", clusters, "--sequence", seq, "--analysis-fail", c.value); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--analysis-fail %s: error %v, want %q\n%s", c.value, err, c.want, out)
+		}
+	}
+}
+
 func TestR5_PlanRefusesFaultsWithoutTheirTime(t *testing.T) {
 	dir := t.TempDir()
 	clusters := writeFile(t, dir, "clusters.yaml", clustersYAML)

@@ -78,7 +78,22 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 	if err := rollout.ValidateStaged(&strategy); err != nil {
 		return badInput("%s: %s", o.strategyFile, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	tl := rollout.SimulateRun(rollout.RunSimulation{Name: "plan", Strategy: strategy, Clusters: clusters, ReadyAfter: o.readyAfter, ApproveAfter: o.approveAfter})
+	var checks []rollout.Check
+	for _, st := range strategy.Stages {
+		for _, task := range st.AfterStageTasks {
+			checks = append(checks, task.Analysis...)
+		}
+		for _, g := range st.Groups {
+			for _, task := range g.AfterGroupTasks {
+				checks = append(checks, task.Analysis...)
+			}
+		}
+	}
+	if err := o.checkFaultsName(checks, o.strategyFile); err != nil {
+		return err
+	}
+	tl := rollout.SimulateRun(rollout.RunSimulation{Name: "plan", Strategy: strategy, Clusters: clusters, ReadyAfter: o.readyAfter, ApproveAfter: o.approveAfter,
+		CheckFaults: o.checkFaults})
 	if len(tl.Plan.Stages) == 0 {
 		return badInput("%s: %s", o.clustersFile, tl.Final.Message)
 	}
@@ -155,7 +170,15 @@ func (o *planOptions) runSequence(out io.Writer, clusters []rollout.SimCluster) 
 	if err != nil {
 		return badInput("%s: %v", o.sequenceFile, err)
 	}
-	tl := rollout.SimulateSequence(rollout.SequenceSimulation{Sequence: seq, Clusters: clusters, ReadyAfter: o.readyAfter, Revisions: []rollout.SimRevision{{Index: 2}}})
+	var checks []rollout.Check
+	for _, g := range seq.Groups {
+		checks = append(checks, g.Analysis...)
+	}
+	if err := o.checkFaultsName(checks, o.sequenceFile); err != nil {
+		return err
+	}
+	tl := rollout.SimulateSequence(rollout.SequenceSimulation{Sequence: seq, Clusters: clusters, ReadyAfter: o.readyAfter, Revisions: []rollout.SimRevision{{Index: 2}},
+		CheckFaults: o.checkFaults})
 	if tl.Err != nil {
 		return badInput("%s: %v", o.sequenceFile, tl.Err)
 	}

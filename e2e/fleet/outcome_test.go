@@ -111,20 +111,13 @@ func TestR5_1_R5_2_R5_4_R5_5_R5_6_SequenceSoakRegressionRollsBack(t *testing.T) 
 	up, f, seq := sequenceFleet(t, "seq-fail",
 		v1alpha1.SequenceGroup{Name: "canary", ClusterSelector: canaryClusters, Soak: &metav1.Duration{Duration: 3 * time.Minute}},
 		v1alpha1.SequenceGroup{Name: "rest", Upstream: "canary", Selector: restClusters, Soak: noSoak})
-	ctx := context.Background()
-	var s v1alpha1.RolloutSequence
-	if err := f.hub.Get(ctx, client.ObjectKeyFromObject(seq), &s); err != nil {
-		t.Fatal(err)
-	}
-	orig := s.DeepCopy()
-	s.Spec.OnFailure = v1alpha1.FailureActionRollback
-	// Revisions 1 and 3 are good: no need to soak them.
-	s.Spec.Revisions = []v1alpha1.SequenceRevisionControl{
-		{Index: 1, SoakOverrides: []v1alpha1.SoakOverride{{Group: "canary", Soak: *noSoak}}},
-		{Index: 3, SoakOverrides: []v1alpha1.SoakOverride{{Group: "canary", Soak: *noSoak}}}}
-	if err := f.hub.Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	patchSequence(t, f, seq, func(s *v1alpha1.RolloutSequenceSpec) {
+		s.OnFailure = v1alpha1.FailureActionRollback
+		// Revisions 1 and 3 are good: no need to soak them.
+		s.Revisions = []v1alpha1.SequenceRevisionControl{
+			{Index: 1, SoakOverrides: []v1alpha1.SoakOverride{{Group: "canary", Soak: *noSoak}}},
+			{Index: 3, SoakOverrides: []v1alpha1.SoakOverride{{Group: "canary", Soak: *noSoak}}}}
+	})
 	eventually(t, "revision 1 runs everywhere", 2*time.Minute, func() bool { return availableEverywhere(t, "seq-fail", "web", "example.invalid/web:1") })
 	waitRepo(t, f, "all ready", func(r *v1alpha1.GitRepo) bool { return r.Status.Display.ReadyClusters == allReady() })
 	before := snapshotDeployments(t, f)
@@ -153,6 +146,21 @@ func TestR5_1_R5_2_R5_4_R5_5_R5_6_SequenceSoakRegressionRollsBack(t *testing.T) 
 		o := bundleOf(t, f, "shop-web").Status.Outcome
 		return o != nil && o.Revision == 3 && o.Outcome == v1alpha1.OutcomeCompleted
 	})
+}
+
+// patchSequence changes a sequence's spec as an operator does.
+func patchSequence(t *testing.T, f *fleetEnv, seq *v1alpha1.RolloutSequence, change func(*v1alpha1.RolloutSequenceSpec)) {
+	t.Helper()
+	ctx := context.Background()
+	var s v1alpha1.RolloutSequence
+	if err := f.hub.Get(ctx, client.ObjectKeyFromObject(seq), &s); err != nil {
+		t.Fatal(err)
+	}
+	orig := s.DeepCopy()
+	change(&s.Spec)
+	if err := f.hub.Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // groupOf is a sequence group's state for one revision.

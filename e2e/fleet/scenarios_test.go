@@ -71,7 +71,7 @@ func TestR1_6_PartitionsPauseOnNeverReadyAndResume(t *testing.T) {
 	}
 	// flotilla status shows where the rollout stands and why it waits.
 	wants := [][]string{{"Bundle shop-web", "revision 2"}, {"waiting:", "partitions NotReady (canary)"}, {"Partition canary", "NotReady"},
-		{workloads[0].Name, "NotReady", "not ready"}, {workloads[1].Name, "OutOfSync"}, {workloads[2].Name, "OutOfSync"}}
+		{workloads[0].Name, "NotReady", "not ready: Deployment parts/web: InProgress"}, {workloads[1].Name, "OutOfSync"}, {workloads[2].Name, "OutOfSync"}}
 	var out strings.Builder
 	eventually(t, "flotilla status explains the pause", 60*time.Second, func() bool {
 		out.Reset()
@@ -85,9 +85,17 @@ func TestR1_6_PartitionsPauseOnNeverReadyAndResume(t *testing.T) {
 		}
 		return true
 	})
-	// The canary's agent warns that revision 2 did not become ready (2 s here).
+	// The Bundle's message names the object that holds the canary (Fleet #3341).
+	readyMessage := func() string {
+		return meta.FindStatusCondition(bundleOf(t, f, "shop-web").Status.Conditions, v1alpha1.ReadyCondition).Message
+	}
+	eventually(t, "the Bundle's Ready message names the deployment that holds the canary", 30*time.Second, func() bool {
+		return strings.Contains(readyMessage(), "not ready on "+workloads[0].Name+": Deployment parts/web: InProgress")
+	}, readyMessage)
+	// The canary's agent warns that revision 2 did not become ready (2 s here), and names it.
 	eventually(t, "the canary's agent tells revision 2 not ready", 30*time.Second, func() bool {
-		return eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController).Count("RevisionNotReady: revision 2 not ready 2s after its apply") == 1
+		told := eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController)
+		return told.Count("RevisionNotReady: revision 2 not ready 2s after its apply") == 1 && told.Count("resources not ready: Deployment parts/web: InProgress") >= 1
 	}, func() string {
 		return eventsOf(t, f, f.clusterNamespaces[workloads[0].Name], agent.EventsController).String()
 	})

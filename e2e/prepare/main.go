@@ -1,7 +1,7 @@
 // Command prepare installs what the integration and end-to-end tests run on a fresh machine: the
 // control-plane binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok),
 // built from source into the per-version cache, and the Debian packages the browser tests drive
-// (chromium). The README's test command runs it first so that the first build is visible instead
+// (chromium, and prometheus for the analysis gates). The README's test command runs it first so that the first build is visible instead
 // of hidden inside a silent test binary; later runs find everything in place and return at once.
 package main
 
@@ -21,6 +21,8 @@ import (
 // what is missing is installed, so a machine that already has them needs neither apt nor root.
 var debianPackages = []struct{ pkg, binary string }{
 	{pkg: "chromium", binary: "/usr/bin/chromium"},
+	// The analysis gates are tested against a real Prometheus server.
+	{pkg: "prometheus", binary: "/usr/bin/prometheus"},
 }
 
 func main() {

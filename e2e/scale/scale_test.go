@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -128,13 +129,23 @@ func BenchmarkFleet(b *testing.B) {
 	for _, sc := range []struct{ bundles, clusters int }{{1, 200}, {50, 50}, {10, 500}} {
 		b.Run(fmt.Sprintf("%dbundles-x-%dclusters", sc.bundles, sc.clusters), func(b *testing.B) {
 			for b.Loop() {
-				runScenario(b, sc.bundles, sc.clusters)
+				runScenario(b, sc.bundles, sc.clusters, false)
 			}
 		})
 	}
 }
 
-func runScenario(b *testing.B, bundles, clusters int) {
+// BenchmarkFleetWithChecks is BenchmarkFleet's 10 × 500 fleet with a Cluster analysis check on
+// every bundle (ROLLOUT.md §7), asked of an HTTP provider the benchmark serves on loopback:
+// 5,000 checks judged at once. Their results are the planner's inputs, not writes: the hub's
+// writes per BundleDeployment must be BenchmarkFleet's.
+func BenchmarkFleetWithChecks(b *testing.B) {
+	for b.Loop() {
+		runScenario(b, 10, 500, true)
+	}
+}
+
+func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := benchClient(b)
@@ -151,11 +162,28 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	for i := range bundles {
 		// Without a fleet.yaml anywhere the repository root would be one bundle.
 		files[fmt.Sprintf("b%02d/fleet.yaml", i)] = fmt.Sprintf("defaultNamespace: scale-%d\n", i)
+		if checks {
+			files[fmt.Sprintf("b%02d/fleet.yaml", i)] += "rolloutStrategy:\n  analysis:\n" +
+				"  - {name: errors, provider: verdicts, interval: 30s, query: 'errors of {{ .Cluster.Name }}', condition: 'result.errors == 0'}\n"
+		}
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"1\"}\n", i)
 	}
 	s := startScenario(ctx, b, c, clusters, files)
 	defer s.stop()
 	ns, counter, fleet, registration, heapBefore := s.ns, s.counter, s.fleet, s.registration, s.heapBefore
+	var measured atomic.Int64
+	if checks {
+		verdicts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			measured.Add(1)
+			_, _ = w.Write([]byte(`{"errors": 0}`))
+		}))
+		defer verdicts.Close()
+		provider := &v1alpha1.AnalysisProvider{ObjectMeta: metav1.ObjectMeta{Name: "verdicts", Namespace: ns},
+			Spec: v1alpha1.AnalysisProviderSpec{HTTP: &v1alpha1.HTTPProvider{URL: verdicts.URL}}}
+		if err := c.Create(ctx, provider); err != nil {
+			b.Fatal(err)
+		}
+	}
 	start := time.Now()
 	s.createRepo(ctx, b)
 	profiled := profileAPIServer(b, fmt.Sprintf("%dx%d", bundles, clusters))
@@ -198,6 +226,12 @@ func runScenario(b *testing.B, bundles, clusters int) {
 	b.ReportMetric(float64(writesDeploy)/float64(total), "hub-writes/bd-deploy")
 	b.ReportMetric(float64(writesUpdate)/float64(total), "hub-writes/bd-update")
 	b.ReportMetric(float64(heap.HeapInuse-min(heap.HeapInuse, heapBefore.HeapInuse))/(1<<20), "heap-MB")
+	if checks {
+		if measured.Load() == 0 {
+			b.Fatal("no check was measured: the benchmark would not show what checks cost")
+		}
+		b.ReportMetric(float64(measured.Load()), "measurements")
+	}
 }
 
 // scenario is a fleet of simulated agents registered on the benchmark's API server with the

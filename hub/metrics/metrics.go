@@ -63,10 +63,45 @@ var (
 		Name: served("flotilla_events_dropped_total"),
 		Help: "Events not recorded because the recorder's queue was full.",
 	})
+	// The analysis gates (§7): measurements by outcome and provider type, their duration, and
+	// how many checks on clusters and gates are judged now. No label names a cluster, a check
+	// or a bundle.
+	AnalysisMeasurements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: served("flotilla_analysis_measurements_total"),
+		Help: "Measurements of analysis checks, by provider type and outcome (Pass, Fail, Inconclusive).",
+	}, []string{"provider", "outcome"})
+	AnalysisDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    served("flotilla_analysis_measurement_duration_seconds"),
+		Help:    "Time to take one measurement of an analysis check: its query and the condition.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12), // 5 ms … 10 s
+	}, []string{"provider"})
+	AnalysisJudged = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: served("flotilla_analysis_judged"),
+		Help: "Checks judged now: one per cluster for a Cluster check, one per gate for a Gate check.",
+	})
+	AnalysisFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: served("flotilla_analysis_failed_total"),
+		Help: "Checks whose verdict became Failed on a cluster or gate, by scope.",
+	}, []string{"scope"})
+)
+
+// The provider types and measurement outcomes the analysis metrics are served with.
+var (
+	analysisProviders = []string{"prometheus", "http", "unresolved"}
+	analysisOutcomes  = []string{"Pass", "Fail", "Inconclusive"}
 )
 
 func init() {
-	metrics.Registry.MustRegister(RenderDuration, commitToReady, SyncErrors, RenderErrors, ReleasesWritten, EventsDropped)
+	metrics.Registry.MustRegister(RenderDuration, commitToReady, SyncErrors, RenderErrors, ReleasesWritten, EventsDropped,
+		AnalysisMeasurements, AnalysisDuration, AnalysisJudged, AnalysisFailed)
+	for _, p := range analysisProviders {
+		for _, o := range analysisOutcomes {
+			AnalysisMeasurements.WithLabelValues(p, o)
+		}
+	}
+	for _, scope := range []string{"Cluster", "Gate"} {
+		AnalysisFailed.WithLabelValues(scope)
+	}
 	// Every reason is served from the start, at 0: a rate or increase over a series that
 	// appears only with its first error misses that error.
 	for _, reason := range []string{string(gitsource.CauseAuthentication), string(gitsource.CauseUnreachable), string(gitsource.CauseRefNotFound), string(gitsource.CauseOther), v1alpha1.RestrictedReason} {

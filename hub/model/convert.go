@@ -113,7 +113,7 @@ func RolloutStrategy(s *v1alpha1.RolloutStrategy) (rollout.Strategy, error) {
 		return out, err
 	}
 	out.AutoPartitionThreshold, out.MaxNew = intPtr(s.AutoPartitionThreshold), intPtr(s.MaxNew)
-	out.FailurePolicy = failurePolicy(s.FailurePolicy)
+	out.FailurePolicy, out.Analysis = failurePolicy(s.FailurePolicy), Checks(s.Analysis)
 	for i, p := range s.Partitions {
 		mu, err := intOrPercent(p.MaxUnavailable, fmt.Sprintf("rolloutStrategy.partitions[%d].maxUnavailable", i))
 		if err != nil {
@@ -131,7 +131,8 @@ func Placement(p *v1alpha1.Placement) (*rollout.Placement, error) {
 	}
 	out := &rollout.Placement{Type: rollout.PlacementType(p.Type), NumberOfClusters: intPtr(p.NumberOfClusters), ClusterNames: p.ClusterNames}
 	if ru := p.RollingUpdate; ru != nil {
-		out.RollingUpdate = &rollout.RollingUpdate{UnavailablePeriodSeconds: intPtr(ru.UnavailablePeriodSeconds), FailurePolicy: failurePolicy(ru.FailurePolicy)}
+		out.RollingUpdate = &rollout.RollingUpdate{UnavailablePeriodSeconds: intPtr(ru.UnavailablePeriodSeconds), FailurePolicy: failurePolicy(ru.FailurePolicy),
+			Analysis: Checks(ru.Analysis)}
 		var err error
 		if out.RollingUpdate.MaxUnavailable, err = intOrPercent(ru.MaxUnavailable, "placement.rollingUpdate.maxUnavailable"); err != nil {
 			return nil, err
@@ -201,7 +202,7 @@ func stagedStrategySpec(s *rollout.StagedStrategy) *v1alpha1.StagedUpdateStrateg
 func tasks(ts []v1alpha1.StageTask) []rollout.Task {
 	var out []rollout.Task
 	for _, t := range ts {
-		task := rollout.Task{Type: rollout.TaskType(t.Type), WaitTime: duration(t.WaitTime), Quorum: int(t.Quorum)}
+		task := rollout.Task{Type: rollout.TaskType(t.Type), WaitTime: duration(t.WaitTime), Quorum: int(t.Quorum), Analysis: Checks(t.Analysis)}
 		if s := t.ScheduledStart; s != nil {
 			task.ScheduledStart = &rollout.ScheduledStart{Weekday: s.Weekday, TimeOfDay: s.TimeOfDay, UTCOffset: s.UTCOffset}
 			if s.At != nil {
@@ -216,7 +217,7 @@ func tasks(ts []v1alpha1.StageTask) []rollout.Task {
 func stageTasks(ts []rollout.Task) []v1alpha1.StageTask {
 	var out []v1alpha1.StageTask
 	for _, t := range ts {
-		task := v1alpha1.StageTask{Type: v1alpha1.StageTaskType(t.Type), WaitTime: metaDuration(t.WaitTime), Quorum: int32(t.Quorum)}
+		task := v1alpha1.StageTask{Type: v1alpha1.StageTaskType(t.Type), WaitTime: metaDuration(t.WaitTime), Quorum: int32(t.Quorum), Analysis: checkSpecs(t.Analysis)}
 		if s := t.ScheduledStart; s != nil {
 			task.ScheduledStart = &v1alpha1.ScheduledStart{Weekday: s.Weekday, TimeOfDay: s.TimeOfDay, UTCOffset: s.UTCOffset}
 			if s.At != nil {
@@ -311,7 +312,8 @@ func RunStatusOf(st rollout.RunStatus) v1alpha1.StagedUpdateRunStatus {
 func taskStates(ts []v1alpha1.TaskStatus) []rollout.TaskStatus {
 	var out []rollout.TaskStatus
 	for _, t := range ts {
-		out = append(out, rollout.TaskStatus{Type: rollout.TaskType(t.Type), State: rollout.RunState(t.State), ApprovalRequest: t.ApprovalRequest, WaitUntil: goTime(t.WaitUntil)})
+		out = append(out, rollout.TaskStatus{Type: rollout.TaskType(t.Type), State: rollout.RunState(t.State), ApprovalRequest: t.ApprovalRequest, WaitUntil: goTime(t.WaitUntil),
+			Message: t.Message})
 	}
 	return out
 }
@@ -319,7 +321,8 @@ func taskStates(ts []v1alpha1.TaskStatus) []rollout.TaskStatus {
 func taskStatuses(ts []rollout.TaskStatus) []v1alpha1.TaskStatus {
 	var out []v1alpha1.TaskStatus
 	for _, t := range ts {
-		out = append(out, v1alpha1.TaskStatus{Type: v1alpha1.StageTaskType(t.Type), State: v1alpha1.RunState(t.State), ApprovalRequest: t.ApprovalRequest, WaitUntil: metaTime(t.WaitUntil)})
+		out = append(out, v1alpha1.TaskStatus{Type: v1alpha1.StageTaskType(t.Type), State: v1alpha1.RunState(t.State), ApprovalRequest: t.ApprovalRequest, WaitUntil: metaTime(t.WaitUntil),
+			Message: Truncate(t.Message, MaxConditionMessage)})
 	}
 	return out
 }
@@ -329,7 +332,7 @@ func Sequence(s *v1alpha1.RolloutSequenceSpec) rollout.Sequence {
 	out := rollout.Sequence{FailurePolicy: failurePolicy(s.FailurePolicy)}
 	for _, g := range s.Groups {
 		out.Groups = append(out.Groups, rollout.SequenceGroup{Name: g.Name, Upstream: g.Upstream, ClusterSelector: selector(g.ClusterSelector), Selector: g.Selector,
-			ClusterGroup: g.ClusterGroup, Soak: duration(g.Soak)})
+			ClusterGroup: g.ClusterGroup, Soak: duration(g.Soak), Analysis: Checks(g.Analysis)})
 	}
 	for _, r := range s.Revisions {
 		rc := rollout.RevisionControl{Index: r.Index, Paused: r.Paused, Cancelled: r.Cancelled}
@@ -397,9 +400,32 @@ func deploymentOptions(o bundle.DeploymentOptions) v1alpha1.DeploymentOptions {
 		NamespaceAnnotations: o.NamespaceAnnotations, CorrectDrift: o.CorrectDrift, KeepResources: o.KeepResources, DeleteNamespace: o.DeleteNamespace,
 		IgnoreConditions: o.IgnoreConditions, ServiceAccount: o.ServiceAccount, TakeOwnership: o.TakeOwnership, Force: o.Force,
 		TimeoutSeconds: int32(o.TimeoutSeconds), WaitForJobs: o.WaitForJobs}
+	for _, h := range o.HealthChecks {
+		out.HealthChecks = append(out.HealthChecks, v1alpha1.HealthCheck(h))
+	}
 	for _, p := range o.ComparePatches {
 		// Remove operations are pointers by now (bundle.deploymentOptions).
 		out.ComparePatches = append(out.ComparePatches, v1alpha1.ComparePatch{APIVersion: p.APIVersion, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, JSONPointers: p.JSONPointers})
+	}
+	return out
+}
+
+// Checks converts a strategy's analysis checks (§7).
+func Checks(cs []v1alpha1.AnalysisCheck) []rollout.Check {
+	var out []rollout.Check
+	for _, c := range cs {
+		out = append(out, rollout.Check{Name: c.Name, Provider: c.Provider, Query: c.Query, Condition: c.Condition, Interval: duration(c.Interval),
+			FailureLimit: int(c.FailureLimit), InconclusiveLimit: duration(c.InconclusiveLimit), Scope: rollout.CheckScope(c.Scope)})
+	}
+	return out
+}
+
+// checkSpecs is Checks' inverse: a run's status keeps the strategy it froze.
+func checkSpecs(cs []rollout.Check) []v1alpha1.AnalysisCheck {
+	var out []v1alpha1.AnalysisCheck
+	for _, c := range cs {
+		out = append(out, v1alpha1.AnalysisCheck{Name: c.Name, Provider: c.Provider, Query: c.Query, Condition: c.Condition, Interval: metaDuration(c.Interval),
+			FailureLimit: int32(c.FailureLimit), InconclusiveLimit: metaDuration(c.InconclusiveLimit), Scope: string(c.Scope)})
 	}
 	return out
 }

@@ -65,7 +65,9 @@ type Bundle struct {
 	// rule that fired (R5.6); Quarantined, the revisions nothing releases (R5.5).
 	Outcome     *v1alpha1.RolloutResult    `json:"outcome,omitempty"`
 	Quarantined []v1alpha1.RevisionFailure `json:"quarantined,omitempty"`
-	Clusters    []Cluster                  `json:"clusters"`
+	// Analysis is what the rollout's checks say (§7).
+	Analysis []v1alpha1.AnalysisStatus `json:"analysis,omitempty"`
+	Clusters []Cluster                 `json:"clusters"`
 }
 
 // Cluster is the bundle's deployment on one cluster.
@@ -76,6 +78,8 @@ type Cluster struct {
 	Released *int64                `json:"released,omitempty"`
 	Applied  int64                 `json:"applied"`
 	Detail   string                `json:"detail,omitempty"`
+	// NotReady are the objects the agent names as keeping the deployment from Ready.
+	NotReady []v1alpha1.ResourceSummary `json:"notReady,omitempty"`
 }
 
 // Collect reads the Status of a namespace's GitRepos ("": every namespace), or of one
@@ -131,7 +135,7 @@ func Problems(repo *v1alpha1.GitRepo) []string {
 // state, from the same state function the hub uses.
 func CollectBundle(ctx context.Context, c client.Reader, b *v1alpha1.Bundle) (Bundle, error) {
 	out := Bundle{Name: b.Name, Path: b.Spec.Path, Revision: b.Status.ReleasingRevision, State: b.Status.Display.State, ReadyClusters: b.Status.Display.ReadyClusters,
-		Summary: b.Status.Summary, Partitions: b.Status.Partitions, Stages: b.Status.Stages, Outcome: b.Status.Outcome, Quarantined: b.Status.Quarantined, Clusters: []Cluster{}}
+		Summary: b.Status.Summary, Partitions: b.Status.Partitions, Stages: b.Status.Stages, Outcome: b.Status.Outcome, Quarantined: b.Status.Quarantined, Analysis: b.Status.Analysis, Clusters: []Cluster{}}
 	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.RolloutPausedCondition); cond != nil {
 		out.Waiting = cond.Message
 	} else {
@@ -161,7 +165,8 @@ func CollectBundle(ctx context.Context, c client.Reader, b *v1alpha1.Bundle) (Bu
 	})
 	for i := range bds.Items {
 		bd := &bds.Items[i]
-		cl := Cluster{Name: bd.Labels[model.LabelCluster], State: model.DeploymentState(b, bd), Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Detail: detail(bd)}
+		cl := Cluster{Name: bd.Labels[model.LabelCluster], State: model.DeploymentState(b, bd), Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Detail: detail(bd),
+			NotReady: bd.Status.NonReadyResources}
 		if bd.Spec.Released != nil {
 			cl.Released = &bd.Spec.Released.Index
 		}
@@ -203,6 +208,9 @@ func (st *Status) WriteText(out io.Writer) error {
 				fmt.Fprintf(w, "    warning: %s\n", warning)
 			}
 			writeOutcome(w, b)
+			for _, a := range b.Analysis {
+				fmt.Fprintf(w, "    analysis %s\trevision %d\t%s\t%s\t%s\n", a.Check, a.Revision, a.Verdict, verdictCounts(a), analysisDetail(a))
+			}
 			for _, p := range b.Partitions {
 				state := "Ready"
 				if !p.Ready {
@@ -226,6 +234,13 @@ func (st *Status) WriteText(out io.Writer) error {
 					released = fmt.Sprint(*cl.Released)
 				}
 				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", cl.Name, cl.State, cl.Staged, released, cl.Applied, cl.Detail)
+				// The detail names the first object not ready; the next few follow it.
+				for i, r := range cl.NotReady[min(1, len(cl.NotReady)):min(maxNotReadyShown, len(cl.NotReady))] {
+					fmt.Fprintf(w, "    \t\t\t\t\t%s\n", r)
+					if i == maxNotReadyShown-2 && len(cl.NotReady) > maxNotReadyShown {
+						fmt.Fprintf(w, "    \t\t\t\t\t(and %d more objects not ready)\n", len(cl.NotReady)-maxNotReadyShown)
+					}
+				}
 			}
 			if n := b.Summary.Pending; n > 0 {
 				fmt.Fprintf(w, "    (%d more clusters Pending: the rollout has not reached them)\n", n)
@@ -292,6 +307,28 @@ func canonical(v string) string {
 	}
 	return v
 }
+
+// verdictCounts is "2 Passed, 1 Failing", worst last, as the planner ranks them.
+func verdictCounts(a v1alpha1.AnalysisStatus) string {
+	var parts []string
+	for _, v := range []string{"Passed", "Pending", "Failing", "Inconclusive", "Failed"} {
+		if n := a.Counts[v]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// analysisDetail names what holds or failed, and what the worst measurement found.
+func analysisDetail(a v1alpha1.AnalysisStatus) string {
+	if len(a.Targets) == 0 {
+		return a.Message
+	}
+	return strings.Join(a.Targets, ", ") + ": " + a.Message
+}
+
+// maxNotReadyShown is how many of a cluster's objects not ready the text view names.
+const maxNotReadyShown = 4
 
 // detail says what is wrong with a deployment, if anything.
 func detail(bd *v1alpha1.BundleDeployment) string {

@@ -24,6 +24,8 @@ type bundleProgress struct {
 	complete bool
 	// waiting says why it is not complete; empty means "rolling out".
 	waiting string
+	// blocking names the object that keeps the revision from Ready (model.BlockingObject).
+	blocking string
 }
 
 // setProgress writes the revision, its commit, the per-state counts, the printer columns and
@@ -50,6 +52,9 @@ func setProgress(bun *v1alpha1.Bundle, p bundleProgress) {
 				verb = "rolling back to"
 			}
 			ready.Message = fmt.Sprintf("%s revision %d", verb, p.revision)
+		}
+		if p.blocking != "" {
+			ready.Message = model.Truncate(ready.Message+"; "+p.blocking, model.MaxConditionMessage)
 		}
 		st.Display.State, st.Display.Message = model.WorstState(p.counts), ready.Message
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProgressingReason, Message: ready.Message, ObservedGeneration: bun.Generation})

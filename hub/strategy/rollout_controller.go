@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/flotilla-dev/flotilla/hub/analysis"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/deploy"
@@ -61,6 +63,8 @@ type RolloutReconciler struct {
 	// Progress spaces out writes of a bundle's progress counts (see report).
 	Progress model.ProgressThrottle
 	Recorder *events.Recorder
+	// Analysis measures the checks the rollouts judge (§7).
+	Analysis *analysis.Runner
 }
 
 // Progress counts alone are written at most every progressEvery per bundle, and at most
@@ -86,6 +90,9 @@ func (r *RolloutReconciler) Setup(mgr ctrl.Manager) error {
 		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, renderFailureChanged{}))).
 		Watches(&v1alpha1.BundleDeployment{}, model.Coalesced(passCoalesce, model.BundleOfDeployment, model.DeploymentPlanChanged)).
 		WatchesRawSource(source.Channel(r.Staging.Done, &handler.EnqueueRequestForObject{})).
+		// A check's verdict changed: a rollout's (or a staged bundle's current run's) gates
+		// may open or fail.
+		WatchesRawSource(source.Channel(r.Analysis.Changed(analysis.KindRollout), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{live: r.Live, now: r.Now})).
 		Watches(&coordinationv1.Lease{}, r.Live.OnAgentBack(r.Client, r.Now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return bundlesOf(ctx, c)
@@ -139,6 +146,10 @@ var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(model.BundleOfDeploy
 // step plans one pass for a bundle, writes the releases and sets the bundle's status (written
 // by the skeleton, or held back while only progress counts changed).
 func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, error) {
+	owner := bundleOwner(analysis.KindRollout, bun)
+	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) || bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
+		r.Analysis.Track(owner, nil, nil) // this controller judges none of its checks (any more)
+	}
 	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) {
 		return reconciler.Outcome{}, nil // being removed (BundleRemovalReconciler), or another shard's
 	}
@@ -179,6 +190,11 @@ func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 			return reconciler.Outcome{}, err
 		}
 	}
+	targets := targetIndex(in.Targets)
+	in.Analyses = r.Analysis.Inputs(owner, targets.Deployment)
+	// What the checks said when the planner judged them, failures included: the pass that acts
+	// on a failure shows it.
+	bun.Status.Analysis = r.Analysis.Summary(owner)
 	decision := rollout.Plan(in)
 	if plan.RecordQuarantine(bun, decision.Failure) {
 		log.FromContext(ctx).Info("revision failed: quarantined, rolling back", "bundle", bun.Name, "revision", decision.Failure.Revision, "rule", decision.Failure.Rule, "clusters", decision.Failure.Clusters)
@@ -189,6 +205,9 @@ func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 		plan.ApplyOutcome(bun)
 		return reconciler.Outcome{After: nextBatch, Written: func() { plan.RecordOutcome(r.Recorder, orig, bun) }}, nil
 	}
+	// Measured from now on: what this pass judges (a failure's pass above keeps measuring until
+	// the next, which rolls back).
+	r.Analysis.Track(owner, decision.Analysis, targets.Labels)
 	wrote, err := r.release(ctx, bun, st, recorded, decision)
 	if err != nil {
 		return reconciler.Outcome{}, err
@@ -337,7 +356,8 @@ func (r *RolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 	for _, c := range d.Clusters {
 		counts[c.State]++
 	}
-	setProgress(bun, bundleProgress{revision: in.Revision, counts: counts, clusters: len(d.Clusters), complete: d.Complete, waiting: waitReason(d)})
+	setProgress(bun, bundleProgress{revision: in.Revision, counts: counts, clusters: len(d.Clusters), complete: d.Complete, waiting: waitReason(d),
+		blocking: model.BlockingObject(in.Revision, maps.Values(bds))})
 	st.Partitions = nil
 	for _, p := range d.Partitions {
 		st.Partitions = append(st.Partitions, v1alpha1.PartitionStatus{Name: p.Name, Count: int32(len(p.Clusters)), MaxUnavailable: int32(p.MaxUnavailable),
@@ -430,6 +450,17 @@ func (r *RolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	for _, pl := range ps {
 		p.counts[rollout.ClusterState(bdstate.Deployment(pl.Bd), p.revision)]++
 	}
+	bun.Status.Analysis = nil
+	if current != nil {
+		bun.Status.Analysis = r.Analysis.Summary(runOwner(current))
+	}
+	p.blocking = model.BlockingObject(p.revision, func(yield func(*v1alpha1.BundleDeployment) bool) {
+		for _, pl := range ps {
+			if !yield(pl.Bd) {
+				return
+			}
+		}
+	})
 	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
 	plan.

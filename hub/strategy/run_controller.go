@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/flotilla-dev/flotilla/hub/analysis"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/deploy"
@@ -55,6 +57,8 @@ type RunReconciler struct {
 	Revisions *model.RevisionStore
 	Now       func() time.Time
 	Recorder  *events.Recorder
+	// Analysis measures the checks of the runs' tasks (§7).
+	Analysis *analysis.Runner
 }
 
 func (r *RunReconciler) Setup(mgr ctrl.Manager) error {
@@ -105,6 +109,7 @@ func (r *RunReconciler) Setup(mgr ctrl.Manager) error {
 		For(&v1alpha1.StagedUpdateRun{}).
 		Watches(&v1alpha1.StagedUpdateRun{}, siblingRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.ApprovalRequest{}, byRunName).
+		WatchesRawSource(source.Channel(r.Analysis.Changed(analysis.KindRun), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.BundleDeployment{}, byBundle).
 		Watches(&v1alpha1.Bundle{}, bundleRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, clusterRuns, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -156,7 +161,11 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 		return reconciler.Outcome{}, err
 	}
 	now := r.Now()
+	owner := runOwner(run)
+	members := runIndex(fleet)
+	in.Analyses = r.Analysis.Inputs(owner, members.Deployment)
 	res := rollout.Step(in, fleet, approvals, now)
+	r.Analysis.Track(owner, res.Analysis, members.Labels)
 	var missing *model.MissingRevisionError
 	release := res.Release
 	if bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision == res.Status.RevisionIndex {

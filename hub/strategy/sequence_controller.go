@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/flotilla-dev/flotilla/hub/analysis"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/deploy"
@@ -45,6 +47,8 @@ type SequenceReconciler struct {
 	Revisions *model.RevisionStore
 	Now       func() time.Time
 	Recorder  *events.Recorder
+	// Analysis measures the checks of the groups' soaks (§7).
+	Analysis *analysis.Runner
 }
 
 func (r *SequenceReconciler) Setup(mgr ctrl.Manager) error {
@@ -67,6 +71,7 @@ func (r *SequenceReconciler) Setup(mgr ctrl.Manager) error {
 			return ok && b.Spec.Sequence != nil
 		}))).
 		Watches(&v1alpha1.BundleDeployment{}, deploymentToBundle).
+		WatchesRawSource(source.Channel(r.Analysis.Changed(analysis.KindSequence), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.RolloutSequence{}, handler.EnqueueRequestsFromMapFunc(followers), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(followers), builder.WithPredicates(model.ClusterMembershipChanged{})).
 		// An agent back online (R1.11): the clusters it held may be released.
@@ -93,8 +98,11 @@ func sequenceBundles(ctx context.Context, c client.Reader, namespace, name strin
 
 // step releases a sequence bundle's revisions as far as its groups allow and sets its status.
 func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, error) {
-	if bun.Spec.Sequence == nil || !r.Shard.Owns(bun) {
-		return reconciler.Outcome{}, nil
+	if bun.Spec.Sequence == nil || !r.Shard.Owns(bun) || !bun.DeletionTimestamp.IsZero() {
+		r.Analysis.Track(bundleOwner(analysis.KindSequence, bun), nil, nil) // none of its checks is judged here (any more)
+		if bun.Spec.Sequence == nil || !r.Shard.Owns(bun) {
+			return reconciler.Outcome{}, nil
+		}
 	}
 	var seq v1alpha1.RolloutSequence
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: bun.Namespace, Name: bun.Spec.Sequence.Name}, &seq); err != nil {
@@ -119,7 +127,12 @@ func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 		}
 	}
 	now := r.Now()
+	owner := bundleOwner(analysis.KindSequence, bun)
+	members := sequenceIndex(fleet)
+	steps.Analyses = r.Analysis.Inputs(owner, members.Deployment)
+	summary := r.Analysis.Summary(owner) // what the checks said when the step judged them
 	res, err := rollout.StepSequence(&steps, prev, revisions, fleet, now)
+	r.Analysis.Track(owner, res.Analysis, members.Labels)
 	if err != nil {
 		setStalled(bun, fmt.Sprintf("sequence %s: %v", seq.Name, err))
 		return reconciler.Outcome{}, nil
@@ -144,6 +157,7 @@ func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 		}
 	}
 	r.report(bun, bds, res)
+	bun.Status.Analysis = summary
 	plan.SetOutcome(bun, bun.Spec.LatestRevision, res.Outcome, plan.NewestFailure(res.Failures, bun.Spec.LatestRevision), bds, now)
 	plan.ApplyOutcome(bun)
 	out := reconciler.Outcome{Written: func() {
@@ -236,7 +250,8 @@ func (r *SequenceReconciler) report(bun *v1alpha1.Bundle, bds map[string]*v1alph
 			break
 		}
 	}
-	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(bds), complete: complete, waiting: strings.Join(where, "; ")})
+	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(bds), complete: complete, waiting: strings.Join(where, "; "),
+		blocking: model.BlockingObject(latest, maps.Values(bds))})
 }
 
 // recordTransitions records the groups that started or completed a revision in this pass.

@@ -132,6 +132,11 @@ type BundleStatus struct {
 	// with the failure that fired (R5.6).
 	// +optional
 	Outcome *RolloutResult `json:"outcome,omitempty"`
+	// Analysis is what each check of the rollout says now (§7): counts per verdict and the
+	// few clusters or gates that hold, never a history per cluster.
+	// +optional
+	// +kubebuilder:validation:MaxItems=30
+	Analysis []AnalysisStatus `json:"analysis,omitempty"`
 	// Quarantined are the revisions that failed and were rolled back (R5.5): nothing releases
 	// them until a person retries one (spec.retry) or a newer revision replaces them.
 	// +optional

@@ -76,6 +76,11 @@ type DeploymentOptions struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
 	IgnoreConditions []map[string]string `json:"ignoreConditions,omitempty"`
+	// HealthChecks judge objects of the kinds they name by CEL expressions instead of kstatus
+	// (fleet.yaml healthChecks).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	HealthChecks []HealthCheck `json:"healthChecks,omitempty"`
 	// ComparePatches exclude fields from drift detection.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
@@ -101,6 +106,27 @@ type DeploymentOptions struct {
 	// WaitForJobs counts Jobs as ready only once they completed.
 	// +optional
 	WaitForJobs bool `json:"waitForJobs,omitempty"`
+}
+
+// HealthCheck says, in CEL over the object (apiVersion, kind, metadata, spec, status), when an
+// object of one kind is current, in progress or failed. Failed is evaluated first, then
+// current, then inProgress; when none holds the object is in progress.
+type HealthCheck struct {
+	// APIVersion is the kind's group/version; the check judges every version of the group.
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+	// Current holds once the object is healthy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Current string `json:"current"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	InProgress string `json:"inProgress,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Failed string `json:"failed,omitempty"`
 }
 
 // ComparePatch excludes JSON pointers or operations from drift detection for matching objects.
@@ -170,6 +196,18 @@ type ResourceSummary struct {
 	// Message is the reason, e.g. "Available: 0/3 replicas" or "missing".
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// String is "Kind namespace/name: message", as statuses and events name an object.
+func (r ResourceSummary) String() string {
+	name := r.Name
+	if r.Namespace != "" {
+		name = r.Namespace + "/" + r.Name
+	}
+	if r.Message == "" {
+		return r.Kind + " " + name
+	}
+	return r.Kind + " " + name + ": " + r.Message
 }
 
 // BundleDeployment is one bundle on one cluster.

@@ -163,6 +163,18 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			[]string{"spec.ttl", "at least 1m"}},
 		{"registration without client id", gv + "kind: ClusterRegistration\nmetadata: {name: a}\nspec: {clusterName: x, publicKey: YQ==}",
 			[]string{"spec.clientID", "Required value"}},
+		{"analysis provider with both kinds", gv + "kind: AnalysisProvider\nmetadata: {name: a}\nspec: {prometheus: {address: 'http://p:9090'}, http: {url: 'http://v'}}",
+			[]string{"spec", "set exactly one of prometheus and http"}},
+		{"analysis provider address that is no URL", gv + "kind: AnalysisProvider\nmetadata: {name: a}\nspec: {prometheus: {address: 'file:///etc/passwd'}}",
+			[]string{"spec.prometheus.address", "should match"}},
+		{"analysis task without checks", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: Analysis}]}]}",
+			[]string{"analysis is required for an Analysis task"}},
+		{"analysis check on an approval", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: Approval, analysis: [{name: e, provider: p, query: up, condition: 'result > 0.0'}]}]}]}",
+			[]string{"valid only there and for TimedWait"}},
+		{"two analysis tasks after a stage", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: Analysis, analysis: [{name: e, provider: p, query: up, condition: 'result > 0.0'}]}, {type: Analysis, analysis: [{name: f, provider: p, query: up, condition: 'result > 0.0'}]}]}]}",
+			[]string{"at most one task of each type"}},
+		{"analysis check naming an address for its provider", gv + "kind: RolloutSequence\nmetadata: {name: a}\nspec: {groups: [{name: g, clusterSelector: {}, analysis: [{name: e, provider: 'http://127.0.0.1:9/x', query: up, condition: 'result > 0.0'}]}]}",
+			[]string{"spec.groups[0].analysis[0].provider", "should match"}},
 		{"R3.1 strategy without stages", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: []}",
 			[]string{"spec.stages", "at least 1 items"}},
 		{"R3.4 two before-stage tasks", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, beforeStageTasks: [{type: Approval}, {type: Approval}]}]}",
@@ -451,6 +463,7 @@ func TestPrinterColumns(t *testing.T) {
 		"RolloutSequence":          {"Name", "Bundles", "Ready", "Age"},
 		"Content":                  {"Name", "Size", "Chunks", "Age"},
 		"FleetRestriction":         {"Name", "Service-Account", "Age"},
+		"AnalysisProvider":         {"Name", "Prometheus", "HTTP", "Age"},
 	}
 	cs := kubernetes.NewForConfigOrDie(hub.Config())
 	for file, doc := range samples {

@@ -19,7 +19,10 @@ const (
 	// A revision that failed under its rollout's policy (R5.3): held (RolloutFailed), or rolled
 	// back (RollbackStarted, then RolledBack).
 	EventRolloutFailed EventReason = "RolloutFailed"
-	EventRolledBack    EventReason = "RolledBack"
+	// AnalysisFailed: a check's verdict became Failed on a cluster or gate (§7), once per
+	// check and revision.
+	EventAnalysisFailed EventReason = "AnalysisFailed"
+	EventRolledBack     EventReason = "RolledBack"
 	// On StagedUpdateRuns and ApprovalRequests.
 	EventStageStarted     EventReason = "StageStarted"
 	EventStageCompleted   EventReason = "StageCompleted"
@@ -55,7 +58,7 @@ func (r EventReason) Action() string {
 		return "Render"
 	case EventPartitionReleased, EventStageStarted, EventGroupReleased, EventRollbackStarted:
 		return "Release"
-	case EventRolloutPaused, EventRolloutFailed, EventGroupFailed:
+	case EventRolloutPaused, EventRolloutFailed, EventGroupFailed, EventAnalysisFailed:
 		return "Pause"
 	case EventRolledBack:
 		return "Complete"

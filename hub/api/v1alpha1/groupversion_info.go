@@ -31,6 +31,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&RolloutSequence{}, &RolloutSequenceList{},
 		&Content{}, &ContentList{},
 		&FleetRestriction{}, &FleetRestrictionList{},
+		&AnalysisProvider{}, &AnalysisProviderList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

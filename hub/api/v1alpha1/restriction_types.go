@@ -39,6 +39,22 @@ type FleetRestrictionSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	AllowedServiceAccounts []string `json:"allowedServiceAccounts,omitempty"`
+	// AnalysisProviders bounds the AnalysisProviders of the namespace that rollouts' checks
+	// may ask (§7). Unset: any of them.
+	// +optional
+	AnalysisProviders *AllowedProviders `json:"analysisProviders,omitempty"`
+}
+
+// AllowedProviders lists the AnalysisProviders checks may name; an empty list allows none.
+type AllowedProviders struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Allowed []string `json:"allowed"`
+}
+
+// AllowsProvider reports whether checks may ask the named AnalysisProvider.
+func (s *FleetRestrictionSpec) AllowsProvider(name string) bool {
+	return s.AnalysisProviders == nil || slices.Contains(s.AnalysisProviders.Allowed, name)
 }
 
 // FleetRestriction is a tenancy boundary for one fleet namespace, like Fleet's

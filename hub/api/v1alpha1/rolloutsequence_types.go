@@ -48,6 +48,10 @@ type SequenceGroup struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="soak must be between 0 and 30 days (720h)"
 	Soak *metav1.Duration `json:"soak,omitempty"`
+	// Analysis are the checks measured during the group's soak: it ends once they passed (§7).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Analysis []AnalysisCheck `json:"analysis,omitempty"`
 }
 
 // SequenceRevisionControl changes how one revision moves through the sequence.

@@ -56,14 +56,14 @@ type StageConfig struct {
 	// BeforeStageTasks gate the start of the stage: at most one, Approval or ScheduledStart.
 	// +optional
 	// +kubebuilder:validation:MaxItems=1
-	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'TimedWait')",message="before-stage tasks may be Approval or ScheduledStart, not TimedWait"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'TimedWait' && t.type != 'Analysis')",message="before-stage tasks may be Approval or ScheduledStart, not TimedWait or Analysis"
 	BeforeStageTasks []StageTask `json:"beforeStageTasks,omitempty"`
-	// AfterStageTasks run together once the stage's clusters finished: at most one TimedWait and
-	// one Approval.
+	// AfterStageTasks run together once the stage's clusters finished: at most one TimedWait,
+	// one Approval and one Analysis.
 	// +optional
-	// +kubebuilder:validation:MaxItems=2
-	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'ScheduledStart')",message="after-stage tasks may be Approval or TimedWait, not ScheduledStart"
-	// +kubebuilder:validation:XValidation:rule="size(self) < 2 || self[0].type != self[1].type",message="after-stage tasks may hold at most one task of each type"
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'ScheduledStart')",message="after-stage tasks may be Approval, TimedWait or Analysis, not ScheduledStart"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.exists_one(u, u.type == t.type))",message="after-stage tasks may hold at most one task of each type"
 	AfterStageTasks []StageTask `json:"afterStageTasks,omitempty"`
 	// Groups split the stage into label-selected groups that run in parallel (R3.5).
 	// +optional
@@ -102,30 +102,33 @@ type StageGroup struct {
 	// BeforeGroupTasks gate the group: at most one, Approval or ScheduledStart.
 	// +optional
 	// +kubebuilder:validation:MaxItems=1
-	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'TimedWait')",message="before-group tasks may be Approval or ScheduledStart, not TimedWait"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'TimedWait' && t.type != 'Analysis')",message="before-group tasks may be Approval or ScheduledStart, not TimedWait or Analysis"
 	BeforeGroupTasks []StageTask `json:"beforeGroupTasks,omitempty"`
 	// AfterGroupTasks run once the group's clusters finished: at most one of each type.
 	// +optional
-	// +kubebuilder:validation:MaxItems=2
-	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'ScheduledStart')",message="after-group tasks may be Approval or TimedWait, not ScheduledStart"
-	// +kubebuilder:validation:XValidation:rule="size(self) < 2 || self[0].type != self[1].type",message="after-group tasks may hold at most one task of each type"
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.type != 'ScheduledStart')",message="after-group tasks may be Approval, TimedWait or Analysis, not ScheduledStart"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.exists_one(u, u.type == t.type))",message="after-group tasks may hold at most one task of each type"
 	AfterGroupTasks []StageTask `json:"afterGroupTasks,omitempty"`
 }
 
 // StageTaskType names a gate.
-// +kubebuilder:validation:Enum=Approval;TimedWait;ScheduledStart
+// +kubebuilder:validation:Enum=Approval;TimedWait;ScheduledStart;Analysis
 type StageTaskType string
 
 const (
 	TaskApproval       StageTaskType = "Approval"
 	TaskTimedWait      StageTaskType = "TimedWait"
 	TaskScheduledStart StageTaskType = "ScheduledStart"
+	// TaskAnalysis opens once its checks passed (§7).
+	TaskAnalysis StageTaskType = "Analysis"
 )
 
 // StageTask is a gate before or after a stage or group (R3.4, R3.12).
 // +kubebuilder:validation:XValidation:rule="self.type == 'TimedWait' ? has(self.waitTime) : !has(self.waitTime)",message="waitTime is required for TimedWait and only valid there"
 // +kubebuilder:validation:XValidation:rule="self.type == 'ScheduledStart' ? has(self.scheduledStart) : !has(self.scheduledStart)",message="scheduledStart is required for ScheduledStart and only valid there"
 // +kubebuilder:validation:XValidation:rule="self.type == 'Approval' || !has(self.quorum)",message="quorum is only valid for Approval"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Analysis' ? has(self.analysis) && size(self.analysis) > 0 : (self.type == 'TimedWait' || !has(self.analysis))",message="analysis is required for an Analysis task, and valid only there and for TimedWait"
 type StageTask struct {
 	Type StageTaskType `json:"type"`
 	// WaitTime is how long a TimedWait lasts, counted from the end of the stage's last cluster.
@@ -140,6 +143,11 @@ type StageTask struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
 	Quorum int32 `json:"quorum,omitempty"`
+	// Analysis are an Analysis task's checks, or those a TimedWait measures while it waits;
+	// the task opens once they passed (§7).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Analysis []AnalysisCheck `json:"analysis,omitempty"`
 }
 
 // ScheduledStart is an absolute time, or a weekday and time of day at a UTC offset (the next
@@ -350,6 +358,9 @@ type TaskStatus struct {
 	// WaitUntil is when a TimedWait or ScheduledStart opens.
 	// +optional
 	WaitUntil *metav1.Time `json:"waitUntil,omitempty"`
+	// Message says what the task's checks wait for, or why they failed it.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // StagedUpdateRun is one execution of a staged strategy for one revision of a bundle.

@@ -43,6 +43,11 @@ type RolloutStrategy struct {
 	// +listType=map
 	// +listMapKey=name
 	Partitions []Partition `json:"partitions,omitempty"`
+	// Analysis are the rollout's checks (§7): a Cluster check judges each cluster from its
+	// first Ready, a Gate check each partition once it is fully released.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Analysis []AnalysisCheck `json:"analysis,omitempty"`
 	// FailurePolicy is how the rollout answers a revision that fails (§5).
 	FailurePolicy `json:",inline"`
 }
@@ -115,6 +120,10 @@ type RollingUpdate struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	UnavailablePeriodSeconds *int32 `json:"unavailablePeriodSeconds,omitempty"`
+	// Analysis are Cluster checks (§7): a cluster counts as available once they passed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Analysis []AnalysisCheck `json:"analysis,omitempty"`
 	// FailurePolicy is how the rolling update answers a revision that fails (§5).
 	FailurePolicy `json:",inline"`
 }
