@@ -62,7 +62,7 @@
 // for access copying a cluster's deployments as they are when the cluster changes namespace),
 // with its write slots, releases record and staging set. plan gathers a rollout decision's
 // inputs; analysis measures the rollouts' checks from the providers the operator defined
-// (ROLLOUT.md §7) and hands their judgements to the planner as inputs, writing nothing;
+// (ROLLOUT.md §7) and hands their judgements to the planner as inputs, writing no object;
 // strategy, sources, clusters and lifecycle hold the controllers. report and operate
 // are the CLI's: a status read and what a person does, under the person's own identity;
 // dashboard serves both to a browser, live, and writes nothing but through operate.

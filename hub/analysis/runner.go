@@ -3,7 +3,8 @@
 // (rollout.ActiveCheck), the Runner measures exactly those at their intervals from the
 // providers the operator defined, and gives the planner back their judgements
 // (rollout.Check.Judge) as inputs, like readiness. A verdict that changes wakes the controller
-// that judges it; nothing here writes to the API server.
+// that judges it. Nothing here writes an object: a check that fails is told by one Event per
+// check and revision, through the hub's recorder.
 //
 //	d := rollout.Plan(in)                        // in: runner.Inputs(owner, …)
 //	runner.Track(owner, d.Analysis, labels)       // measured from now on, until a pass drops it
