@@ -77,6 +77,8 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		agents.advance(now)
 		for i := range fleet {
 			fleet[i].Deployment = agents.deps[i]
+			// An agent gone offline is held as the hub holds it (R1.11).
+			fleet[i].Offline = sim.Clusters[i].Offline && sim.Clusters[i].OfflineAt <= now
 		}
 		approvals := map[string]Approval{}
 		for n, at := range approvedAt {
@@ -146,6 +148,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		if !res.WakeAt.IsZero() {
 			next = append(next, res.WakeAt.Sub(simStart))
 		}
+		next = append(next, goesOffline(sim.Clusters, now)...)
 		if tl.Completed && (len(next) == 0 || slices.Min(next) > now+sim.Strategy.window()) {
 			return tl // nothing more can happen within the health window after completion
 		}
@@ -154,12 +157,31 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 			if len(res.Approvals) > 0 {
 				tl.Stuck = "waiting for approval " + res.Approvals[0].Name + ""
 			}
+			if held := heldClusters(res.Status); len(held) > 0 {
+				tl.Stuck += "; " + abbreviate(held, 5)
+			}
 			return tl
 		}
 		now = slices.Min(next)
 	}
 	tl.Stuck = "simulation horizon reached"
 	return tl
+}
+
+// heldClusters are the run's clusters that wait for something no simulated event brings (a
+// paused cluster, an agent offline), each with its reason.
+func heldClusters(st RunStatus) []string {
+	var out []string
+	for _, stage := range st.Stages {
+		for _, g := range stage.Groups {
+			for _, c := range g.Clusters {
+				if (c.State == RunPending || c.State == RunNotStarted) && c.Message != "" {
+					out = append(out, c.Name+": "+c.Message)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // record notes the clusters that started, completed or failed between two statuses, and the

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -144,5 +145,42 @@ func BenchmarkStep5Stages2000Clusters(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Step(run, fleet, nil, t0.Add(2*time.Minute))
+	}
+}
+
+// R1.11 in the staged and sequence simulations: a cluster whose agent is offline is held as the
+// hub holds it, never started, and the plan says the rollout cannot finish, instead of letting
+// it time out or soak as if it were there.
+func TestR1_11_StagedAndSequencePlansHoldAnOfflineCluster(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "canary", LabelSelector: sel("tier=canary")}, {Name: "prod", LabelSelector: sel("tier=prod"), MaxConcurrency: Int(2)}}}
+	clusters := []SimCluster{{Name: "canary-0", Labels: map[string]string{"tier": "canary"}},
+		{Name: "prod-0", Labels: map[string]string{"tier": "prod"}}, {Name: "prod-1", Labels: map[string]string{"tier": "prod"}, Offline: true, OfflineAt: 10 * time.Second}}
+	tl := SimulateRun(RunSimulation{Strategy: strategy, Clusters: clusters})
+	if tl.Completed || tl.Final.State == RunCompleted {
+		t.Fatalf("the run completed with prod-1 offline: %s %q", tl.Final.State, tl.Final.Message)
+	}
+	for _, s := range tl.Steps {
+		for _, c := range s.Started {
+			if c == "prod-1" {
+				t.Fatalf("prod-1 was started at %s while its agent was offline", s.At)
+			}
+		}
+	}
+	if !strings.Contains(tl.Stuck, "prod-1") {
+		t.Errorf("the plan's reason %q does not name the offline cluster", tl.Stuck)
+	}
+
+	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", time.Hour), seqGroup("prod", "dev", 0)}}
+	st := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: []SimCluster{{Name: "dev-0", Labels: map[string]string{"tier": "dev"}},
+		{Name: "dev-1", Labels: map[string]string{"tier": "dev"}, Offline: true}, {Name: "prod-0", Labels: map[string]string{"tier": "prod"}}},
+		Revisions: []SimRevision{{Index: 2}}})
+	if st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	if st.Completed {
+		t.Fatalf("the sequence completed with dev-1 offline (%s)", st.Stuck)
+	}
+	if !strings.Contains(st.Stuck, "dev-1") {
+		t.Errorf("the plan's reason %q does not name the offline cluster", st.Stuck)
 	}
 }

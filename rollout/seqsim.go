@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -85,6 +86,8 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		agents.advance(now)
 		for i := range fleet {
 			fleet[i].Deployment = agents.deps[i]
+			// An agent gone offline is held as the hub holds it (R1.11).
+			fleet[i].Offline = sim.Clusters[i].Offline && sim.Clusters[i].OfflineAt <= now
 		}
 		var revs []int64
 		for _, r := range sim.Revisions {
@@ -117,6 +120,16 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		}
 		m.Complete, m.Gate = sequenceChanges(status, res.Status)
 		status = res.Status
+		// The last group completing is not the end while a cluster of the sequence does not run
+		// the revision yet (one its group's forced soak passed by, say): the hub's catch-up may
+		// still bring it, and a plan says which one, and why, if nothing will.
+		lastDone := len(status.Groups) > 0 && last > 0 && revisionState(status.Groups[len(status.Groups)-1], last) == SeqComplete
+		var behind []string
+		if lastDone {
+			if behind = clustersBehind(&seq, fleet, last, now, sim.Clusters); len(behind) > 0 {
+				m.Gate = fmt.Sprintf("%d clusters do not run revision %d: %s", len(behind), last, abbreviate(behind, 5))
+			}
+		}
 		if len(m.Started)+len(m.Complete)+len(m.RolledBack) > 0 || (len(tl.Steps) > 0 && tl.Steps[len(tl.Steps)-1].Gate != m.Gate) || len(tl.Steps) == 0 {
 			tl.Steps = append(tl.Steps, m)
 		}
@@ -124,7 +137,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		switch {
 		case res.Outcome == OutcomeRolledBack:
 			return tl
-		case len(status.Groups) > 0 && last > 0 && revisionState(status.Groups[len(status.Groups)-1], last) == SeqComplete:
+		case lastDone && len(behind) == 0:
 			tl.Completed = true
 			return tl
 		}
@@ -146,6 +159,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		if !res.WakeAt.IsZero() {
 			next = append(next, res.WakeAt.Sub(simStart))
 		}
+		next = append(next, goesOffline(sim.Clusters, now)...)
 		if len(next) == 0 {
 			tl.Stuck = m.Gate
 			if tl.Stuck == "" {
@@ -157,6 +171,36 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 	}
 	tl.Stuck = "simulation horizon reached"
 	return tl
+}
+
+// clustersBehind are the clusters of the sequence's groups that do not run revision r (or a
+// newer one) available, each with why when the simulation knows: its agent is offline.
+func clustersBehind(seq *Sequence, fleet []SequenceCluster, r int64, now time.Duration, sims []SimCluster) []string {
+	offline := map[string]bool{}
+	for _, c := range sims {
+		offline[c.Name] = c.Offline && c.OfflineAt <= now
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range seq.Groups {
+		for _, c := range groupClusters(g, fleet) {
+			if seen[c.Name] || c.lacks(r) {
+				continue
+			}
+			seen[c.Name] = true
+			d := c.Deployment
+			if d != nil && (d.Released > r || d.Released == r && ClusterState(d, r).Available()) {
+				continue
+			}
+			name := c.Name
+			if offline[c.Name] {
+				name += " (agent offline)"
+			}
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func revisionState(g SequenceGroupStatus, r int64) SequenceState {

@@ -139,9 +139,17 @@ func TestR4_5_R4_9_ExclusionHoldsGroupUntilForcedSoak(t *testing.T) {
 	if diff := cmp.Diff([]SequenceState{SeqInProgress, SeqForcedSoaking, SeqComplete}, states); diff != "" {
 		t.Errorf("dev states (-want +got):\n%s", diff)
 	}
-	// 30 days, then the 1-day soak, then prod's 30s.
-	if want := 31*day + 30*time.Second; tl.Duration != want {
+	// 30 days, then the 1-day soak, then prod's 30s: the last group completes; the rollout
+	// does when the excluded dev cluster catches up, once its exclusion ends at 60 days.
+	if want := 60*day + 30*time.Second; tl.Duration != want {
 		t.Errorf("duration %s, want %s", tl.Duration, want)
+	}
+	waited := false
+	for _, s := range tl.Steps {
+		waited = waited || s.At == 31*day+30*time.Second && strings.Contains(s.Gate, "1 clusters do not run revision 2: dev-1")
+	}
+	if !waited {
+		t.Errorf("the plan never said dev-1 does not run revision 2 after prod completed: %+v", tl.Steps)
 	}
 }
 

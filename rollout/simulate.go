@@ -195,6 +195,18 @@ func (tl *Timeline) record(s Moment) {
 	tl.Steps = append(tl.Steps, s)
 }
 
+// goesOffline are the moments after now at which a cluster's agent goes offline: events of
+// every simulation, as the hub notices them at the heartbeat deadline.
+func goesOffline(clusters []SimCluster, now time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, c := range clusters {
+		if c.Offline && c.OfflineAt > now {
+			out = append(out, c.OfflineAt)
+		}
+	}
+	return out
+}
+
 // nextEvent is the earliest future moment at which something changes.
 func nextEvent(clusters []SimCluster, agents *simAgents, checks *simChecks, now, requeue time.Duration) (time.Duration, bool) {
 	var times []time.Duration
@@ -204,10 +216,8 @@ func nextEvent(clusters []SimCluster, agents *simAgents, checks *simChecks, now,
 	if at, ok := checks.next(now); ok {
 		times = append(times, at)
 	}
+	times = append(times, goesOffline(clusters, now)...)
 	for _, c := range clusters {
-		if c.Offline && c.OfflineAt > now {
-			times = append(times, c.OfflineAt)
-		}
 		if c.Excluded && c.ExcludedAt > now {
 			times = append(times, c.ExcludedAt)
 		}

@@ -140,3 +140,18 @@ func TestPlanStagedAndSequenceBadInput(t *testing.T) {
 		})
 	}
 }
+
+// R1.11: --offline holds a cluster in a staged plan as the hub holds it: never started, and the
+// plan says it cannot finish because of that cluster.
+func TestR1_11_StagedPlanHoldsAnOfflineCluster(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", stagedClusters)
+	strategy := writeFile(t, dir, "s.yaml", "stages:\n- {name: staging, labelSelector: 'env=staging'}\n- {name: production, labelSelector: 'env=prod', maxConcurrency: 1}\n")
+	out, err := runCLI("plan", "--clusters", clusters, "--strategy", strategy, "--offline", "prod-2")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "prod-2: agent offline: starts when it is back (R1.11)") || strings.Contains(out, "Completed after") {
+		t.Errorf("the plan does not hold the offline cluster:\n%s", out)
+	}
+}
