@@ -43,6 +43,8 @@ func TestBadInputNamesFileAndField(t *testing.T) {
 			[]string{"app/fleet.yaml: rolloutStrategy.analysis[0].condition: is not a valid CEL expression over result"}},
 		{"analysis query that is no template", map[string]string{"app/fleet.yaml": "placement:\n  type: PickAll\n  rollingUpdate:\n    analysis:\n    - {name: errors, provider: prometheus, query: \"up{cluster=\\\"{{ .Cluster.Name \\\"}\", condition: \"result > 0\"}\n"},
 			[]string{"app/fleet.yaml: placement.rollingUpdate.analysis[0].query: is not a valid template"}},
+		{"analysis query built to loop in the hub", map[string]string{"app/fleet.yaml": "rolloutStrategy:\n  analysis:\n  - {name: errors, provider: prometheus, query: \"{{ range 1000000000 }}{{ end }}\", condition: \"result > 0.0\"}\n"},
+			[]string{"app/fleet.yaml: rolloutStrategy.analysis[0].query: is not allowed: range over something other than"}},
 		{"two strategies", map[string]string{"app/fleet.yaml": "rolloutStrategy: {}\nsequence: {name: s}\n"},
 			[]string{"app/fleet.yaml: choose at most one of rolloutStrategy"}},
 		{"target customization without selector", map[string]string{"app/fleet.yaml": "targetCustomizations:\n- name: x\n  namespace: apps\n"},

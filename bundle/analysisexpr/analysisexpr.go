@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -54,13 +55,133 @@ type ClusterData struct {
 // Query is a compiled query template.
 type Query struct{ t *template.Template }
 
-// ParseQuery compiles a query template.
+// ParseQuery compiles a query template. Only what is known to be cheap is admitted (see
+// admit): a template runs in the hub at every measurement, and text/template alone would let a
+// repository loop a billion times (range over a number) or build a gigabyte (printf widths).
 func ParseQuery(source string) (*Query, error) {
+	if len(source) > MaxQueryLength {
+		return nil, fmt.Errorf("is %d characters long; at most %d", len(source), MaxQueryLength)
+	}
 	t, err := template.New("query").Option("missingkey=error").Parse(source)
 	if err != nil {
 		return nil, fmt.Errorf("is not a valid template: %s", strings.TrimPrefix(err.Error(), "template: query:"))
 	}
+	for _, tmpl := range t.Templates() {
+		if tmpl.Name() != "query" {
+			return nil, fmt.Errorf("defines template %q: a query is one template", tmpl.Name())
+		}
+	}
+	if err := admit(t.Tree.Root, 0); err != nil {
+		return nil, fmt.Errorf("is not allowed: %w", err)
+	}
 	return &Query{t: t}, nil
+}
+
+// allowedFuncs are the template functions a query may call: comparisons, logic, length, index
+// and escaping, each linear in its arguments. printf, call and slice are not among them.
+var allowedFuncs = map[string]bool{"and": true, "or": true, "not": true, "eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
+	"len": true, "index": true, "print": true, "urlquery": true, "js": true, "html": true}
+
+// rangeable are the fields a query may range over: the gate's clusters and a cluster's labels.
+// A range over anything else (a number, a pipeline) is refused, and so is a range inside a
+// range: a query's work stays linear in the size of its gate.
+var rangeable = map[string]bool{"Clusters": true, "Labels": true}
+
+// admit walks a parsed query and refuses what is not on the allow-lists. depth is how many
+// ranges enclose the node.
+func admit(n parse.Node, depth int) error {
+	switch n := n.(type) {
+	case nil:
+		return nil
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := admit(c, depth); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *parse.TextNode, *parse.CommentNode, *parse.BreakNode, *parse.ContinueNode:
+		return nil
+	case *parse.ActionNode:
+		return admitPipe(n.Pipe)
+	case *parse.IfNode:
+		return admitBranch(&n.BranchNode, depth)
+	case *parse.WithNode:
+		return admitBranch(&n.BranchNode, depth)
+	case *parse.RangeNode:
+		if depth > 0 {
+			return errors.New("a range inside a range")
+		}
+		if !rangesOverAllowedField(n.Pipe) {
+			return errors.New("range over something other than .Clusters or a cluster's .Labels")
+		}
+		if err := admit(n.List, depth+1); err != nil {
+			return err
+		}
+		return admit(n.ElseList, depth)
+	case *parse.TemplateNode:
+		return errors.New("{{template}}: a query is one template")
+	}
+	return fmt.Errorf("%s is not allowed in a query", n)
+}
+
+func admitBranch(b *parse.BranchNode, depth int) error {
+	if err := admitPipe(b.Pipe); err != nil {
+		return err
+	}
+	if err := admit(b.List, depth); err != nil {
+		return err
+	}
+	return admit(b.ElseList, depth)
+}
+
+func admitPipe(p *parse.PipeNode) error {
+	if p == nil {
+		return nil
+	}
+	for _, cmd := range p.Cmds {
+		for _, arg := range cmd.Args {
+			switch a := arg.(type) {
+			case *parse.IdentifierNode:
+				if !allowedFuncs[a.Ident] {
+					return fmt.Errorf("function %q is not allowed in a query", a.Ident)
+				}
+			case *parse.PipeNode:
+				if err := admitPipe(a); err != nil {
+					return err
+				}
+			case *parse.ChainNode:
+				if pipe, ok := a.Node.(*parse.PipeNode); ok {
+					if err := admitPipe(pipe); err != nil {
+						return err
+					}
+				}
+			case *parse.FieldNode, *parse.VariableNode, *parse.DotNode, *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.NilNode:
+			default:
+				return fmt.Errorf("%s is not allowed in a query", arg)
+			}
+		}
+	}
+	return nil
+}
+
+// rangesOverAllowedField reports whether a range's pipeline is one field path ending in a
+// rangeable field (.Clusters, $.Clusters, .Cluster.Labels, $c.Labels).
+func rangesOverAllowedField(p *parse.PipeNode) bool {
+	if p == nil || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+		return false
+	}
+	var idents []string
+	switch a := p.Cmds[0].Args[0].(type) {
+	case *parse.FieldNode:
+		idents = a.Ident
+	case *parse.VariableNode:
+		idents = a.Ident[1:]
+	}
+	return len(idents) > 0 && rangeable[idents[len(idents)-1]]
 }
 
 // Render executes the template for one measurement.

@@ -29,7 +29,7 @@ func TestQueryRendersTheClusterBundleAndRevision(t *testing.T) {
 
 // A template built to make the hub build a huge query stops at MaxQueryLength.
 func TestAQueryBuiltToGrowIsBounded(t *testing.T) {
-	q, err := ParseQuery(`{{ range .Clusters }}{{ range $.Clusters }}{{ . }}{{ end }}{{ end }}`)
+	q, err := ParseQuery(`{{ range .Clusters }}{{ . }}{{ . }}{{ . }}{{ . }}{{ end }}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +39,32 @@ func TestAQueryBuiltToGrowIsBounded(t *testing.T) {
 	}
 	if out, err := q.Render(QueryData{Clusters: many}); !errors.Is(err, errQueryTooLong) || out != "" {
 		t.Fatalf("Render = %d bytes, %v; want the limit", len(out), err)
+	}
+}
+
+// A repository's template that would make the hub loop or allocate without bound is refused
+// when it is compiled (at render, and in the hub), before anything runs.
+func TestAQueryBuiltToRunForeverIsRefused(t *testing.T) {
+	for _, tc := range []struct{ query, says string }{
+		{"{{ range 1000000000 }}{{ end }}", "range over something other than"},
+		{"{{ range $i := .Revision }}x{{ end }}", "range over something other than"},
+		{`{{ printf "%999999999d" 1 }}`, `function "printf" is not allowed`},
+		{"{{ range .Clusters }}{{ range $.Clusters }}{{ end }}{{ end }}", "a range inside a range"},
+		{`{{ define "x" }}{{ template "x" }}{{ end }}{{ template "x" }}`, "a query is one template"},
+		{"{{ call .Bundle }}", `function "call" is not allowed`},
+		{`{{ slice .Bundle 0 1 }}`, `function "slice" is not allowed`},
+		{"{{ (printf \"%s\" .Bundle) }}", `function "printf" is not allowed`},
+	} {
+		if _, err := ParseQuery(tc.query); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("ParseQuery(%q) = %v; want it refused: …%s…", tc.query, err, tc.says)
+		}
+	}
+	for _, ok := range []string{`up{cluster="{{ .Cluster.Name }}",env="{{ index .Cluster.Labels "env" }}"}`,
+		`{{ range $i, $c := .Clusters }}{{ if $i }}|{{ end }}{{ $c }}{{ end }}`, `{{ range $k, $v := .Cluster.Labels }}{{ $k }}={{ $v }},{{ end }}`,
+		`{{ if eq .Gate "" }}cluster{{ else }}gate {{ len .Clusters }}{{ end }}`, `{{ .Bundle | urlquery }}`} {
+		if _, err := ParseQuery(ok); err != nil {
+			t.Errorf("ParseQuery(%q): %v", ok, err)
+		}
 	}
 }
 
@@ -94,6 +120,7 @@ func FuzzQueryAndCondition(f *testing.F) {
 	f.Add(`{{ range .Clusters }}{{ . }}{{ end }}`, "result.all(r, r < 1.0)", 0.1)
 	f.Add(`{{ printf "%s%s" .Bundle .Gate }}`, "[1,2,3].exists(x, x == int(result))", 2.0)
 	f.Add(`{{ call .Bundle }}`, "result / 0.0 > 1.0", 1.0)
+	f.Add(`{{ range 9 }}{{ end }}`, "true", 0.0)
 	f.Fuzz(func(t *testing.T, query, condition string, value float64) {
 		if q, err := ParseQuery(query); err == nil {
 			out, _ := q.Render(QueryData{Cluster: ClusterData{Name: "c", Labels: map[string]string{"env": "prod"}}, Bundle: "b", Namespace: "n", Revision: 3,
