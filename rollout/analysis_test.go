@@ -397,17 +397,7 @@ func TestR7_RandomizedStagedRunsWithChecksKeepTheR5Invariants(t *testing.T) {
 		clusters := randomRunFleet(rng, 1+rng.IntN(20), strategy)
 		check := &restoreChecker{t: t, quarantined: map[int64]bool{}}
 		tl := SimulateRun(RunSimulation{Strategy: strategy, Clusters: clusters, ApproveAfter: time.Duration(rng.IntN(60)) * time.Minute, CheckFaults: randomFaults(rng, all, clusters),
-			Observe: func(run *Run, fleet []RunCluster, res StepResult, _ time.Time) {
-				before := snapshot(fleet, func(c *RunCluster) string { return c.Name }, func(c *RunCluster) *Deployment { return c.Deployment })
-				release := map[string]int64{}
-				for _, name := range res.Release {
-					release[name] = run.Revision
-				}
-				if run.Status.Failure != nil && run.Status.Failure.Action == FailureRollback {
-					check.quarantined[run.Revision] = true
-				}
-				check.check(before, release, res.Restore, res.Failure)
-			}})
+			Observe: check.observeRun})
 		if t.Failed() {
 			t.Fatalf("simulation %d: strategy %+v", i, strategy)
 		}

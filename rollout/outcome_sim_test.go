@@ -133,17 +133,7 @@ func TestR5_RandomizedStagedRunsRollBackOnlyWhatFailed(t *testing.T) {
 		addFailures(rng, clusters)
 		check := &restoreChecker{t: t, quarantined: map[int64]bool{}}
 		tl := SimulateRun(RunSimulation{Strategy: strategy, Clusters: clusters, ApproveAfter: time.Duration(rng.IntN(60)) * time.Minute,
-			Observe: func(run *Run, fleet []RunCluster, res StepResult, _ time.Time) {
-				before := snapshot(fleet, func(c *RunCluster) string { return c.Name }, func(c *RunCluster) *Deployment { return c.Deployment })
-				release := map[string]int64{}
-				for _, name := range res.Release {
-					release[name] = run.Revision
-				}
-				if run.Status.Failure != nil && run.Status.Failure.Action == FailureRollback {
-					check.quarantined[run.Revision] = true
-				}
-				check.check(before, release, res.Restore, res.Failure)
-			}})
+			Observe: check.observeRun})
 		if t.Failed() {
 			t.Fatalf("simulation %d: strategy %+v", i, strategy)
 		}
@@ -243,4 +233,17 @@ func TestR5_RandomizedSequencesNeverPassARegressedSoak(t *testing.T) {
 		t.Fatal("no soak saw a regression: the R5.2 invariant was never exercised")
 	}
 	t.Logf("outcomes %v, soaks that saw a regression %d", outcomes, taints)
+}
+
+// observeRun checks one Step of a staged run simulation.
+func (c *restoreChecker) observeRun(run *Run, fleet []RunCluster, res StepResult, _ time.Time) {
+	before := snapshot(fleet, func(c *RunCluster) string { return c.Name }, func(c *RunCluster) *Deployment { return c.Deployment })
+	release := map[string]int64{}
+	for _, name := range res.Release {
+		release[name] = run.Revision
+	}
+	if run.Status.Failure != nil && run.Status.Failure.Action == FailureRollback {
+		c.quarantined[run.Revision] = true
+	}
+	c.check(before, release, res.Restore, res.Failure)
 }
