@@ -22,8 +22,14 @@ import (
 // registerCluster creates a Cluster and admits it, as registration does.
 func registerCluster(t *testing.T, c client.Client, ns, name string, labels map[string]string) {
 	t.Helper()
+	registerClusterWith(t, c, ns, name, labels, v1alpha1.ClusterSpec{})
+}
+
+// registerClusterWith registers a cluster with the given spec.
+func registerClusterWith(t *testing.T, c client.Client, ns, name string, labels map[string]string, spec v1alpha1.ClusterSpec) {
+	t.Helper()
 	ctx := context.Background()
-	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
+	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: spec}
 	if err := c.Create(ctx, cl); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -123,5 +124,51 @@ func TestR5_1_R5_3_R5_4_R5_5_APartitionedRolloutRollsBackIsRetriedAndFixed(t *te
 	f.until("revision 3 completes", func() bool {
 		o := f.getBundle().Status.Outcome
 		return o != nil && o.Revision == 3 && o.Outcome == v1alpha1.OutcomeCompleted
+	})
+}
+
+// R5.3, R5.6 with every default, through the hub on a simulated clock: nothing about failures
+// in the fleet.yaml. A canary not Ready ten minutes after its release (the default
+// failureTimeout) fails the revision under the default onFailure, Pause: the Bundle's outcome is
+// Failed naming the canary and the rule, one RolloutFailed Event tells it, nothing is rolled
+// back or quarantined and the rest waits. The canary recovering lets the rollout go on.
+func TestR5_3_R5_6_TheDefaultPolicyHoldsAFailedRevisionAndSaysSo(t *testing.T) {
+	clock := &simClock{at: time.Now()}
+	fleet := `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`
+	clusters := map[string]map[string]string{"c1": {"ring": "canary"}, "m1": {"ring": "main"}}
+	f := newSimFleet(t, Options{Clock: clock.now}, fleet, clusters)
+	f.releasedExactly(1, "partitions NotReady (canary)", "c1")
+	f.reportApplied(false, clock.now(), "c1")
+	f.until("the hub has seen the canary NotReady", func() bool { return f.getBundle().Status.Summary.NotReady == 1 })
+	if o := f.getBundle().Status.Outcome; o != nil && o.Outcome == v1alpha1.OutcomeFailed {
+		t.Fatalf("revision 1 failed before the default failureTimeout: %+v", o)
+	}
+	clock.advance(10*time.Minute + time.Second)
+	f.poke()
+	f.until("revision 1 fails under the default policy", func() bool {
+		o := f.getBundle().Status.Outcome
+		return o != nil && o.Revision == 1 && o.Outcome == v1alpha1.OutcomeFailed && o.Failure != nil &&
+			o.Failure.Rule == "R5.3" && o.Failure.Action == v1alpha1.FailureActionPause && slices.Equal(o.Failure.Clusters, []string{"c1"})
+	})
+	f.until("one RolloutFailed Event tells it", func() bool { return f.story().Tells("RolloutFailed: revision 1 failed (R5.3)") })
+	if n := f.story().Count("RolloutFailed"); n != 1 {
+		t.Errorf("%d RolloutFailed Events, want 1:\n%s", n, f.story())
+	}
+	bds := f.deployments()
+	if len(f.getBundle().Status.Quarantined) != 0 || bds["c1"].Spec.Rollback || f.onRevision(1, "m1") {
+		t.Fatalf("the Pause policy rolled back, quarantined or went on:\n%s", f.dump())
+	}
+	f.ready("c1")
+	f.until("the recovered canary lets the rest have revision 1", func() bool { return f.onRevision(1, "m1") })
+	f.ready("m1")
+	f.until("revision 1 completes", func() bool {
+		o := f.getBundle().Status.Outcome
+		return o != nil && o.Revision == 1 && o.Outcome == v1alpha1.OutcomeCompleted
 	})
 }

@@ -2,8 +2,10 @@ package hub
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -104,4 +106,71 @@ func TestR1_4_AutomaticPartitionsAboveTheThreshold(t *testing.T) {
 	f.releasedExactly(1, "NotReady", "a1", "a2", "a3", "a4")
 	f.ready("a3", "a4")
 	f.until("the last partition is released", func() bool { return len(f.released(1)) == 5 })
+}
+
+// R1.8 through the hub: one pass releases at most maxNew clusters of a partition, and the
+// partition's threshold is checked again, with the batch just written counted, before the next
+// batch. With maxUnavailable 2 the partition of five takes a batch of two, is still Ready (2 is
+// not more than 2), takes the next two and stops: the fifth waits although the partition was
+// entered. With maxUnavailable 1 the first batch alone fills the threshold.
+func TestR1_8_MaxNewReleasesInBatchesCheckedAgainstTheThreshold(t *testing.T) {
+	fleet := func(maxUnavailable int) string {
+		return fmt.Sprintf("defaultNamespace: web\nrolloutStrategy: {maxUnavailable: %d, maxNew: 2}\n", maxUnavailable)
+	}
+	f := newSimFleet(t, Options{}, fleet(2), clustersNamed(nil, "a", "b", "c", "d", "e"))
+	f.releasedExactly(1, "4 clusters unavailable, more than its maxUnavailable 2 (2) (R1.6)", "a", "b", "c", "d")
+	f.ready("a", "b", "c", "d")
+	f.until("the last cluster is released once the batches are Ready", func() bool { return len(f.released(1)) == 5 })
+	f.ready("e")
+
+	f.commit("2", fleet(1))
+	f.releasedExactly(2, "2 clusters unavailable, more than its maxUnavailable 1 (1) (R1.6)", "a", "b")
+	f.ready("a")
+	f.releasedExactly(2, "3 clusters unavailable, more than its maxUnavailable 1 (1) (R1.6)", "a", "b", "c", "d") // b unavailable is within 1: the next batch of two
+	f.ready("b", "c", "d")
+	f.until("revision 2 reaches e", func() bool { return len(f.released(2)) == 5 })
+}
+
+// R1.10 through the hub, on a clock that never moves: nothing the hub times can move this
+// rollout, so every step below is the hub answering an event when it happens: a report that
+// opens the next partition, a paused cluster unpaused, a new revision.
+func TestR1_10_ARolloutMovesOnEventsAloneWhileTheClockStandsStill(t *testing.T) {
+	start := time.Now()
+	still := &simClock{at: start}
+	fleet := `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`
+	clusters := clustersNamed(map[string]string{"ring": "canary"}, "c1")
+	for name, l := range clustersNamed(map[string]string{"ring": "main"}, "m1", "m2") {
+		clusters[name] = l
+	}
+	f := newSimFleetOf(t, Options{Clock: still.now}, fleet, clusters, map[string]v1alpha1.ClusterSpec{"m2": {Paused: true}})
+	f.releasedExactly(1, "partitions NotReady (canary)", "c1")
+	f.ready("c1")
+	f.until("the canary's report opens the rest, where the paused m2 waits", func() bool { return slices.Equal(f.released(1), []string{"c1", "m1"}) })
+	f.ready("m1")
+	f.until("the hub counts m1 Ready", func() bool { return f.getBundle().Status.Summary.Ready == 2 })
+	if got := f.released(1); !slices.Equal(got, []string{"c1", "m1"}) {
+		t.Fatalf("revision 1 released to %v while m2 is paused (R1.13)\n%s", got, f.dump())
+	}
+	f.editCluster("m2", func(c *v1alpha1.Cluster) { c.Spec.Paused = false })
+	f.until("unpausing m2 releases it", func() bool { return len(f.released(1)) == 3 })
+	f.ready("m2")
+
+	f.commit("2", "")
+	f.releasedExactly(2, "partitions NotReady (canary)", "c1")
+	f.ready("c1")
+	f.until("the canary's report opens the rest for revision 2", func() bool { return len(f.released(2)) == 3 })
+	f.ready("m1", "m2")
+	f.until("revision 2 completes", func() bool {
+		o := f.getBundle().Status.Outcome
+		return o != nil && o.Revision == 2 && o.Outcome == v1alpha1.OutcomeCompleted
+	})
+	if got := still.now(); !got.Equal(start) {
+		t.Fatalf("the clock moved to %s", got)
+	}
 }

@@ -82,3 +82,30 @@ func TestR2_1_R2_2_R2_3_R2_4_R2_5_R2_6_RollingUpdateThroughTheHub(t *testing.T) 
 		t.Errorf("only b left the selection:\n%s", f.dump())
 	}
 }
+
+// R2.3, R2.5 through the hub with nothing set but the placement: the default budgets of 25%
+// of 4 let one cluster at a time be unavailable, and the default settling period is a minute.
+// On a simulated clock, a cluster that applied revision 2 59 s ago does not count as available
+// yet, so the next cluster waits; two seconds later it does, and the next one is released.
+func TestR2_3_R2_5_TheDefaultSettlingPeriodIsAMinute(t *testing.T) {
+	clock := &simClock{at: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}
+	f := newSimFleet(t, Options{Clock: clock.now}, "defaultNamespace: web\nplacement: {type: PickAll}\n", clustersNamed(nil, "a", "b", "c", "d"))
+	f.until("revision 1 is released to every cluster", func() bool { return len(f.released(1)) == 4 })
+	f.reportApplied(true, clock.now().Add(-time.Hour), "a", "b", "c", "d")
+	f.until("revision 1 is Ready everywhere", func() bool { return f.getBundle().Status.Summary.Ready == 4 })
+
+	f.commit("2", "")
+	hold := "maxUnavailable: 3 of 4 clusters available, at least N−maxUnavailable = 3 must stay available (R2.4)"
+	f.releasedExactly(2, hold, "a")
+	f.reportApplied(true, clock.now().Add(-59*time.Second), "a")
+	f.until("the hub counts a Ready on revision 2", func() bool {
+		b := f.getBundle()
+		return b.Status.ReleasingRevision == 2 && b.Status.Summary.Ready == 1
+	})
+	if got := f.released(2); !slices.Equal(got, []string{"a"}) || !strings.Contains(f.pausedFor(), hold) {
+		t.Fatalf("59 s after a applied, revision 2 went on to %v (%q): the default settling period is 60 s (R2.3)\n%s", got, f.pausedFor(), f.dump())
+	}
+	clock.advance(2 * time.Second)
+	f.poke()
+	f.until("61 s after a applied, the next cluster is released", func() bool { return len(f.released(2)) == 2 })
+}

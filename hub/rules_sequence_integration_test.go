@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +12,6 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
-
-// simClock is the hub's Clock in a test: days pass when the test says so.
-type simClock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *simClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *simClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = c.at.Add(d)
-}
 
 // groupState is a group's progress on a revision as the Bundle reports it.
 func (f *simFleet) groupState(group string, rev int64) v1alpha1.SequenceRevisionStatus {
@@ -183,4 +164,88 @@ func TestR4_1_R4_3_R4_4_R4_5_R4_7_R4_8_R4_10_SequenceThroughTheHub(t *testing.T)
 	if b := f.getBundle(); b.Spec.LatestRevision != 2 {
 		t.Errorf("a joining cluster made revision %d: it must take the latest revision as it is", b.Spec.LatestRevision)
 	}
+}
+
+// createSequence creates a RolloutSequence of the fleet's namespace.
+func (f *simFleet) createSequence(name string, spec v1alpha1.RolloutSequenceSpec) {
+	f.t.Helper()
+	if err := f.c.Create(context.Background(), &v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: spec}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// R4.9 through the hub, on a simulated clock: a cluster in a 40-day exclusion keeps its group
+// from finishing, the rest of the group updating meanwhile; 30 days after the group started,
+// it soaks anyway (R4.5) and the next group gets the revision, while the excluded cluster is
+// still not touched.
+func TestR4_9_AnExclusionHoldsTheGroupUntilItsForcedSoak(t *testing.T) {
+	clock := &simClock{at: time.Now()}
+	freeze := []v1alpha1.TimeRange{{Name: "freeze", Start: metav1.NewTime(clock.at.Add(-time.Hour)), End: metav1.NewTime(clock.at.Add(40 * 24 * time.Hour))}}
+	f := newSimFleetOf(t, Options{Clock: clock.now}, "defaultNamespace: web\nsequence: {name: chain}\n",
+		map[string]map[string]string{"d1": {"tier": "dev"}, "d2": {"tier": "dev"}, "p1": {"tier": "prod"}},
+		map[string]v1alpha1.ClusterSpec{"d2": {Exclusions: freeze}})
+	hour := &metav1.Duration{Duration: time.Hour}
+	f.createSequence("chain", v1alpha1.RolloutSequenceSpec{Groups: []v1alpha1.SequenceGroup{
+		{Name: "dev", Selector: "tier=dev", Soak: hour},
+		{Name: "prod", Upstream: "dev", Selector: "tier=prod", Soak: hour},
+	}})
+	f.until("dev releases revision 1 to d1 only", func() bool { return slices.Equal(f.released(1), []string{"d1"}) })
+	f.ready("d1")
+	f.until("dev waits for the excluded cluster", func() bool {
+		st := f.groupState("dev", 1)
+		return st.State == v1alpha1.SequenceInProgress && st.Summary.Ready == 1 &&
+			strings.Contains(st.Message, "1 clusters wait for their maintenance window or an exclusion to end")
+	})
+	clock.advance(30*24*time.Hour + time.Minute)
+	f.poke()
+	f.until("dev is forced to soak revision 1", func() bool {
+		st := f.groupState("dev", 1)
+		return st.State == v1alpha1.SequenceForcedSoaking && strings.Contains(st.Message, "R4.5")
+	})
+	clock.advance(time.Hour + time.Minute)
+	f.poke()
+	f.until("prod receives revision 1 after the forced soak", func() bool { return f.onRevision(1, "p1") })
+	if f.onRevision(1, "d2") {
+		t.Fatalf("the excluded d2 was released during its exclusion:\n%s", f.dump())
+	}
+}
+
+// R5.3, R5.6 in a sequence through the hub: with a failureTimeout of an hour and the default
+// onFailure (Pause), a member still not Ready an hour after its release fails its group: the
+// group is FAILED, the Bundle's outcome names the cluster and the rule, one RolloutFailed Event
+// tells it, and the next group gets nothing. Once the member recovers, the group goes on.
+func TestR5_3_R5_6_ASequenceMemberPastFailureTimeoutFailsItsGroup(t *testing.T) {
+	clock := &simClock{at: time.Now()}
+	f := newSimFleet(t, Options{Clock: clock.now}, "defaultNamespace: web\nsequence: {name: chain}\n",
+		map[string]map[string]string{"d1": {"tier": "dev"}, "d2": {"tier": "dev"}, "p1": {"tier": "prod"}})
+	zero := &metav1.Duration{}
+	f.createSequence("chain", v1alpha1.RolloutSequenceSpec{
+		FailurePolicy: v1alpha1.FailurePolicy{FailureTimeout: &metav1.Duration{Duration: time.Hour}},
+		Groups: []v1alpha1.SequenceGroup{
+			{Name: "dev", Selector: "tier=dev", Soak: zero},
+			{Name: "prod", Upstream: "dev", Selector: "tier=prod", Soak: zero},
+		}})
+	f.until("dev releases revision 1", func() bool { return f.onRevision(1, "d1", "d2") })
+	f.ready("d1")
+	f.reportApplied(false, clock.now(), "d2")
+	f.until("the hub has seen d2 NotReady", func() bool { return f.groupState("dev", 1).Summary.NotReady == 1 })
+	if st := f.groupState("dev", 1); st.State != v1alpha1.SequenceInProgress {
+		t.Fatalf("dev is %s before the failure timeout: %s", st.State, st.Message)
+	}
+	clock.advance(time.Hour + time.Minute)
+	f.poke()
+	f.until("dev fails revision 1 and the Bundle says so", func() bool {
+		o := f.getBundle().Status.Outcome
+		return f.groupState("dev", 1).State == v1alpha1.SequenceFailed && o != nil && o.Revision == 1 && o.Outcome == v1alpha1.OutcomeFailed &&
+			o.Failure != nil && o.Failure.Rule == "R5.3" && slices.Equal(o.Failure.Clusters, []string{"d2"})
+	})
+	f.until("one RolloutFailed Event tells it", func() bool { return f.story().Tells("RolloutFailed: revision 1 failed (R5.3)") })
+	if n := f.story().Count("RolloutFailed"); n != 1 {
+		t.Errorf("%d RolloutFailed Events, want 1:\n%s", n, f.story())
+	}
+	if f.onRevision(1, "p1") || len(f.getBundle().Status.Quarantined) != 0 {
+		t.Fatalf("a failure under Pause went on downstream or rolled back:\n%s", f.dump())
+	}
+	f.ready("d2")
+	f.until("prod receives revision 1 once d2 recovered", func() bool { return f.onRevision(1, "p1") })
 }

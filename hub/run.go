@@ -217,7 +217,7 @@ func newSource(mgr ctrl.Manager, opts Options, sh model.Shard, live *liveness.Li
 	b := &sources.Bundler{Client: mgr.GetClient(), Shard: sh, Uncached: mgr.GetAPIReader(), Live: live, CrossNamespaceRefs: opts.AllowCrossNamespaceRefs, Content: content,
 		Revisions: &model.RevisionStore{Content: content}, Released: &deploy.Releases{}, Staging: deploy.NewStagingNow(), Writes: make(deploy.WriteSlots, model.PositiveOr(opts.WritesInFlight, deploy.DefaultWritesInFlight)),
 		Charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
-		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: time.Now, Recorder: recorder}
+		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: rolloutClock(opts), Recorder: recorder}
 	src.OnCommit = b.OnCommit
 	b.Checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
 		from, err := src.RepoFor(ctx, repo)
@@ -237,16 +237,21 @@ type controllerSetup struct {
 	setup     func(ctrl.Manager) error
 }
 
+// rolloutClock is the time rollouts are decided and released at (Options.Clock).
+func rolloutClock(opts Options) func() time.Time {
+	if opts.Clock != nil {
+		return opts.Clock
+	}
+	return time.Now
+}
+
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
 func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner) []controllerSetup {
 	statusDelay := model.PositiveOr(opts.StatusDelay, clusters.DefaultStatusDelay)
 	contentGrace := model.PositiveOr(opts.ContentGrace, lifecycle.DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
-	clock := opts.Clock
-	if clock == nil {
-		clock = time.Now
-	}
+	clock := rolloutClock(opts)
 	c := mgr.GetClient()
 	return []controllerSetup{
 		{"rollout", false, (&strategy.RolloutReconciler{Client: c, Uncached: uncached, Shard: sh, Live: live, Revisions: b.Revisions, Released: b.Released, Staging: b.Staging, Writes: b.Writes, Now: clock,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,39 @@ import (
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/events"
 )
+
+// simClock is the hub's Clock in a test: days pass when the test says so, and from resume on
+// it runs at the wall clock's pace, so that a wake-up the hub set for a moment of simulated time
+// (a window opening, a scheduled start) comes by itself.
+type simClock struct {
+	mu      sync.Mutex
+	at      time.Time
+	resumed time.Time // zero while the clock stands still
+}
+
+func (c *simClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resumed.IsZero() {
+		return c.at
+	}
+	return c.at.Add(time.Since(c.resumed))
+}
+
+func (c *simClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
+// resume lets the clock run on from where it stands.
+func (c *simClock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resumed = time.Now()
+}
 
 // simFleet is a hub, a repository with one bundle (web, in the repository's directory web) and
 // registered clusters whose agents the test plays: it reports a release applied and ready, or
@@ -29,11 +62,19 @@ type simFleet struct {
 	ns     string
 	up     *gitserver.Upstream
 	bundle types.NamespacedName
+	pokes  int
 }
 
 // newSimFleet serves fleetYAML and a ConfigMap as bundle web, registers clusters (name →
 // labels), and points a GitRepo selecting every cluster at it.
 func newSimFleet(t *testing.T, opts Options, fleetYAML string, clusters map[string]map[string]string) *simFleet {
+	t.Helper()
+	return newSimFleetOf(t, opts, fleetYAML, clusters, nil)
+}
+
+// newSimFleetOf is newSimFleet with the spec of some clusters (windows, exclusions) set when
+// they are registered, before the hub plans anything for them.
+func newSimFleetOf(t *testing.T, opts Options, fleetYAML string, clusters map[string]map[string]string, specs map[string]v1alpha1.ClusterSpec) *simFleet {
 	t.Helper()
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{"web/fleet.yaml": fleetYAML, "web/cm.yaml": configMap("1")})
@@ -45,7 +86,7 @@ func newSimFleet(t *testing.T, opts Options, fleetYAML string, clusters map[stri
 	f := &simFleet{t: t, c: c, ns: namespace(t, c), up: up}
 	f.bundle = types.NamespacedName{Namespace: f.ns, Name: "shop-web"}
 	for _, name := range slices.Sorted(maps.Keys(clusters)) {
-		registerCluster(t, c, f.ns, name, clusters[name])
+		registerClusterWith(t, c, f.ns, name, clusters[name], specs[name])
 	}
 	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
 		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
@@ -110,6 +151,53 @@ func (f *simFleet) reportApplied(ready bool, at time.Time, clusters ...string) {
 // ready reports the clusters Ready on their release.
 func (f *simFleet) ready(clusters ...string) { f.t.Helper(); f.report(true, clusters...) }
 
+// poke touches the Bundle's metadata, which wakes the controllers that judge it: a test that
+// moved the simulated clock past a moment the hub waits for in real time (a settling period, a
+// failure timeout) uses it instead of waiting for that moment.
+func (f *simFleet) poke() {
+	f.t.Helper()
+	f.touch(&v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.bundle.Name}})
+}
+
+// pokeRun is poke for a staged run.
+func (f *simFleet) pokeRun(name string) {
+	f.t.Helper()
+	f.touch(&v1alpha1.StagedUpdateRun{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}})
+}
+
+func (f *simFleet) touch(obj client.Object) {
+	f.t.Helper()
+	f.pokes++
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.flotilla.dev/poke":"%d"}}}`, f.pokes)
+	if err := f.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// editCluster changes a registered cluster.
+func (f *simFleet) editCluster(name string, change func(*v1alpha1.Cluster)) {
+	f.t.Helper()
+	var cl v1alpha1.Cluster
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, &cl); err != nil {
+		f.t.Fatal(err)
+	}
+	orig := cl.DeepCopy()
+	change(&cl)
+	if err := f.c.Patch(context.Background(), &cl, client.MergeFrom(orig)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// story is what the hub's Events tell of the fleet's namespace.
+func (f *simFleet) story() events.Story {
+	f.t.Helper()
+	story, err := events.Read(context.Background(), f.c, f.ns, EventsController)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return story
+}
+
 // getBundle reads the bundle; a zero Bundle while it does not exist.
 func (f *simFleet) getBundle() *v1alpha1.Bundle {
 	var b v1alpha1.Bundle
@@ -166,7 +254,9 @@ func (f *simFleet) dump() string {
 		for _, run := range runs.Items {
 			fmt.Fprintf(&b, "  run %s: revision %d %s: %s\n", run.Name, run.Status.RevisionIndex, run.Status.State, run.Status.Message)
 			for _, st := range run.Status.Stages {
+				fmt.Fprintf(&b, "    stage %s tasks before %+v after %+v\n", st.Name, st.BeforeTasks, st.AfterTasks)
 				for _, g := range st.Groups {
+					fmt.Fprintf(&b, "    group %s %s %q tasks before %+v after %+v\n", g.Name, g.State, g.Message, g.BeforeTasks, g.AfterTasks)
 					for _, c := range g.Clusters {
 						fmt.Fprintf(&b, "    stage %s %s, group %s %s, cluster %s %s %s (started %v)\n", st.Name, st.State, g.Name, g.State, c.Name, c.State, c.Message, c.StartedAt)
 					}

@@ -101,6 +101,7 @@ func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 	for _, p := range parts {
 		pu := 0
 		var pending []int
+		replaced := 0 // unavailable on an older revision, and about to be released this one
 		for _, ti := range p.members {
 			plan.Clusters[ti].Partition = p.name
 			if unavail[ti] {
@@ -108,13 +109,24 @@ func planPartitions(in *Input, sorted []*Target) (*Decision, []partition) {
 			}
 			if d := sorted[ti].Deployment; d == nil || d.Released != rev {
 				pending = append(pending, ti)
+				if unavail[ti] && !sorted[ti].Offline {
+					replaced++
+				}
 			}
 		}
 		if p.threshold < len(p.members) {
 			allImmediatelyReady = false
 		}
 		if len(pending) > 0 && stop == "" {
-			stop = gateReason(in.Paused, notReady, maxParts, p, pu, globalUnavailable, globalMax, s)
+			// A cluster broken on an older revision counts against the budgets (R1.6's
+			// decision), but not against entering its own partition: the new revision may be
+			// its fix, and holding it back for its own state would hold it forever.
+			stop = gateReason(in.Paused, notReady, maxParts, p, pu-replaced, globalUnavailable-replaced, globalMax, s)
+			if stop != "" && !in.Paused {
+				if old := unavailableOnOlder(sorted, rev, p.members, release); len(old) > 0 {
+					stop += "; unavailable on an older revision: " + abbreviate(old, 3)
+				}
+			}
 			if stop != "" && !in.Paused {
 				// Say what holds when it is the checks: the counts alone do not.
 				if why := analysisHold(notReady, gateWaits); why != "" && len(notReady) > maxParts {
@@ -262,6 +274,19 @@ func gateReason(paused bool, notReady []string, maxParts int, p partition, pu, g
 		return fmt.Sprintf("%d clusters unavailable, more than maxUnavailable %d (%s) (R1.9)", globalUnavailable, globalMax, s.MaxUnavailable.Or(DefaultMaxUnavailable))
 	}
 	return ""
+}
+
+// unavailableOnOlder names the clusters, outside the given partition members and not released
+// rev in this pass, that count as unavailable for their state on an older revision (R1.6's
+// decision): what a person looks at when the budget holds a rollout that has not reached them.
+func unavailableOnOlder(sorted []*Target, rev int64, members []int, released []bool) []string {
+	var out []string
+	for i, t := range sorted {
+		if d := t.Deployment; !t.Offline && d != nil && d.Released != 0 && d.Released != rev && !released[i] && unavailable(t, rev) && !slices.Contains(members, i) {
+			out = append(out, t.Cluster)
+		}
+	}
+	return out
 }
 
 // status reports a partition after this pass's releases.

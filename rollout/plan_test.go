@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -344,5 +345,87 @@ func TestPlanIsDeterministic(t *testing.T) {
 		if diff := cmp.Diff(want, Plan(&in2)); diff != "" {
 			t.Fatalf("plan depends on target order (-want +got):\n%s", diff)
 		}
+	}
+}
+
+// R1.6's decision, as the seed counts: a cluster that is not available on the older revision it
+// runs counts against the budgets like one that is not available on the new revision. It holds
+// the rollout from entering a partition when the global budget is spent, and says which cluster
+// it is; but it does not hold its own partition, to which the new revision may bring its fix.
+func TestR1_6_R1_9_AClusterBrokenOnTheOlderRevisionCountsAgainstTheBudget(t *testing.T) {
+	ring := func(r string) *Selector { return sel("ring=" + r) }
+	targets := func(brokenOnOld ...string) []Target {
+		var ts []Target
+		for _, c := range []struct{ name, ring string }{{"c1", "canary"}, {"m1", "main"}, {"m2", "main"}, {"l1", "last"}} {
+			ts = append(ts, Target{Cluster: c.name, Labels: map[string]string{"ring": c.ring}, Deployment: &Deployment{Staged: 2, Released: 1, Applied: 1, Ready: !slices.Contains(brokenOnOld, c.name)}})
+		}
+		releaseTo(ts, 2, true, "c1") // the canary runs revision 2, Ready
+		return ts
+	}
+	s := Strategy{MaxUnavailable: Int(0), Partitions: []Partition{
+		{Name: "canary", Match: Match{ClusterSelector: ring("canary")}},
+		{Name: "main", Match: Match{ClusterSelector: ring("main")}},
+		{Name: "last", Match: Match{ClusterSelector: ring("last")}},
+	}}
+	cases := []struct {
+		name        string
+		broken      []string
+		wantRelease []string
+		wantPaused  string
+	}{
+		{"nothing broken", nil, []string{"m1", "m2"}, "1 partitions NotReady (main), more than maxUnavailablePartitions 0 (R1.7)"},
+		{"broken in the partition entered: it gets the new revision", []string{"m1"}, []string{"m1", "m2"}, "1 partitions NotReady (main), more than maxUnavailablePartitions 0 (R1.7)"},
+		{"broken further on: the budget holds", []string{"l1"}, nil,
+			"1 clusters unavailable, more than maxUnavailable 0 (0) (R1.9); unavailable on an older revision: l1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Plan(&Input{Revision: 2, Strategy: s, Targets: targets(c.broken...)})
+			if !slices.Equal(d.Release, c.wantRelease) {
+				t.Errorf("released %v, want %v", d.Release, c.wantRelease)
+			}
+			if d.Paused != c.wantPaused {
+				t.Errorf("paused %q, want it to contain %q", d.Paused, c.wantPaused)
+			}
+		})
+	}
+}
+
+// R1.7's decisions. The seed says the rollout goes on only while fewer partitions than
+// maxUnavailablePartitions are NotReady, which with its default 0 would never let a rollout
+// start; its own examples go on with exactly maxUnavailablePartitions NotReady. Flotilla takes
+// "not more than" (like R1.6). A percentage is of the number of partitions, rounded as R1.2:
+// down, but at least 1 above zero.
+func TestR1_7_MaxUnavailablePartitionsIsNotMoreThanAndAPercentOfThePartitions(t *testing.T) {
+	parts := func(n int) []Partition {
+		var ps []Partition
+		for i := range n {
+			ps = append(ps, Partition{Name: fmt.Sprintf("p%d", i), MaxUnavailable: Int(0), Match: Match{ClusterSelector: sel(fmt.Sprintf("index=%d", i))}})
+		}
+		return ps
+	}
+	cases := []struct {
+		name       string
+		partitions int
+		max        IntOrPercent
+		wantMax    int
+		wantParts  int // partitions released in one pass, each NotReady after it (nothing reported yet)
+	}{
+		{"0: one NotReady partition stops it", 4, Int(0), 0, 1},
+		{"1: goes on with exactly one NotReady", 4, Int(1), 1, 2},
+		{"25% of 4 is 1", 4, Percent(25), 1, 2},
+		{"25% of 3 rounds down to 0, but is at least 1", 3, Percent(25), 1, 2},
+		{"50% of 5 rounds down to 2", 5, Percent(50), 2, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Plan(&Input{Revision: 2, Strategy: Strategy{MaxUnavailablePartitions: c.max, Partitions: parts(c.partitions)}, Targets: fleet(c.partitions, false)})
+			if d.MaxUnavailablePartitions != c.wantMax {
+				t.Errorf("maxUnavailablePartitions %d, want %d", d.MaxUnavailablePartitions, c.wantMax)
+			}
+			if len(d.Release) != c.wantParts {
+				t.Errorf("released %v: want the first %d partitions", d.Release, c.wantParts)
+			}
+		})
 	}
 }

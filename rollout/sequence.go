@@ -147,6 +147,9 @@ func (s *Sequence) ChainOrder() ([]int, error) {
 	if len(s.Groups) == 0 {
 		return nil, &FieldError{Field: "groups", Message: "at least one group is required"}
 	}
+	if len(s.Groups) > MaxSequenceGroups {
+		return nil, &FieldError{Field: "groups", Message: fmt.Sprintf("at most %d groups, got %d", MaxSequenceGroups, len(s.Groups))}
+	}
 	index := map[string]int{}
 	for i, g := range s.Groups {
 		if g.Name == "" {
@@ -528,19 +531,30 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 			wake(rs.SoakUntil)
 		}
 	}
+	hold := "" // why clusters of the group wait
+	if rs.State != SeqComplete {
+		switch {
+		case seq.Paused:
+			hold = "bundle paused: nothing new starts (R1.13)"
+		case ctl.Paused:
+			hold = "revision paused: nothing new starts (R4.10)"
+		case len(held) > 0:
+			hold = fmt.Sprintf("%d clusters paused or offline wait until they are back (R1.13, R1.11): %s", len(held), strings.Join(held, ", "))
+		case len(invalid) > 0:
+			hold = fmt.Sprintf("%d clusters wait, no work starts while a maintenance window is invalid: %s", waiting, strings.Join(invalid, "; "))
+		case waiting > 0:
+			hold = fmt.Sprintf("%d clusters wait for their maintenance window or an exclusion to end", waiting)
+		}
+	}
 	switch {
-	case seq.Paused && rs.State != SeqComplete:
-		rs.Message = "bundle paused: nothing new starts (R1.13)"
-	case ctl.Paused && rs.State != SeqComplete:
-		rs.Message = "revision paused: nothing new starts (R4.10)"
-	case len(held) > 0 && rs.State != SeqComplete:
-		rs.Message = fmt.Sprintf("%d clusters paused or offline wait until they are back (R1.13, R1.11): %s", len(held), strings.Join(held, ", "))
-	case len(invalid) > 0 && rs.State != SeqComplete:
-		rs.Message = fmt.Sprintf("%d clusters wait, no work starts while a maintenance window is invalid: %s", waiting, strings.Join(invalid, "; "))
-	case waiting > 0 && rs.State != SeqComplete:
-		rs.Message = fmt.Sprintf("%d clusters wait for their maintenance window or an exclusion to end", waiting)
 	case rs.State == SeqForcedSoaking:
+		// Forced, and what still holds the clusters left: both are what a person acts on.
 		rs.Message = fmt.Sprintf("not finished 30 days after it started: soaking anyway; %d of %d clusters done (R4.5)", done, needing)
+		if hold != "" {
+			rs.Message += "; " + hold
+		}
+	case hold != "":
+		rs.Message = hold
 	case ahead:
 		rs.Message = "every cluster already runs a newer revision (R4.7)"
 	case !checksPassed:

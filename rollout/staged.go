@@ -138,6 +138,9 @@ func ValidateStaged(s *StagedStrategy) error {
 	if len(s.Stages) == 0 {
 		add("stages", "at least one stage is required")
 	}
+	if len(s.Stages) > MaxStages {
+		add("stages", "at most %d stages, got %d", MaxStages, len(s.Stages))
+	}
 	s.FailurePolicy.validate("", add)
 	if s.FailureTimeout != nil {
 		add("failureTimeout", "staged runs time clusters out with clusterTimeout")
@@ -156,8 +159,8 @@ func ValidateStaged(s *StagedStrategy) error {
 		checkBudget(add, f+".maxAllowedFailures", st.MaxAllowedFailures)
 		checkTasks(add, f+".beforeStageTasks", st.BeforeStageTasks, true)
 		checkTasks(add, f+".afterStageTasks", st.AfterStageTasks, false)
-		if len(st.Groups) > 50 {
-			add(f+".groups", "at most 50 groups, got %d", len(st.Groups))
+		if len(st.Groups) > MaxStageGroups {
+			add(f+".groups", "at most %d groups, got %d", MaxStageGroups, len(st.Groups))
 		}
 		groupNames := map[string]bool{}
 		for j, g := range st.Groups {

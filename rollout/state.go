@@ -49,14 +49,18 @@ func ClusterState(d *Deployment, revision int64) State {
 // Available reports whether a state counts as available: Ready or Modified (§0).
 func (s State) Available() bool { return s == Ready || s == Modified }
 
-// unavailable applies §0's definition: a cluster released the revision that is not Ready or
-// Modified, or any offline cluster (R1.11).
+// unavailable applies §0's definition: a cluster that is not Ready or Modified on the revision
+// released to it, this one or an older one (R1.6's decision: its capacity is lost all the
+// same), or any offline cluster (R1.11). A cluster not reached yet (no release) is not.
 func unavailable(t *Target, revision int64) bool {
 	if t.Offline {
 		return true
 	}
 	d := t.Deployment
-	return d != nil && d.Released == revision && !ClusterState(d, revision).Available()
+	if d == nil || d.Released == 0 {
+		return false
+	}
+	return !ClusterState(d, d.Released).Available()
 }
 
 // settledAt is when a ready cluster counts as available under a ready delay (R2.5): the apply

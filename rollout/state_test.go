@@ -26,15 +26,20 @@ func TestClusterState(t *testing.T) {
 	}
 }
 
-// TestUnavailableDefinition checks §0: only clusters released the revision count, plus offline.
-func TestUnavailableDefinition(t *testing.T) {
+// TestR1_6_UnavailableDefinition checks §0 and R1.6's decision: a cluster not available on
+// what was released to it counts, whichever revision that is, and so does an offline one; a
+// cluster not reached yet does not.
+func TestR1_6_UnavailableDefinition(t *testing.T) {
 	cases := []struct {
 		name string
 		t    Target
 		want bool
 	}{
 		{"out of sync, old revision ready", Target{Deployment: &Deployment{Released: 1, Applied: 1, Ready: true}}, false},
-		{"out of sync, old revision not ready", Target{Deployment: &Deployment{Released: 1, Applied: 1}}, false},
+		{"out of sync, old revision not ready", Target{Deployment: &Deployment{Released: 1, Applied: 1}}, true},
+		{"out of sync, old revision failed to apply", Target{Deployment: &Deployment{Released: 1, ApplyFailed: true}}, true},
+		{"out of sync, old revision modified", Target{Deployment: &Deployment{Released: 1, Applied: 1, Ready: true, Modified: true}}, false},
+		{"staged, nothing released yet", Target{Deployment: &Deployment{Staged: 2}}, false},
 		{"pending", Target{}, false},
 		{"released, waiting for apply", Target{Deployment: &Deployment{Released: 2, Applied: 1}}, true},
 		{"released, not ready", Target{Deployment: &Deployment{Released: 2, Applied: 2}}, true},

@@ -13,6 +13,15 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 
+// The limits of lists the API server refuses beyond (the CRDs' maxItems); the planner refuses
+// the same, so that `flotilla plan` fails where applying would (R3.1, R3.5, R4.1).
+const (
+	MaxStages         = 31
+	MaxStageGroups    = 50
+	MaxSequenceGroups = 20
+	MaxPartitions     = 100
+)
+
 // Validate checks a rolloutStrategy and an optional placement. It returns every problem at
 // once (errors.Join of *FieldError), each naming its field, e.g.
 // "rolloutStrategy.partitions[1]: needs clusterName, clusterSelector, clusterGroup or clusterGroupSelector".
@@ -55,6 +64,9 @@ func validateStrategy(s *Strategy, add addFunc) {
 	}
 	s.FailurePolicy.validate(f, add)
 	validateChecks(f+"analysis", s.Analysis, true, add)
+	if len(s.Partitions) > MaxPartitions {
+		add(f+"partitions", "at most %d partitions, got %d", MaxPartitions, len(s.Partitions))
+	}
 	checkRange(f+"maxUnavailable", s.MaxUnavailable)
 	checkRange(f+"maxUnavailablePartitions", s.MaxUnavailablePartitions)
 	checkRange(f+"autoPartitionSize", s.AutoPartitionSize)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,6 +129,11 @@ func TestPlanStagedAndSequenceBadInput(t *testing.T) {
 		{"bad maintenance window", []string{"--strategy", writeFile(t, dir, "s5.yaml", "stages:\n- {name: a, labelSelector: {}}\n"), "--clusters", writeFile(t, dir, "w.yaml", "- {name: a, maintenanceWindow: {schedule: 'at noon', duration: 1h}}\n")},
 			`w.yaml: clusters[0].maintenanceWindow.schedule: invalid cron schedule "at noon"`},
 		{"two modes", []string{"--strategy", "x", "--sequence", "y"}, "choose one of --fleet-yaml, --strategy and --sequence"},
+		// What the API server refuses, the plan refuses (R3.1, R4.1).
+		{"more stages than the API takes", []string{"--strategy", writeFile(t, dir, "s6.yaml", "stages:\n"+repeatLines(32, "- {name: s%[1]d, labelSelector: {}}\n"))},
+			"s6.yaml: stages: at most 31 stages, got 32"},
+		{"more sequence groups than the API takes", []string{"--sequence", writeFile(t, dir, "q3.yaml", "groups:\n- {name: g0, clusterGroup: x}\n"+repeatLines(20, "- {name: g%[1]d, upstream: g%[2]d, clusterGroup: x}\n"))},
+			"q3.yaml: groups: at most 20 groups, got 21"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,4 +160,13 @@ func TestR1_11_StagedPlanHoldsAnOfflineCluster(t *testing.T) {
 	if !strings.Contains(out, "prod-2: agent offline: starts when it is back (R1.11)") || strings.Contains(out, "Completed after") {
 		t.Errorf("the plan does not hold the offline cluster:\n%s", out)
 	}
+}
+
+// repeatLines formats line n times, with i (from 1) and i−1 as its arguments.
+func repeatLines(n int, line string) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, line, i, i-1)
+	}
+	return b.String()
 }

@@ -155,7 +155,7 @@ func (r *ClusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	old := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ReadyCondition)
 	startsRollout := old != nil && old.Reason == v1alpha1.SucceededReason && ready.Reason == v1alpha1.ProgressingReason
 	significant := old == nil || old.Reason != ready.Reason && !startsRollout
-	if wait := r.Progress.Hold(c.UID, significant, r.Now()); wait > 0 {
+	if wait := r.Progress.Hold(c.UID, significant, time.Now()); wait > 0 { // paced on the wall clock, whatever Options.Clock says
 		return reconciler.Outcome{After: model.Sooner(requeue, wait), Hold: true}, nil
 	}
 	out.Written = func() {

@@ -56,7 +56,9 @@ type Bundler struct {
 	// CrossNamespaceRefs lets valuesFrom name other namespaces (Options.AllowCrossNamespaceRefs).
 	CrossNamespaceRefs bool
 	historyLimit       int
-	Now                func() time.Time
+	// Now is the time releases are decided and recorded at: the rollout controllers' clock
+	// (Options.Clock), so that a release the bundler makes dates as theirs do.
+	Now func() time.Time
 	// Checkout returns a directory holding a commit of a GitRepo's repository: older
 	// revisions are rendered from their own commits for clusters that join (recordJoiners).
 	Checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)

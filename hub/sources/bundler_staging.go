@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/access"
@@ -53,7 +54,8 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 				agents[i] = namespaceOf[name]
 			}
 			return b.Writes.Do(gctx, func() error {
-				if err := access.GrantShared(gctx, b.Client, ref, agents, b.Now()); err != nil {
+				// Grants age on the wall clock, whatever the rollouts' clock says.
+				if err := access.GrantShared(gctx, b.Client, ref, agents, time.Now()); err != nil {
 					return fmt.Errorf("failed to grant content %s to its clusters: %w", ref.ID, err)
 				}
 				return nil

@@ -379,7 +379,9 @@ func (r *RolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 		len(orig.Status.Quarantined) != len(st.Quarantined) ||
 		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
 		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
-	return r.Progress.Hold(bun.UID, significant, r.Now()), significant
+	// The throttle paces writes on the wall clock: a simulated Clock (Options.Clock) that
+	// stands still must not hold progress back forever.
+	return r.Progress.Hold(bun.UID, significant, time.Now()), significant
 }
 
 // recordTransitions records what a status write of a continuous rollout changed for people: a

@@ -2,6 +2,8 @@ package v1alpha1_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +69,70 @@ func TestAPIAndPlannerSpeakTheSameJSON(t *testing.T) {
 	roundTrip("bundle.yaml", &bundle, func() any { return bundle.Spec.RolloutStrategy }, &continuous)
 	if err := rollout.Validate(&continuous, nil); err != nil || len(continuous.Partitions) != 2 || continuous.MaxUnavailable.String() != "10%" {
 		t.Errorf("rollout strategy: %v, %+v", err, continuous)
+	}
+}
+
+// TestR3_1_R4_1_ThePlannerRefusesWhatTheAPIServerRefuses: the planner's list limits, which
+// `flotilla plan` applies, are the CRDs' maxItems, read from the generated schemas.
+func TestR3_1_R4_1_ThePlannerRefusesWhatTheAPIServerRefuses(t *testing.T) {
+	crds, err := manifests.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]map[string]any{} // kind → spec schema
+	for _, data := range crds {
+		var crd struct {
+			Spec struct {
+				Names    struct{ Kind string }
+				Versions []struct {
+					Schema struct {
+						OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal(data, &crd); err != nil || len(crd.Spec.Versions) == 0 {
+			continue // the kustomization
+		}
+		schemas[crd.Spec.Names.Kind] = crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	}
+	maxItems := func(kind string, path ...string) int {
+		t.Helper()
+		node := schemas[kind]
+		for _, p := range append([]string{"spec"}, path...) {
+			if p == "[]" {
+				node, _ = node["items"].(map[string]any)
+				continue
+			}
+			props, _ := node["properties"].(map[string]any)
+			node, _ = props[p].(map[string]any)
+		}
+		n, ok := node["maxItems"].(float64)
+		if !ok {
+			t.Fatalf("%s %v has no maxItems", kind, path)
+		}
+		return int(n)
+	}
+	for _, c := range []struct {
+		what    string
+		crd     int
+		planner int
+	}{
+		{"stages", maxItems("StagedUpdateStrategy", "stages"), rollout.MaxStages},
+		{"groups of a stage", maxItems("StagedUpdateStrategy", "stages", "[]", "groups"), rollout.MaxStageGroups},
+		{"groups of a sequence", maxItems("RolloutSequence", "groups"), rollout.MaxSequenceGroups},
+		{"partitions", maxItems("Bundle", "rolloutStrategy", "partitions"), rollout.MaxPartitions},
+	} {
+		if c.crd != c.planner {
+			t.Errorf("%s: the API server refuses more than %d, the planner more than %d", c.what, c.crd, c.planner)
+		}
+	}
+	// And the planner does refuse one more.
+	stages := make([]rollout.Stage, rollout.MaxStages+1)
+	for i := range stages {
+		stages[i] = rollout.Stage{Name: fmt.Sprintf("s%d", i), Selector: "ring=" + fmt.Sprint(i)}
+	}
+	if err := rollout.ValidateStaged(&rollout.StagedStrategy{Stages: stages}); err == nil || !strings.Contains(err.Error(), "stages: at most 31 stages, got 32") {
+		t.Errorf("32 stages: %v", err)
 	}
 }
