@@ -20,13 +20,7 @@ import (
 // commit, the revision, each partition released, the pause at a partition that is not ready
 // (with its reason), the rollout completing.
 func TestR1_2_R1_6_EventsTellAPartitionedRolloutInOrder(t *testing.T) {
-	fleet := `defaultNamespace: web
-rolloutStrategy:
-  maxUnavailable: 0
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
-  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
-`
+	fleet := canaryThenRest
 	clusters := clustersNamed(map[string]string{"ring": "main"}, "m1", "m2")
 	clusters["c1"] = map[string]string{"ring": "canary"}
 	f := newSimFleet(t, Options{}, fleet, clusters)

@@ -134,13 +134,7 @@ func TestR5_1_R5_3_R5_4_R5_5_APartitionedRolloutRollsBackIsRetriedAndFixed(t *te
 // back or quarantined and the rest waits. The canary recovering lets the rollout go on.
 func TestR5_3_R5_6_TheDefaultPolicyHoldsAFailedRevisionAndSaysSo(t *testing.T) {
 	clock := &simClock{at: time.Now()}
-	fleet := `defaultNamespace: web
-rolloutStrategy:
-  maxUnavailable: 0
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
-  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
-`
+	fleet := canaryThenRest
 	clusters := map[string]map[string]string{"c1": {"ring": "canary"}, "m1": {"ring": "main"}}
 	f := newSimFleet(t, Options{Clock: clock.now}, fleet, clusters)
 	f.releasedExactly(1, "partitions NotReady (canary)", "c1")

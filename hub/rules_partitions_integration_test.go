@@ -137,13 +137,7 @@ func TestR1_8_MaxNewReleasesInBatchesCheckedAgainstTheThreshold(t *testing.T) {
 func TestR1_10_ARolloutMovesOnEventsAloneWhileTheClockStandsStill(t *testing.T) {
 	start := time.Now()
 	still := &simClock{at: start}
-	fleet := `defaultNamespace: web
-rolloutStrategy:
-  maxUnavailable: 0
-  partitions:
-  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
-  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
-`
+	fleet := canaryThenRest
 	clusters := clustersNamed(map[string]string{"ring": "canary"}, "c1")
 	for name, l := range clustersNamed(map[string]string{"ring": "main"}, "m1", "m2") {
 		clusters[name] = l

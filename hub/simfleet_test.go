@@ -98,6 +98,16 @@ func newSimFleetOf(t *testing.T, opts Options, fleetYAML string, clusters map[st
 	return f
 }
 
+// canaryThenRest rolls out to the clusters labelled ring=canary, then, once they are all
+// available, to those labelled ring=main.
+const canaryThenRest = `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 0
+  partitions:
+  - {name: canary, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`
+
 func configMap(color string) string {
 	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: \"" + color + "\"}\n"
 }
