@@ -229,8 +229,11 @@ func sequenceChanges(prev, cur SequenceStatus) (complete []string, gate string) 
 			}
 			if gate == "" {
 				switch r.State {
-				case SeqSoaking, SeqForcedSoaking:
+				case SeqSoaking:
 					gate = fmt.Sprintf("%s soaks revision %d until %s", g.Name, r.Index, r.SoakUntil.UTC().Format(time.RFC3339))
+				case SeqForcedSoaking:
+					// As the hub shows it (R4.5, R4.6): a forced soak, and what still holds.
+					gate = fmt.Sprintf("%s FORCED_SOAKING revision %d until %s: %s", g.Name, r.Index, r.SoakUntil.UTC().Format(time.RFC3339), r.Message)
 				case SeqFailed:
 					gate = fmt.Sprintf("%s, revision %d: %s", g.Name, r.Index, r.Message)
 				case SeqInProgress, SeqPending:

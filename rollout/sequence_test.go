@@ -144,9 +144,14 @@ func TestR4_5_R4_9_ExclusionHoldsGroupUntilForcedSoak(t *testing.T) {
 	if want := 60*day + 30*time.Second; tl.Duration != want {
 		t.Errorf("duration %s, want %s", tl.Duration, want)
 	}
-	waited := false
+	waited, forced := false, false
 	for _, s := range tl.Steps {
 		waited = waited || s.At == 31*day+30*time.Second && strings.Contains(s.Gate, "1 clusters do not run revision 2: dev-1")
+		forced = forced || s.At == 30*day && strings.Contains(s.Gate, "dev FORCED_SOAKING revision 2 until") &&
+			strings.Contains(s.Gate, "soaking anyway; 1 of 2 clusters done (R4.5); 1 clusters wait for their maintenance window or an exclusion to end")
+	}
+	if !forced {
+		t.Errorf("the plan does not show dev's forced soak as such, with what holds it: %+v", tl.Steps)
 	}
 	if !waited {
 		t.Errorf("the plan never said dev-1 does not run revision 2 after prod completed: %+v", tl.Steps)
