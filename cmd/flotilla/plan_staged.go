@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -104,6 +106,14 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 	if tl.Completed {
 		r.ETA = tl.Duration.String()
 	}
+	startedAt := map[string]int{} // cluster → the step that started it
+	for i, s := range tl.Steps {
+		for _, c := range s.Started {
+			if _, seen := startedAt[c]; !seen {
+				startedAt[c] = i
+			}
+		}
+	}
 	for si, st := range tl.Plan.Stages {
 		spec := strategy.Stages[si]
 		size := 0
@@ -113,6 +123,21 @@ func (o *planOptions) runStaged(out io.Writer, clusters []rollout.SimCluster) er
 			for _, c := range g.Clusters {
 				rg.Clusters = append(rg.Clusters, c.Name)
 			}
+			// In the order the run starts them, as the hub would: windows open first (R3.13),
+			// then by the sorting label; those never started keep the label's order, last.
+			slices.SortStableFunc(rg.Clusters, func(a, b string) int {
+				ia, oka := startedAt[a]
+				ib, okb := startedAt[b]
+				switch {
+				case oka && okb:
+					return cmp.Compare(ia, ib)
+				case oka:
+					return -1
+				case okb:
+					return 1
+				}
+				return 0
+			})
 			size += len(g.Clusters)
 			rs.Groups = append(rs.Groups, rg)
 		}

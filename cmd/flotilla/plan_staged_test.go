@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,6 +160,40 @@ func TestR1_11_StagedPlanHoldsAnOfflineCluster(t *testing.T) {
 	}
 	if !strings.Contains(out, "prod-2: agent offline: starts when it is back (R1.11)") || strings.Contains(out, "Completed after") {
 		t.Errorf("the plan does not hold the offline cluster:\n%s", out)
+	}
+}
+
+// R3.13: the plan lists a stage's clusters in the order the run starts them, which is the
+// hub's: at 09:00 (the plan's start) c's window is open, b has none, a's opens at 20:00, so
+// c, b, a, although the sorting label says a, b, c.
+func TestR3_13_StagedPlanOrdersClustersAsTheRunStartsThem(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", `
+- {name: a, labels: {order: "1"}, maintenanceWindow: {schedule: "0 20 * * *", duration: 1h}}
+- {name: b, labels: {order: "2"}}
+- {name: c, labels: {order: "3"}, maintenanceWindow: {schedule: "0 8 * * *", duration: 2h}}
+`)
+	strategy := writeFile(t, dir, "s.yaml", "stages:\n- {name: all, labelSelector: {}, sortingLabelKey: order}\n")
+	out, err := runCLI("plan", "--clusters", clusters, "--strategy", strategy, "-o", "json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var got struct {
+		Stages []struct{ Groups []struct{ Clusters []string } }
+		Steps  []struct{ Started []string }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Stages) != 1 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if order := got.Stages[0].Groups[0].Clusters; !slices.Equal(order, []string{"c", "b", "a"}) {
+		t.Errorf("the plan lists %v, want c, b, a: the order the run starts them", order)
+	}
+	var started []string
+	for _, s := range got.Steps {
+		started = append(started, s.Started...)
+	}
+	if !slices.Equal(started, []string{"c", "b", "a"}) {
+		t.Errorf("the run started %v, want c, b, a", started)
 	}
 }
 
