@@ -374,7 +374,7 @@ func TestR3_9_R3_12_GroupGatesThroughTheHub(t *testing.T) {
 
 // R3.10 through the hub: a stage's budget, when set, caps its groups'. Group eu tolerates
 // 100% of its three clusters, but its stage tolerates one failure: the second failure in eu
-// fails the stage, and group us starts no new cluster.
+// fails the stage and the group, at the stage's budget, and group us starts no new cluster.
 func TestR3_10_AStageBudgetCapsItsGroups(t *testing.T) {
 	f := newSimFleet(t, Options{}, "defaultNamespace: web\nstagedUpdate: {strategy: capped, autoRun: true}\n", map[string]map[string]string{
 		"eu-1": {"zone": "eu"}, "eu-2": {"zone": "eu"}, "eu-3": {"zone": "eu"}, "us-1": {"zone": "us"}, "us-2": {"zone": "us"},
@@ -387,9 +387,11 @@ func TestR3_10_AStageBudgetCapsItsGroups(t *testing.T) {
 	const run = "shop-web-r1"
 	f.until("eu starts its three clusters and us one", func() bool { return len(f.released(1)) == 4 })
 	f.failApply("eu-1", "eu-2")
-	f.until("the stage fails at its budget, below group eu's", func() bool {
+	f.until("the stage fails at its budget, and so does group eu, capped by it", func() bool {
 		st := f.run(run).Status
-		return len(st.Stages) == 1 && st.Stages[0].State == v1alpha1.RunFailed && strings.Contains(st.Message, "stage main: 2 failures, more than maxAllowedFailures 1")
+		eu := f.runGroup(run, "main", "eu")
+		return len(st.Stages) == 1 && st.Stages[0].State == v1alpha1.RunFailed && strings.Contains(st.Message, "stage main: 2 failures, more than maxAllowedFailures 1") &&
+			eu.State == v1alpha1.RunFailed && strings.Contains(eu.Message, "group eu of stage main: 2 failures, more than maxAllowedFailures 1 (100%)")
 	})
 	f.ready("eu-3", "us-1")
 	f.until("the hub has seen us-1 Ready", func() bool { return f.runCluster(run, "us-1").State == v1alpha1.RunCompleted })

@@ -130,9 +130,12 @@ func (s *stepper) overBudget(si int) string {
 		if len(spec.Groups) > 0 && spec.MaxAllowedFailures.IsSet() {
 			budget = min(budget, stageBudget) // the stage budget caps the groups' (R3.10)
 		}
-		if g.FailureCount > budget && failure == "" {
-			failure = fmt.Sprintf("group %s of stage %s: %d failures, more than maxAllowedFailures %d (%s)", g.Name, stage.Name, g.FailureCount, budget, gspec.MaxAllowedFailures.Or(Int(0)))
-			g.State, g.Message = RunFailed, failure
+		if g.FailureCount > budget {
+			// The group says so even when its stage failed first: the cap is visible there.
+			g.State, g.Message = RunFailed, fmt.Sprintf("group %s of stage %s: %d failures, more than maxAllowedFailures %d (%s)", g.Name, stage.Name, g.FailureCount, budget, gspec.MaxAllowedFailures.Or(Int(0)))
+			if failure == "" {
+				failure = g.Message
+			}
 		}
 	}
 	if failure != "" {
