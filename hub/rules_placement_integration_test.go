@@ -109,3 +109,40 @@ func TestR2_3_R2_5_TheDefaultSettlingPeriodIsAMinute(t *testing.T) {
 	f.poke()
 	f.until("61 s after a applied, the next cluster is released", func() bool { return len(f.released(2)) == 2 })
 }
+
+// R2.1 with affinity, from a fleet.yaml, through the hub: PickN of 2 takes only clusters in
+// westus, the gold one first, then by name; a picked cluster moved out of westus leaves the
+// pick, another takes its place first, and the one that left loses the workload once the new
+// one is available.
+func TestR2_1_PickNAffinityThroughTheHub(t *testing.T) {
+	fleet := `defaultNamespace: web
+placement:
+  type: PickN
+  numberOfClusters: 2
+  affinity:
+    clusterAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        clusterSelectorTerms:
+        - labelSelector: {matchLabels: {location: westus}}
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 50
+        preference: {labelSelector: {matchLabels: {tier: gold}}}
+  rollingUpdate: {unavailablePeriodSeconds: 1}
+`
+	f := newSimFleet(t, Options{}, fleet, map[string]map[string]string{
+		"a": {"location": "westus"}, "b": {"location": "eastus", "tier": "gold"}, "c": {"location": "westus", "tier": "gold"}, "d": {"location": "westus"},
+	})
+	f.until("revision 1 is released to c (gold) and a (by name)", func() bool { return slices.Equal(f.released(1), []string{"a", "c"}) })
+	f.reportApplied(true, time.Now().Add(-time.Hour), "a", "c")
+	f.until("the bundle is ready", func() bool { return meta.IsStatusConditionTrue(f.getBundle().Status.Conditions, v1alpha1.ReadyCondition) })
+	if _, ok := f.deployments()["b"]; ok {
+		t.Fatalf("b, outside the required terms, has a deployment:\n%s", f.dump())
+	}
+	f.editCluster("a", func(c *v1alpha1.Cluster) { c.Labels["location"] = "eastus" })
+	f.until("d takes a's place", func() bool { return slices.Contains(f.released(1), "d") })
+	f.reportApplied(true, time.Now().Add(-time.Hour), "d")
+	f.until("a loses the workload once d is available", func() bool {
+		bd, kept := f.deployments()["a"]
+		return !kept || !bd.DeletionTimestamp.IsZero()
+	})
+}

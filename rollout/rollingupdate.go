@@ -162,8 +162,9 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 
 // pick applies the placement (R2.1) and returns the picked targets and N (R2.2).
 //
-// PickN prefers clusters that already carry the workload, so a stable fleet does not move, then
-// takes the others in name order. N is numberOfClusters (PickN) or the number of names
+// The affinity's required terms admit clusters for PickAll and PickN. PickN prefers clusters
+// that already carry the workload, so a stable fleet does not move, then the clusters its
+// preferred terms weigh the most, then takes the others in name order. N is numberOfClusters (PickN) or the number of names
 // (PickFixed) even when fewer clusters can be picked: the budgets of R2.4 are the ones the
 // bundle asked for. With a shortfall, N − maxUnavailable may be out of reach and hold updates
 // until enough clusters match; the warning says so, and unavailable clusters are still updated
@@ -173,7 +174,7 @@ func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []Wa
 	switch placementType(p) {
 	case PickAll:
 		for i, t := range sorted {
-			if !t.Excluded {
+			if !t.Excluded && p.Affinity.required(t.Labels) {
 				selected[i] = true
 				n++
 			}
@@ -182,12 +183,16 @@ func pick(p *Placement, sorted []*Target) (selected []bool, n int, warnings []Wa
 		n = *p.NumberOfClusters
 		order := make([]int, 0, len(sorted))
 		for i, t := range sorted {
-			if !t.Excluded {
+			if !t.Excluded && p.Affinity.required(t.Labels) {
 				order = append(order, i)
 			}
 		}
+		carries := func(i int) bool { return sorted[i].Deployment != nil && sorted[i].Deployment.Released != 0 }
 		slices.SortStableFunc(order, func(a, b int) int {
-			return boolRank(sorted[b].Deployment != nil && sorted[b].Deployment.Released != 0) - boolRank(sorted[a].Deployment != nil && sorted[a].Deployment.Released != 0)
+			if c := boolRank(carries(b)) - boolRank(carries(a)); c != 0 {
+				return c
+			}
+			return p.Affinity.score(sorted[b].Labels) - p.Affinity.score(sorted[a].Labels)
 		})
 		for _, i := range order[:min(n, len(order))] {
 			selected[i] = true

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +177,83 @@ func TestR2_PausedBundleReleasesNothing(t *testing.T) {
 	d := Plan(&Input{Revision: 1, Placement: &Placement{}, Targets: fleet(3, true), Paused: true, Now: t0})
 	if len(d.Release) != 0 || !strings.Contains(d.Paused, "paused") {
 		t.Errorf("released %v, paused %q", d.Release, d.Paused)
+	}
+}
+
+// R2.1 with the seed's affinity: PickN of 2 takes only clusters in westus (required), the one
+// its preferred term weighs first, then by name; a cluster that carries the workload keeps it
+// over a newcomer the preference weighs more (a stable fleet does not move); a cluster that no
+// longer matches the required terms leaves the pick (Flotilla applies them during execution
+// too, as it does the bundle's targets). PickAll takes every cluster the required terms admit.
+func TestR2_1_PickNAffinityRequiredAndPreferred(t *testing.T) {
+	affinity := &Affinity{ClusterAffinity: &ClusterAffinity{
+		Required:  &ClusterSelector{ClusterSelectorTerms: []ClusterSelectorTerm{{LabelSelector: sel("location=westus")}, {LabelSelector: sel("location=westus2")}}},
+		Preferred: []PreferredClusterTerm{{Weight: 50, Preference: ClusterSelectorTerm{LabelSelector: sel("tier=gold")}}, {Weight: -20, Preference: ClusterSelectorTerm{LabelSelector: sel("legacy")}}},
+	}}
+	targets := func(labels map[string]string) []Target {
+		var ts []Target
+		for _, name := range slices.Sorted(maps.Keys(labels)) {
+			l := map[string]string{}
+			for _, kv := range strings.Split(labels[name], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				l[k] = v
+			}
+			ts = append(ts, Target{Cluster: name, Labels: l})
+		}
+		return ts
+	}
+	fleetLabels := map[string]string{"a": "location=westus,legacy=yes", "b": "location=eastus,tier=gold", "c": "location=westus2,tier=gold", "d": "location=westus"}
+	pickN := &Placement{Type: PickN, NumberOfClusters: ptr(2), Affinity: affinity}
+	d := Plan(&Input{Revision: 1, Placement: pickN, Targets: targets(fleetLabels), Now: t0})
+	if diff := cmp.Diff([]string{"c", "d"}, d.Release); diff != "" {
+		t.Errorf("first pick (-want +got):\n%s", diff)
+	}
+
+	// c and d carry revision 1; a new gold cluster in westus does not displace them.
+	fleetLabels["e"] = "location=westus,tier=gold"
+	ts := targets(fleetLabels)
+	settled(ts, 1, "c", "d")
+	d = Plan(&Input{Revision: 1, Placement: pickN, Targets: ts, Now: t0})
+	if len(d.Release) != 0 || len(d.Remove) != 0 {
+		t.Errorf("a stable pick moved: released %v, removed %v", d.Release, d.Remove)
+	}
+
+	// d moves to eastus: it leaves the pick, and e, weighed first, takes its place.
+	fleetLabels["d"] = "location=eastus"
+	ts = targets(fleetLabels)
+	settled(ts, 1, "c", "d")
+	d = Plan(&Input{Revision: 1, Placement: pickN, Targets: ts, Now: t0})
+	if diff := cmp.Diff([]string{"e"}, d.Release); diff != "" {
+		t.Errorf("after d left the required terms (-want +got):\n%s", diff)
+	}
+
+	pickAll := &Placement{Type: PickAll, Affinity: &Affinity{ClusterAffinity: &ClusterAffinity{Required: affinity.ClusterAffinity.Required}}}
+	d = Plan(&Input{Revision: 1, Placement: pickAll, Targets: targets(fleetLabels), Now: t0})
+	if diff := cmp.Diff([]string{"a", "c", "e"}, d.Release); diff != "" {
+		t.Errorf("PickAll with required terms (-want +got):\n%s", diff)
+	}
+}
+
+func TestR2_1_AffinityIsValidated(t *testing.T) {
+	cases := []struct {
+		name string
+		p    Placement
+		want string
+	}{
+		{"PickFixed", Placement{Type: PickFixed, ClusterNames: []string{"a"}, Affinity: &Affinity{ClusterAffinity: &ClusterAffinity{Required: &ClusterSelector{ClusterSelectorTerms: []ClusterSelectorTerm{{}}}}}},
+			"placement.affinity: is not valid with type PickFixed"},
+		{"no required term", Placement{Type: PickN, NumberOfClusters: ptr(1), Affinity: &Affinity{ClusterAffinity: &ClusterAffinity{Required: &ClusterSelector{}}}},
+			"placement.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms: needs at least one term"},
+		{"weight out of range", Placement{Type: PickN, NumberOfClusters: ptr(1), Affinity: &Affinity{ClusterAffinity: &ClusterAffinity{Preferred: []PreferredClusterTerm{{Weight: 101}}}}},
+			"placement.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: 101 is not within -100 and 100"},
+		{"preferred with PickAll", Placement{Type: PickAll, Affinity: &Affinity{ClusterAffinity: &ClusterAffinity{Preferred: []PreferredClusterTerm{{Weight: 1}}}}},
+			"only valid with type PickN"},
+		{"bad selector", Placement{Type: PickN, NumberOfClusters: ptr(1), Affinity: &Affinity{ClusterAffinity: &ClusterAffinity{Required: &ClusterSelector{ClusterSelectorTerms: []ClusterSelectorTerm{{LabelSelector: &Selector{MatchExpressions: []Requirement{{Key: "a", Operator: "Near"}}}}}}}}},
+			"clusterSelectorTerms[0].labelSelector"},
+	}
+	for _, c := range cases {
+		if err := Validate(nil, &c.p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
 	}
 }

@@ -128,7 +128,69 @@ type Placement struct {
 	Type             PlacementType  `json:"type,omitempty"`
 	NumberOfClusters *int           `json:"numberOfClusters,omitempty"`
 	ClusterNames     []string       `json:"clusterNames,omitempty"`
+	Affinity         *Affinity      `json:"affinity,omitempty"`
 	RollingUpdate    *RollingUpdate `json:"rollingUpdate,omitempty"`
+}
+
+// Affinity narrows and orders the clusters PickAll and PickN take (R2.1), in the shape of
+// Azure Fleet's policy.affinity.
+type Affinity struct {
+	ClusterAffinity *ClusterAffinity `json:"clusterAffinity,omitempty"`
+}
+
+// ClusterAffinity: a cluster must match one of the required terms, and PickN prefers the
+// clusters whose matching preferred terms weigh the most.
+type ClusterAffinity struct {
+	Required  *ClusterSelector       `json:"requiredDuringSchedulingIgnoredDuringExecution,omitempty"`
+	Preferred []PreferredClusterTerm `json:"preferredDuringSchedulingIgnoredDuringExecution,omitempty"`
+}
+
+// ClusterSelector is a list of terms, any of which a cluster may match.
+type ClusterSelector struct {
+	ClusterSelectorTerms []ClusterSelectorTerm `json:"clusterSelectorTerms"`
+}
+
+// ClusterSelectorTerm selects clusters by their labels.
+type ClusterSelectorTerm struct {
+	LabelSelector *Selector `json:"labelSelector,omitempty"`
+}
+
+// PreferredClusterTerm adds its weight (−100 to 100) to the score of each cluster it matches.
+type PreferredClusterTerm struct {
+	Weight     int                 `json:"weight"`
+	Preference ClusterSelectorTerm `json:"preference"`
+}
+
+// required reports whether the affinity admits a cluster with these labels: no required terms
+// admit every cluster; a term without a selector matches every cluster.
+func (a *Affinity) required(labels map[string]string) bool {
+	if a == nil || a.ClusterAffinity == nil || a.ClusterAffinity.Required == nil {
+		return true
+	}
+	for _, term := range a.ClusterAffinity.Required.ClusterSelectorTerms {
+		if term.matches(labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// score is the sum of the weights of the preferred terms a cluster matches.
+func (a *Affinity) score(labels map[string]string) int {
+	if a == nil || a.ClusterAffinity == nil {
+		return 0
+	}
+	s := 0
+	for _, term := range a.ClusterAffinity.Preferred {
+		if term.Preference.matches(labels) {
+			s += term.Weight
+		}
+	}
+	return s
+}
+
+func (t ClusterSelectorTerm) matches(labels map[string]string) bool {
+	return t.LabelSelector == nil || t.LabelSelector.Matches(labels)
 }
 
 // RollingUpdate bounds a placement's rollout (R2.3–R2.5).

@@ -126,6 +126,7 @@ func validatePlacement(p *Placement, add addFunc) {
 	if p.Type != PickFixed && len(p.ClusterNames) > 0 {
 		add(f+"clusterNames", "is only valid with type PickFixed")
 	}
+	validateAffinity(p, add)
 	seen := map[string]bool{}
 	for i, n := range p.ClusterNames {
 		if seen[n] {
@@ -150,5 +151,42 @@ func validatePlacement(p *Placement, add addFunc) {
 		if ru.UnavailablePeriodSeconds != nil && *ru.UnavailablePeriodSeconds < 0 {
 			add(f+"rollingUpdate.unavailablePeriodSeconds", "%d is negative", *ru.UnavailablePeriodSeconds)
 		}
+	}
+}
+
+// validateAffinity checks a placement's affinity (R2.1): PickFixed names its clusters and takes
+// none; required terms need at least one term, weights lie in −100…100, selectors are valid.
+func validateAffinity(p *Placement, add addFunc) {
+	if p.Affinity == nil || p.Affinity.ClusterAffinity == nil {
+		return
+	}
+	const f = "placement.affinity.clusterAffinity."
+	if p.Type == PickFixed {
+		add("placement.affinity", "is not valid with type PickFixed: it names its clusters")
+	}
+	ca := p.Affinity.ClusterAffinity
+	term := func(field string, t ClusterSelectorTerm) {
+		if err := t.LabelSelector.validate(); err != nil {
+			add(field+".labelSelector", "%v", err)
+		}
+	}
+	if r := ca.Required; r != nil {
+		field := f + "requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms"
+		if len(r.ClusterSelectorTerms) == 0 {
+			add(field, "needs at least one term")
+		}
+		for i, t := range r.ClusterSelectorTerms {
+			term(fmt.Sprintf("%s[%d]", field, i), t)
+		}
+	}
+	if len(ca.Preferred) > 0 && p.Type != PickN {
+		add(f+"preferredDuringSchedulingIgnoredDuringExecution", "orders the clusters PickN takes: only valid with type PickN")
+	}
+	for i, pt := range ca.Preferred {
+		field := fmt.Sprintf("%spreferredDuringSchedulingIgnoredDuringExecution[%d]", f, i)
+		if pt.Weight < -100 || pt.Weight > 100 {
+			add(field+".weight", "%d is not within -100 and 100", pt.Weight)
+		}
+		term(field+".preference", pt.Preference)
 	}
 }

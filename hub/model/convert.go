@@ -129,7 +129,8 @@ func Placement(p *v1alpha1.Placement) (*rollout.Placement, error) {
 	if p == nil {
 		return nil, nil
 	}
-	out := &rollout.Placement{Type: rollout.PlacementType(p.Type), NumberOfClusters: intPtr(p.NumberOfClusters), ClusterNames: p.ClusterNames}
+	out := &rollout.Placement{Type: rollout.PlacementType(p.Type), NumberOfClusters: intPtr(p.NumberOfClusters), ClusterNames: p.ClusterNames,
+		Affinity: affinity(p.Affinity)}
 	if ru := p.RollingUpdate; ru != nil {
 		out.RollingUpdate = &rollout.RollingUpdate{UnavailablePeriodSeconds: intPtr(ru.UnavailablePeriodSeconds), FailurePolicy: failurePolicy(ru.FailurePolicy),
 			Analysis: Checks(ru.Analysis)}
@@ -142,6 +143,27 @@ func Placement(p *v1alpha1.Placement) (*rollout.Placement, error) {
 		}
 	}
 	return out, nil
+}
+
+// affinity converts a placement's affinity (R2.1).
+func affinity(a *v1alpha1.Affinity) *rollout.Affinity {
+	if a == nil || a.ClusterAffinity == nil {
+		return nil
+	}
+	term := func(t v1alpha1.ClusterSelectorTerm) rollout.ClusterSelectorTerm {
+		return rollout.ClusterSelectorTerm{LabelSelector: selector(t.LabelSelector)}
+	}
+	out := &rollout.ClusterAffinity{}
+	if r := a.ClusterAffinity.Required; r != nil {
+		out.Required = &rollout.ClusterSelector{}
+		for _, t := range r.ClusterSelectorTerms {
+			out.Required.ClusterSelectorTerms = append(out.Required.ClusterSelectorTerms, term(t))
+		}
+	}
+	for _, p := range a.ClusterAffinity.Preferred {
+		out.Preferred = append(out.Preferred, rollout.PreferredClusterTerm{Weight: int(p.Weight), Preference: term(p.Preference)})
+	}
+	return &rollout.Affinity{ClusterAffinity: out}
 }
 
 // StagedStrategy converts a StagedUpdateStrategy's spec (§3).

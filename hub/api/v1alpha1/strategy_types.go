@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -83,6 +84,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type != 'PickN' || has(self.numberOfClusters)",message="numberOfClusters is required when type is PickN"
 // +kubebuilder:validation:XValidation:rule="self.type != 'PickFixed' || (has(self.clusterNames) && size(self.clusterNames) > 0)",message="clusterNames is required when type is PickFixed"
 // +kubebuilder:validation:XValidation:rule="self.type == 'PickN' || !has(self.numberOfClusters)",message="numberOfClusters is only valid with type PickN"
+// +kubebuilder:validation:XValidation:rule="self.type != 'PickFixed' || !has(self.affinity)",message="affinity is not valid with type PickFixed: it names its clusters"
+// +kubebuilder:validation:XValidation:rule="self.type == 'PickN' || !has(self.affinity) || !has(self.affinity.clusterAffinity) || !has(self.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution)",message="preferred cluster affinity orders the clusters PickN takes: only valid with type PickN"
 type Placement struct {
 	// +kubebuilder:default=PickAll
 	Type PlacementType `json:"type"`
@@ -95,10 +98,53 @@ type Placement struct {
 	// +kubebuilder:validation:MaxItems=1000
 	// +listType=set
 	ClusterNames []string `json:"clusterNames,omitempty"`
+	// Affinity narrows the clusters PickAll and PickN take, and orders those of PickN (R2.1).
+	// +optional
+	Affinity *Affinity `json:"affinity,omitempty"`
 	// RollingUpdate bounds how many clusters may be unavailable or carry an extra copy while
 	// the workload changes.
 	// +optional
 	RollingUpdate *RollingUpdate `json:"rollingUpdate,omitempty"`
+}
+
+// Affinity narrows and orders the clusters a placement takes, in the shape of Azure Fleet's
+// policy.affinity (R2.1).
+type Affinity struct {
+	// +optional
+	ClusterAffinity *ClusterAffinity `json:"clusterAffinity,omitempty"`
+}
+
+// ClusterAffinity: a picked cluster matches one of the required terms; PickN prefers the
+// clusters whose matching preferred terms weigh the most (after those that already carry the
+// workload). Flotilla applies the required terms during execution too: a cluster that stops
+// matching leaves the pick within the rolling update's budgets.
+type ClusterAffinity struct {
+	// +optional
+	Required *ClusterSelector `json:"requiredDuringSchedulingIgnoredDuringExecution,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Preferred []PreferredClusterTerm `json:"preferredDuringSchedulingIgnoredDuringExecution,omitempty"`
+}
+
+// ClusterSelector is a list of terms; a cluster matches when it matches any of them.
+type ClusterSelector struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	ClusterSelectorTerms []ClusterSelectorTerm `json:"clusterSelectorTerms"`
+}
+
+// ClusterSelectorTerm selects clusters by label; without a selector it matches every cluster.
+type ClusterSelectorTerm struct {
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// PreferredClusterTerm adds its weight to the score of every cluster it matches.
+type PreferredClusterTerm struct {
+	// +kubebuilder:validation:Minimum=-100
+	// +kubebuilder:validation:Maximum=100
+	Weight     int32               `json:"weight"`
+	Preference ClusterSelectorTerm `json:"preference"`
 }
 
 // RollingUpdate is the rolling-update strategy of a placement (R2.3–R2.5).
