@@ -134,7 +134,9 @@ placement:
 	})
 	f.until("revision 1 is released to c (gold) and a (by name)", func() bool { return slices.Equal(f.released(1), []string{"a", "c"}) })
 	f.reportApplied(true, time.Now().Add(-time.Hour), "a", "c")
-	f.until("the bundle is ready", func() bool { return meta.IsStatusConditionTrue(f.getBundle().Status.Conditions, v1alpha1.ReadyCondition) })
+	f.until("the bundle is ready", func() bool {
+		return meta.IsStatusConditionTrue(f.getBundle().Status.Conditions, v1alpha1.ReadyCondition)
+	})
 	if _, ok := f.deployments()["b"]; ok {
 		t.Fatalf("b, outside the required terms, has a deployment:\n%s", f.dump())
 	}
