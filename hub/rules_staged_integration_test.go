@@ -337,9 +337,9 @@ func TestR3_7_AStrategyEditedMidRunChangesOnlyTheRunsAfter(t *testing.T) {
 }
 
 // R3.9, R3.12 on groups through the hub: group eu waits for its approval, group us for its
-// scheduled start two seconds ahead on a simulated clock; an approval opens eu only, and us
-// opens by itself when the clock reaches its time.
-func TestR3_9_R3_12_GroupGatesThroughTheHub(t *testing.T) {
+// scheduled start two seconds ahead on a simulated clock, and the stage and run say Pending
+// (R3.11); an approval opens eu only, and us opens by itself when the clock reaches its time.
+func TestR3_9_R3_11_R3_12_GroupGatesThroughTheHub(t *testing.T) {
 	clock := &simClock{at: time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)}
 	f := newSimFleet(t, Options{Clock: clock.now}, "defaultNamespace: web\nstagedUpdate: {strategy: gated, autoRun: true}\n",
 		map[string]map[string]string{"m-eu": {"zone": "eu"}, "m-us": {"zone": "us"}})
@@ -356,6 +356,10 @@ func TestR3_9_R3_12_GroupGatesThroughTheHub(t *testing.T) {
 	})
 	if got := f.released(1); len(got) != 0 {
 		t.Fatalf("released %v before any gate opened", got)
+	}
+	// Pending propagates up (R3.11): both groups wait, so do the stage and the run.
+	if st := f.run(run).Status; st.State != v1alpha1.RunPending || st.Stages[0].State != v1alpha1.RunPending {
+		t.Errorf("run %s, stage %s while every group waits at its gate: want both Pending", st.State, st.Stages[0].State)
 	}
 	if _, _, err := operate.Approve(context.Background(), f.c, f.ns, run, operate.Gate{Stage: "main", Group: "eu"}, ""); err != nil {
 		t.Fatal(err)

@@ -376,7 +376,7 @@ func (s *stepper) applySkips() {
 				}
 				if sk.Group == "" && !stage.State.Terminal() {
 					skipTasks(stage.BeforeTasks, stage.AfterTasks, "")
-					if stage.State == RunNotStarted || stage.State == RunPending {
+					if stage.State == RunNotStarted || stage.State == RunPending && stage.StartedAt.IsZero() {
 						stage.State, stage.Message = RunSkipped, "skipped by request"
 					}
 				}

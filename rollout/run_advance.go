@@ -33,13 +33,19 @@ func (s *stepper) advance() {
 			return
 		}
 		if stage.State != RunRunning {
-			stage.State, stage.StartedAt, stage.Message = RunRunning, s.now, ""
+			if stage.StartedAt.IsZero() {
+				stage.StartedAt = s.now
+			}
+			stage.State, stage.Message = RunRunning, ""
 		}
 		if failed := s.runGroups(si); failed != "" {
 			s.stopAfter(stage, failed)
 			return
 		}
 		if !groupsDone(stage.Groups) {
+			if groupsPending(stage.Groups) {
+				stage.State = RunPending // every group waits (R3.11); so does the run
+			}
 			st.Message = "stage " + stage.Name + ": " + s.stageProgress(stage)
 			return
 		}
@@ -173,6 +179,11 @@ func (s *stepper) runGroupsUnder(si, stageCap, inFlight int) string {
 		g.State, g.Message = RunRunning, ""
 		inFlight += s.startClusters(g, min(groupCap, len(g.Clusters)), stageCap-inFlight)
 		if !clustersDone(g.Clusters) {
+			if why, pending := allPending(g.Clusters); pending {
+				// As in Azure's runs, Pending propagates up: a group none of whose clusters
+				// started or finished waits, and says for what (R3.11).
+				g.State, g.Message = RunPending, why
+			}
 			continue
 		}
 		done, rejected = s.gate(g.AfterTasks, after, stage.Name, g.Name, "After", []GroupStatus{*g})
@@ -418,6 +429,34 @@ func (s *stepper) waitingMessage(tasks []TaskStatus) string {
 		}
 	}
 	return ""
+}
+
+// allPending reports whether no cluster of a group has started or finished (each NotStarted or
+// Pending), and the first pending cluster's reason.
+func allPending(clusters []ClusterRunStatus) (string, bool) {
+	why := ""
+	for _, c := range clusters {
+		switch c.State {
+		case RunPending:
+			if why == "" {
+				why = c.Name + ": " + c.Message
+			}
+		case RunNotStarted:
+		default:
+			return "", false
+		}
+	}
+	return why, true
+}
+
+// groupsPending reports whether every group of a stage is Pending or not started.
+func groupsPending(groups []GroupStatus) bool {
+	for _, g := range groups {
+		if g.State != RunPending && g.State != RunNotStarted {
+			return false
+		}
+	}
+	return len(groups) > 0
 }
 
 func (s *stepper) stageProgress(stage *StageStatus) string {

@@ -720,3 +720,38 @@ func TestR3_4_TimedWaitAfterAnAllSkippedStage(t *testing.T) {
 		t.Errorf("after the wait: released %v, want p1", res.Release)
 	}
 }
+
+// R3.11, Pending propagating up as in Azure's runs: a group none of whose clusters started
+// (their windows are closed) is Pending with the first one's reason, a stage whose groups all
+// are is Pending, and so is the run. Once one group's cluster starts, that group and its stage
+// run again, and the stage's start is the first one.
+func TestR3_11_PendingPropagatesFromClustersToTheRun(t *testing.T) {
+	strategy := StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: sel("env=prod"), Groups: []StageGroup{
+		{Name: "eu", Selector: "zone=eu"}, {Name: "us", Selector: "zone=us"},
+	}}}}
+	fleet := runFleet("eu-1:env=prod,zone=eu", "us-1:env=prod,zone=us")
+	// eu opens at 13:00 (in an hour), us at 14:00.
+	fleet[0].Availability = mustAvailability(t, &Availability{Window: &Window{Schedule: "0 13 * * *", Duration: Duration(time.Hour)}})
+	fleet[1].Availability = mustAvailability(t, &Availability{Window: &Window{Schedule: "0 14 * * *", Duration: Duration(time.Hour)}})
+	run := &Run{Name: "r", Revision: 2, Action: ActionRun, Strategy: strategy}
+	res := Step(run, fleet, nil, t0)
+	stage := res.Status.Stages[0]
+	if res.Status.State != RunPending || stage.State != RunPending {
+		t.Fatalf("run %s, stage %s: want both Pending while every group waits", res.Status.State, stage.State)
+	}
+	for _, g := range stage.Groups {
+		if g.State != RunPending || !strings.Contains(g.Message, g.Name+"-1: maintenance window closed") {
+			t.Errorf("group %s: %s %q, want Pending naming its cluster's window", g.Name, g.State, g.Message)
+		}
+	}
+	run.Status = res.Status
+	res = Step(run, fleet, nil, t0.Add(time.Hour+time.Minute))
+	stage = res.Status.Stages[0]
+	if res.Status.State != RunRunning || stage.State != RunRunning || stage.Groups[0].State != RunRunning || stage.Groups[1].State != RunPending {
+		t.Errorf("at 13:01: run %s, stage %s, eu %s, us %s; want Running, Running, Running, Pending",
+			res.Status.State, stage.State, stage.Groups[0].State, stage.Groups[1].State)
+	}
+	if !stage.StartedAt.Equal(t0) {
+		t.Errorf("the stage's start moved to %s: it started at %s", stage.StartedAt, t0)
+	}
+}
