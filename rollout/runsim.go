@@ -89,10 +89,10 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		prev := run.Status
 		checks.measure(now)
 		run.Analyses = checks.judgements(now, func(c string) *Deployment { return agents.deps[index[c]] })
-		res := Step(run, fleet, approvals, simStart.Add(now))
+		res := Step(run, fleet, approvals, SimStart.Add(now))
 		checks.track(res.Analysis, now)
 		if sim.Observe != nil {
-			sim.Observe(run, fleet, res, simStart.Add(now))
+			sim.Observe(run, fleet, res, SimStart.Add(now))
 		}
 		run.Status = res.Status
 		if tl.Plan.State == "" && res.Status.State != "" {
@@ -146,7 +146,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 			}
 		}
 		if !res.WakeAt.IsZero() {
-			next = append(next, res.WakeAt.Sub(simStart))
+			next = append(next, res.WakeAt.Sub(SimStart))
 		}
 		next = append(next, goesOffline(sim.Clusters, now)...)
 		if tl.Completed && (len(next) == 0 || slices.Min(next) > now+sim.Strategy.window()) {

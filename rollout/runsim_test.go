@@ -46,7 +46,7 @@ func randomRunFleet(rng *rand.Rand, n int, s StagedStrategy) []SimCluster {
 			cs[i].Availability = Availability{Window: &Window{Schedule: fmt.Sprintf("%d %d * * *", rng.IntN(60), rng.IntN(24)), Duration: Duration(time.Duration(1+rng.IntN(6)) * time.Hour), TimeZone: []string{"UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo"}[rng.IntN(4)]}}
 		}
 		if rng.IntN(10) == 0 {
-			start := simStart.Add(time.Duration(rng.IntN(48)) * time.Hour)
+			start := SimStart.Add(time.Duration(rng.IntN(48)) * time.Hour)
 			cs[i].Exclusions = []TimeRange{{Start: start, End: start.Add(time.Duration(1+rng.IntN(72)) * time.Hour)}}
 		}
 		if err := cs[i].Availability.Compile(); err != nil {

@@ -97,14 +97,14 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		}
 		checks.measure(now)
 		seq.Analyses = checks.judgements(now, func(c string) *Deployment { return agents.deps[index[c]] })
-		res, err := StepSequence(&seq, status, revs, fleet, simStart.Add(now))
+		res, err := StepSequence(&seq, status, revs, fleet, SimStart.Add(now))
 		checks.track(res.Analysis, now)
 		if err != nil {
 			tl.Err = err
 			return tl
 		}
 		if sim.Observe != nil {
-			sim.Observe(status, fleet, res, simStart.Add(now))
+			sim.Observe(status, fleet, res, SimStart.Add(now))
 		}
 		m := SequenceMoment{At: now}
 		for _, name := range sortedKeys(res.Release) {
@@ -157,7 +157,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 			}
 		}
 		if !res.WakeAt.IsZero() {
-			next = append(next, res.WakeAt.Sub(simStart))
+			next = append(next, res.WakeAt.Sub(SimStart))
 		}
 		next = append(next, goesOffline(sim.Clusters, now)...)
 		if len(next) == 0 {

@@ -99,7 +99,7 @@ func TestR4_3_R4_4_QualificationAndNewestQualifiedRevision(t *testing.T) {
 	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", time.Hour), seqGroup("staging", "dev", time.Hour)}}
 	clusters := tierClusters(map[string]int{"dev": 1, "staging": 1})
 	// Staging is frozen for the first 10 hours, so dev qualifies revisions 2 and 3 meanwhile.
-	clusters[1].Exclusions = []TimeRange{{Start: simStart, End: simStart.Add(10 * time.Hour)}}
+	clusters[1].Exclusions = []TimeRange{{Start: SimStart, End: SimStart.Add(10 * time.Hour)}}
 	if err := clusters[1].Availability.Compile(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestR4_3_R4_4_QualificationAndNewestQualifiedRevision(t *testing.T) {
 	tl := SimulateSequence(SequenceSimulation{Sequence: seq, Clusters: clusters, Revisions: []SimRevision{{Index: 2}, {Index: 3, At: 2 * time.Hour}},
 		Observe: func(_ SequenceStatus, _ []SequenceCluster, res SequenceResult, now time.Time) {
 			for c, r := range res.Release {
-				released = append(released, fmt.Sprintf("%s@%d@%s", c, r, now.Sub(simStart)))
+				released = append(released, fmt.Sprintf("%s@%d@%s", c, r, now.Sub(SimStart)))
 			}
 		}})
 	if !tl.Completed {
@@ -122,7 +122,7 @@ func TestR4_3_R4_4_QualificationAndNewestQualifiedRevision(t *testing.T) {
 func TestR4_5_R4_9_ExclusionHoldsGroupUntilForcedSoak(t *testing.T) {
 	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", day), seqGroup("prod", "dev", 0)}}
 	clusters := tierClusters(map[string]int{"dev": 2, "prod": 1})
-	clusters[1].Exclusions = []TimeRange{{Start: simStart, End: simStart.Add(60 * day)}}
+	clusters[1].Exclusions = []TimeRange{{Start: SimStart, End: SimStart.Add(60 * day)}}
 	if err := clusters[1].Availability.Compile(); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestRandomizedSequences(t *testing.T) {
 				clusters[j].Availability = Availability{Window: &Window{Schedule: fmt.Sprintf("0 %d * * *", rng.IntN(24)), Duration: Duration(time.Duration(1+rng.IntN(5)) * time.Hour)}}
 			}
 			if rng.IntN(8) == 0 {
-				clusters[j].Exclusions = []TimeRange{{Start: simStart, End: simStart.Add(time.Duration(rng.IntN(50*24)) * time.Hour)}}
+				clusters[j].Exclusions = []TimeRange{{Start: SimStart, End: SimStart.Add(time.Duration(rng.IntN(50*24)) * time.Hour)}}
 			}
 			if err := clusters[j].Availability.Compile(); err != nil {
 				t.Fatal(err)

@@ -25,7 +25,7 @@ func newSimAgents(clusters []SimCluster, readyAfter time.Duration, first bool) *
 	for i := range clusters {
 		a.readyAt[i], a.regressAt[i], a.failAt[i] = -1, -1, -1
 		if !first {
-			a.deps[i] = &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, WasReady: true, AppliedAt: simStart.Add(-24 * time.Hour), ReleasedAt: simStart.Add(-24 * time.Hour)}
+			a.deps[i] = &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, WasReady: true, AppliedAt: SimStart.Add(-24 * time.Hour), ReleasedAt: SimStart.Add(-24 * time.Hour)}
 		}
 	}
 	return a
@@ -34,7 +34,7 @@ func newSimAgents(clusters []SimCluster, readyAfter time.Duration, first bool) *
 // release applies rev on cluster i at now: a restore of its last good revision when restore
 // is set. rev 0 removes the bundle.
 func (a *simAgents) release(i int, rev int64, now time.Duration, restore bool) {
-	at := simStart.Add(now)
+	at := SimStart.Add(now)
 	lastGood := int64(0)
 	staged := rev
 	if d := a.deps[i]; d != nil {
@@ -82,7 +82,7 @@ func (a *simAgents) advance(now time.Duration) {
 			d.Ready, d.WasReady, a.readyAt[i] = true, true, -1
 		}
 		if at := a.regressAt[i]; at >= 0 && at <= now {
-			d.Ready, d.NotReadyAt, a.regressAt[i] = false, simStart.Add(at), -1
+			d.Ready, d.NotReadyAt, a.regressAt[i] = false, SimStart.Add(at), -1
 		}
 		if at := a.failAt[i]; at >= 0 && at <= now {
 			d.ApplyFailed, a.failAt[i] = true, -1

@@ -71,7 +71,7 @@ func (s *simChecks) track(active []ActiveCheck, now time.Duration) {
 func (s *simChecks) measure(now time.Duration) {
 	for k, sm := range s.measured {
 		for sm.next <= now {
-			at := simStart.Add(sm.next)
+			at := SimStart.Add(sm.next)
 			switch s.outcome(k, sm.next) {
 			case MeasuredInconclusive:
 				if sm.m.Last != MeasuredInconclusive {
@@ -113,7 +113,7 @@ func (s *simChecks) judgements(now time.Duration, deployments func(cluster strin
 	gates := Analyses{}
 	perCluster := map[string][]Judgement{}
 	for k, sm := range s.measured {
-		j := sm.check.Judge(sm.m, simStart.Add(now))
+		j := sm.check.Judge(sm.m, SimStart.Add(now))
 		if k.Cluster == "" {
 			gates[k] = j
 			continue
@@ -172,8 +172,8 @@ func (s *simChecks) next(now time.Duration) (time.Duration, bool) {
 		if at, ok := s.changesAt(k, sm); ok && at >= now {
 			times = append(times, at)
 		}
-		if at := sm.check.WakeAt(sm.m); !at.IsZero() && at.Sub(simStart) > now {
-			times = append(times, at.Sub(simStart))
+		if at := sm.check.WakeAt(sm.m); !at.IsZero() && at.Sub(SimStart) > now {
+			times = append(times, at.Sub(SimStart))
 		}
 	}
 	if len(times) == 0 {

@@ -85,8 +85,9 @@ type Timeline struct {
 	Passes int
 }
 
-// simStart is the simulated clock's origin. Any fixed instant would do.
-var simStart = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+// SimStart is the simulated clock's origin: any fixed instant would do; a test that plays the
+// same fleet through the hub starts the hub's clock here, so that times read alike.
+var SimStart = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 
 // Simulate runs the planner as the hub would: a pass at start, right after every pass that
 // wrote something, whenever a cluster becomes ready, fails, goes offline or leaves the targets,
@@ -128,7 +129,7 @@ func Simulate(sim Simulation) Timeline {
 		}
 		checks.measure(now)
 		gates := checks.judgements(now, func(c string) *Deployment { return agents.deps[index[c]] })
-		in := &Input{Revision: rev, Strategy: sim.Strategy, Placement: sim.Placement, Targets: targets, Groups: sim.Groups, Now: simStart.Add(now),
+		in := &Input{Revision: rev, Strategy: sim.Strategy, Placement: sim.Placement, Targets: targets, Groups: sim.Groups, Now: SimStart.Add(now),
 			CompletedAt: completedAt, Quarantine: q, Analyses: gates}
 		d := Plan(in)
 		checks.track(d.Analysis, now)
@@ -162,14 +163,14 @@ func Simulate(sim Simulation) Timeline {
 			tl.Completed, tl.Stuck = false, d.Paused
 			return tl
 		case d.Complete && completedAt.IsZero():
-			tl.Completed, completedAt = true, simStart.Add(now)
+			tl.Completed, completedAt = true, SimStart.Add(now)
 		}
 		if changed {
 			// The writes of this pass are events: the hub plans again at once.
 			continue
 		}
 		next, ok := nextEvent(sim.Clusters, agents, checks, now, d.RequeueAfter)
-		if !completedAt.IsZero() && (!ok || simStart.Add(next).After(completedAt.Add(in.policy().window()))) {
+		if !completedAt.IsZero() && (!ok || SimStart.Add(next).After(completedAt.Add(in.policy().window()))) {
 			return tl // nothing more can happen within the health window after completion
 		}
 		if !ok {
