@@ -1,7 +1,10 @@
 package hub
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -10,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -22,13 +27,7 @@ import (
 //
 // Each fleet comes from a seed that the test logs; FLOTILLA_FIDELITY_SEED replays one.
 func TestR1_10_ThePlanAndTheHubDecideAlikeForRandomFleets(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FLOTILLA_FIDELITY_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("FLOTILLA_FIDELITY_SEED=%q: %v", s, err)
-		}
-	}
+	seed := fidelitySeed(t)
 	const fleets = 6
 	for i := range fleets {
 		fleetSeed := seed + uint64(i)
@@ -162,4 +161,193 @@ func indent(s string) string {
 		lines[i] = "  " + lines[i]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// The same for staged runs (ROLLOUT.md §3): random stages over a fleet on revision 1, with
+// sorting labels, concurrency, groups, failure budgets, timed waits, maintenance windows and a
+// cluster that never becomes Ready; rollout.SimulateRun and the hub's run of revision 2 start,
+// complete and fail the same clusters at the same moments, and end alike.
+func TestR3_8_R3_13_ThePlanAndTheHubRunStagesAlikeForRandomFleets(t *testing.T) {
+	seed := fidelitySeed(t)
+	const fleets = 5
+	for i := range fleets {
+		fleetSeed := seed + uint64(i)
+		t.Run(fmt.Sprintf("seed-%d", fleetSeed), func(t *testing.T) {
+			compareRunWithPlan(t, randomStagedFleet(rand.New(rand.NewPCG(fleetSeed, 1))))
+		})
+	}
+}
+
+// fidelitySeed is the seed of a randomized comparison: FLOTILLA_FIDELITY_SEED, or the clock.
+func fidelitySeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv("FLOTILLA_FIDELITY_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("FLOTILLA_FIDELITY_SEED=%q: %v", s, err)
+	}
+	return seed
+}
+
+// stagedCase is a fleet and a staged strategy.
+type stagedCase struct {
+	clusters []rollout.SimCluster
+	strategy rollout.StagedStrategy
+}
+
+// randomStagedFleet draws 1 to 3 stages (one ring each) over 3 to 8 clusters in two zones, half
+// of them with a sorting label, some with a daily one-hour window opening between 09:00 (the
+// simulation's start: open) and 12:00, and sometimes one on which the revision never becomes
+// Ready.
+func randomStagedFleet(r *rand.Rand) stagedCase {
+	var c stagedCase
+	stages := 1 + r.IntN(3)
+	n := 3 + r.IntN(6)
+	failing := -1
+	if r.IntN(3) == 0 {
+		failing = r.IntN(n)
+	}
+	for i := range n {
+		cl := rollout.SimCluster{Name: fmt.Sprintf("c%02d", i), Fail: i == failing,
+			Labels: map[string]string{"ring": fmt.Sprintf("s%d", min(i, r.IntN(stages))), "zone": []string{"eu", "us"}[r.IntN(2)]}}
+		if r.IntN(2) == 0 {
+			cl.Labels["order"] = strconv.Itoa(r.IntN(5))
+		}
+		if r.IntN(4) == 0 {
+			cl.Window = &rollout.Window{Schedule: fmt.Sprintf("0 %d * * *", 9+r.IntN(4)), Duration: rollout.Duration(time.Hour)}
+		}
+		if err := cl.Availability.Compile(); err != nil {
+			panic(err)
+		}
+		c.clusters = append(c.clusters, cl)
+	}
+	for s := range stages {
+		st := rollout.Stage{Name: fmt.Sprintf("s%d", s), Selector: fmt.Sprintf("ring=s%d", s)}
+		if r.IntN(2) == 0 {
+			st.SortingLabelKey = "order"
+		}
+		switch r.IntN(3) {
+		case 0:
+			st.MaxConcurrency = rollout.Int(1 + r.IntN(3))
+		case 1:
+			st.MaxConcurrency = rollout.Percent(25 * (1 + r.IntN(4)))
+		}
+		if r.IntN(2) == 0 {
+			st.MaxAllowedFailures = rollout.Int(r.IntN(2))
+		}
+		if r.IntN(3) == 0 {
+			st.AfterStageTasks = []rollout.Task{{Type: rollout.TaskTimedWait, WaitTime: ptrTo(rollout.Duration(5 * time.Minute))}}
+		}
+		if r.IntN(3) == 0 {
+			for _, zone := range []string{"eu", "us"} {
+				st.Groups = append(st.Groups, rollout.StageGroup{Name: zone, Selector: "zone=" + zone, MaxConcurrency: rollout.Int(1 + r.IntN(2))})
+			}
+		}
+		c.strategy.Stages = append(c.strategy.Stages, st)
+	}
+	return c
+}
+
+// compareRunWithPlan deploys revision 1 everywhere at once, then plays the run of revision 2
+// through rollout.SimulateRun and through the hub, moment by moment, as compareWithPlan does.
+func compareRunWithPlan(t *testing.T, c stagedCase) {
+	const readyAfter = 30 * time.Second
+	const run = "shop-web-r2"
+	plan := rollout.SimulateRun(rollout.RunSimulation{Name: run, Strategy: c.strategy, Clusters: c.clusters, ReadyAfter: readyAfter, ApproveAfter: -1})
+	labels := map[string]map[string]string{}
+	specs := map[string]v1alpha1.ClusterSpec{}
+	failing := map[string]bool{}
+	windows := map[string]string{}
+	for _, cl := range c.clusters {
+		labels[cl.Name], failing[cl.Name] = cl.Labels, cl.Fail
+		if w := cl.Window; w != nil {
+			windows[cl.Name] = w.Schedule
+			specs[cl.Name] = v1alpha1.ClusterSpec{MaintenanceWindow: &v1alpha1.CronWindow{Schedule: w.Schedule, Duration: metav1.Duration{Duration: time.Duration(w.Duration)}}}
+		}
+	}
+	data, err := json.Marshal(c.strategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec v1alpha1.StagedUpdateStrategySpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatalf("the API cannot read the planner's strategy: %v\n%s", err, data)
+	}
+	t.Logf("strategy %s\nclusters %v, windows %v, failing %v\nplan: %d moments, state %s, completed %v, stuck %q",
+		data, labels, windows, failing, len(plan.Steps), plan.Final.State, plan.Completed, plan.Stuck)
+
+	clock := &simClock{at: rollout.SimStart}
+	f := newSimFleetOf(t, Options{Clock: clock.now}, "defaultNamespace: web\n", labels, specs)
+	f.until("revision 1 is released everywhere", func() bool { return len(f.released(1)) == len(c.clusters) })
+	f.reportApplied(true, rollout.SimStart.Add(-time.Hour), slices.Collect(maps.Keys(labels))...)
+	if err := f.c.Create(context.Background(), &v1alpha1.StagedUpdateStrategy{ObjectMeta: metav1.ObjectMeta{Name: "random", Namespace: f.ns}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	f.commit("2", "defaultNamespace: web\nstagedUpdate: {strategy: random, autoRun: true}\n")
+	f.until("the run of revision 2 starts", func() bool { return f.run(run).Status.State != "" })
+
+	startedAt := map[string]time.Duration{}
+	reported := map[string]bool{}
+	var started, completed, failed []string
+	var now time.Duration
+	for i, m := range plan.Steps {
+		if m.At > now {
+			clock.advance(m.At - now)
+			now = m.At
+		}
+		for name, at := range startedAt {
+			switch {
+			case reported[name]:
+			case failing[name]:
+				f.reportApplied(false, rollout.SimStart.Add(at), name)
+				reported[name] = true
+			case at+readyAfter <= now:
+				f.reportApplied(true, rollout.SimStart.Add(at+readyAfter), name)
+				reported[name] = true
+			}
+		}
+		if i > 0 {
+			f.pokeRun(run)
+		}
+		started, completed, failed = sortedUnion(started, m.Started), sortedUnion(completed, m.Completed), sortedUnion(failed, m.Failed)
+		f.until(fmt.Sprintf("moment %d at %s: the run started %v, completed %v, failed %v, as the plan (%q)", i, m.At, started, completed, failed, m.Gate), func() bool {
+			return slices.Equal(f.released(2), started) && slices.Equal(f.runClustersIn(run, v1alpha1.RunCompleted), completed) &&
+				slices.Equal(f.runClustersIn(run, v1alpha1.RunFailed), failed)
+		})
+		for _, name := range m.Started {
+			startedAt[name] = m.At
+		}
+	}
+	if plan.Final.State.Terminal() {
+		clock.advance(plan.Duration - now) // to the plan's end: a last timed wait ends there
+		f.pokeRun(run)
+		f.until(fmt.Sprintf("the run ends %s, as the plan does", plan.Final.State), func() bool {
+			return string(f.run(run).Status.State) == string(plan.Final.State)
+		})
+	}
+}
+
+// runClustersIn lists, sorted, the clusters of a run in a state.
+func (f *simFleet) runClustersIn(run string, state v1alpha1.RunState) []string {
+	var out []string
+	for _, st := range f.run(run).Status.Stages {
+		for _, g := range st.Groups {
+			for _, c := range g.Clusters {
+				if c.State == state {
+					out = append(out, c.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedUnion(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
