@@ -351,3 +351,165 @@ func sortedUnion(a, b []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// The same for sequences (ROLLOUT.md §4): a random chain of two or three groups with soaks,
+// over clusters with windows and sometimes one that never becomes Ready (its group soaks
+// anyway after 30 days, R4.5); rollout.SimulateSequence and the hub release the same clusters
+// and complete the same groups at the same moments.
+func TestR4_1_R4_5_ThePlanAndTheHubRunSequencesAlikeForRandomFleets(t *testing.T) {
+	seed := fidelitySeed(t)
+	const fleets = 4
+	for i := range fleets {
+		fleetSeed := seed + uint64(i)
+		t.Run(fmt.Sprintf("seed-%d", fleetSeed), func(t *testing.T) {
+			compareSequenceWithPlan(t, randomSequenceFleet(rand.New(rand.NewPCG(fleetSeed, 2))))
+		})
+	}
+}
+
+// sequenceCase is a fleet and a sequence.
+type sequenceCase struct {
+	clusters []rollout.SimCluster
+	sequence rollout.Sequence
+}
+
+func randomSequenceFleet(r *rand.Rand) sequenceCase {
+	var c sequenceCase
+	tiers := []string{"dev", "stage", "prod"}[:2+r.IntN(2)]
+	for i, tier := range tiers {
+		g := rollout.SequenceGroup{Name: tier, Selector: "tier=" + tier, Soak: ptrTo(rollout.Duration(time.Duration(r.IntN(3)) * time.Hour))}
+		if i > 0 {
+			g.Upstream = tiers[i-1]
+		}
+		c.sequence.Groups = append(c.sequence.Groups, g)
+	}
+	n := 2 + r.IntN(6)
+	failing := -1
+	if r.IntN(4) == 0 {
+		failing = r.IntN(n)
+	}
+	for i := range n {
+		cl := rollout.SimCluster{Name: fmt.Sprintf("c%02d", i), Labels: map[string]string{"tier": tiers[min(i, r.IntN(len(tiers)))]}, Fail: i == failing}
+		if r.IntN(4) == 0 {
+			cl.Window = &rollout.Window{Schedule: fmt.Sprintf("0 %d * * *", 9+r.IntN(12)), Duration: rollout.Duration(time.Hour)}
+		}
+		if err := cl.Availability.Compile(); err != nil {
+			panic(err)
+		}
+		c.clusters = append(c.clusters, cl)
+	}
+	return c
+}
+
+// compareSequenceWithPlan deploys revision 1 everywhere at once, then plays revision 2 through
+// the sequence in rollout.SimulateSequence and in the hub, moment by moment.
+func compareSequenceWithPlan(t *testing.T, c sequenceCase) {
+	const readyAfter = 30 * time.Second
+	// The hub's sequence sees revision 1 too: the plan does as well.
+	plan := rollout.SimulateSequence(rollout.SequenceSimulation{Sequence: c.sequence, Clusters: c.clusters, ReadyAfter: readyAfter,
+		Revisions: []rollout.SimRevision{{Index: 1}, {Index: 2}}})
+	if plan.Err != nil {
+		t.Fatal(plan.Err)
+	}
+	labels := map[string]map[string]string{}
+	specs := map[string]v1alpha1.ClusterSpec{}
+	failing := map[string]bool{}
+	windows := map[string]string{}
+	for _, cl := range c.clusters {
+		labels[cl.Name], failing[cl.Name] = cl.Labels, cl.Fail
+		if w := cl.Window; w != nil {
+			windows[cl.Name] = w.Schedule
+			specs[cl.Name] = v1alpha1.ClusterSpec{MaintenanceWindow: &v1alpha1.CronWindow{Schedule: w.Schedule, Duration: metav1.Duration{Duration: time.Duration(w.Duration)}}}
+		}
+	}
+	data, err := json.Marshal(c.sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec v1alpha1.RolloutSequenceSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatalf("the API cannot read the planner's sequence: %v\n%s", err, data)
+	}
+	t.Logf("sequence %s\nclusters %v, windows %v, failing %v\nplan: %d moments, completed %v, stuck %q", data, labels, windows, failing, len(plan.Steps), plan.Completed, plan.Stuck)
+
+	clock := &simClock{at: rollout.SimStart}
+	f := newSimFleetOf(t, Options{Clock: clock.now}, "defaultNamespace: web\n", labels, specs)
+	f.until("revision 1 is released everywhere", func() bool { return len(f.released(1)) == len(c.clusters) })
+	f.reportApplied(true, rollout.SimStart.Add(-time.Hour), slices.Collect(maps.Keys(labels))...)
+	f.createSequence("random", spec)
+	f.commit("2", "defaultNamespace: web\nsequence: {name: random}\n")
+	f.until("the sequence sees revision 2", func() bool { return f.groupState(c.sequence.Groups[0].Name, 2).State != "" })
+
+	startedAt := map[string]time.Duration{}
+	reported := map[string]bool{}
+	readyOn2 := 0
+	var started, complete []string
+	var now time.Duration
+	report := func() { // what the simulated agents report by now
+		for name, at := range startedAt {
+			switch {
+			case reported[name]:
+			case failing[name]:
+				f.reportApplied(false, rollout.SimStart.Add(at), name)
+				reported[name] = true
+			case at+readyAfter <= now:
+				f.reportApplied(true, rollout.SimStart.Add(at+readyAfter), name)
+				reported[name], readyOn2 = true, readyOn2+1
+			}
+		}
+	}
+	for i := 0; i < len(plan.Steps); {
+		m := plan.Steps[i]
+		// A report between two moments starts a soak at its own time: the hub must see it
+		// then, before the clock moves on, though the plan records no moment for it.
+		nextReady := m.At
+		for name, at := range startedAt {
+			if !reported[name] && !failing[name] && at+readyAfter < nextReady {
+				nextReady = at + readyAfter
+			}
+		}
+		if nextReady < m.At {
+			clock.advance(nextReady - now)
+			now = nextReady
+			report()
+			f.until(fmt.Sprintf("at %s the hub counts %d clusters Ready on revision 2", now, readyOn2), func() bool {
+				return int(f.getBundle().Status.Summary.Ready) == readyOn2
+			})
+			continue
+		}
+		if m.At > now {
+			clock.advance(m.At - now)
+			now = m.At
+		}
+		report()
+		if i > 0 {
+			f.poke()
+		}
+		var newly []string
+		for _, s := range m.Started {
+			name, rev, _ := strings.Cut(s, "@")
+			if rev != "2" {
+				t.Fatalf("the plan released %s: only revision 2 is new", s)
+			}
+			newly = append(newly, name)
+		}
+		started, complete = sortedUnion(started, newly), sortedUnion(complete, m.Complete)
+		f.until(fmt.Sprintf("moment %d at %s: revision 2 released to %v, groups complete %v, as the plan (%q)", i, m.At, started, complete, m.Gate), func() bool {
+			if !slices.Equal(f.released(2), started) {
+				return false
+			}
+			for _, gr := range complete {
+				g, rev, _ := strings.Cut(gr, "@")
+				r, _ := strconv.ParseInt(rev, 10, 64)
+				if f.groupState(g, r).State != v1alpha1.SequenceComplete {
+					return false
+				}
+			}
+			return true
+		})
+		for _, name := range newly {
+			startedAt[name] = m.At
+		}
+		i++
+	}
+}

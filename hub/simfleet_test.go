@@ -256,6 +256,11 @@ func (f *simFleet) dump() string {
 	for _, q := range bun.Status.Quarantined {
 		fmt.Fprintf(&b, "  quarantined: revision %d (%s, %s) on %v\n", q.Revision, q.Rule, q.Action, q.Clusters)
 	}
+	for _, g := range bun.Status.Sequence {
+		for _, r := range g.Revisions {
+			fmt.Fprintf(&b, "  group %s revision %d: %s %q started %v soak until %v\n", g.Name, r.Index, r.State, r.Message, r.StartedAt, r.SoakUntil)
+		}
+	}
 	for _, p := range bun.Status.Partitions {
 		fmt.Fprintf(&b, "  partition %s: %d clusters, maxUnavailable %d, unavailable %d, ready %t\n", p.Name, p.Count, p.MaxUnavailable, p.Unavailable, p.Ready)
 	}

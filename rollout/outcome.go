@@ -236,12 +236,24 @@ func (c *restoreCandidate) restoring(r int64) bool {
 	return c.d != nil && c.d.Rollback && c.d.Released != r && c.d.Released != 0 && !ClusterState(c.d, c.d.Released).Available()
 }
 
+// lastGoodBefore is the revision a cluster on the failing revision r goes back to: its last
+// good one, if older than r and not quarantined itself. A last good revision that is r (recorded
+// when a rollback of a newer revision restored r) or one rolled back since is no good any more,
+// and no older one is known: the cluster has none, and the bundle is removed (R5.4, R5.5),
+// rather than restored to a failed revision, or to r again and again.
+func (c *restoreCandidate) lastGoodBefore(r int64, quarantine []Failure) int64 {
+	if c.d.LastGood >= r || quarantined(quarantine, c.d.LastGood) != nil {
+		return 0
+	}
+	return c.d.LastGood
+}
+
 // planRestores releases the last good revision to the candidates still on revision r: failed
 // ones at once, the others as many as limit allows given how many are being restored now. It
 // returns the restores, in the candidates' order, and how many candidates are still on r, being
 // restored by these restores, or being restored and not available again (0: the rollback is
 // done).
-func planRestores(r int64, cands []restoreCandidate, limit func(busy int) int) (restores []Restore, left int) {
+func planRestores(r int64, quarantine []Failure, cands []restoreCandidate, limit func(busy int) int) (restores []Restore, left int) {
 	busy := 0
 	for i := range cands {
 		if !cands[i].failed && cands[i].restoring(r) {
@@ -257,12 +269,12 @@ func planRestores(r int64, cands []restoreCandidate, limit func(busy int) int) (
 				left++
 			}
 		case c.failed:
-			restores = append(restores, Restore{Cluster: c.name, To: c.d.LastGood})
+			restores = append(restores, Restore{Cluster: c.name, To: c.lastGoodBefore(r, quarantine)})
 			left++ // done once written: the step that writes it does not end the rollback
 		case c.held || allowed <= 0:
 			left++
 		default:
-			restores = append(restores, Restore{Cluster: c.name, To: c.d.LastGood})
+			restores = append(restores, Restore{Cluster: c.name, To: c.lastGoodBefore(r, quarantine)})
 			allowed--
 			left++
 		}

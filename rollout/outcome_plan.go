@@ -175,7 +175,7 @@ func planRollback(in *Input, sorted []*Target, q Failure, groups []budgetGroup, 
 			}
 			return maxNew
 		}
-		restores, groupLeft := planRestores(q.Revision, cands, limit)
+		restores, groupLeft := planRestores(q.Revision, in.Quarantine, cands, limit)
 		d.Restore = append(d.Restore, restores...)
 		left += groupLeft
 		for _, r := range restores {

@@ -167,7 +167,7 @@ func (s *stepper) rollBack() {
 			}
 		}
 		limit := s.stageCap(si)
-		restores, l := planRestores(q.Revision, cands, func(busy int) int { return limit - busy })
+		restores, l := planRestores(q.Revision, s.run.Quarantine, cands, func(busy int) int { return limit - busy })
 		s.restore = append(s.restore, restores...)
 		left += l
 		for _, r := range restores {
@@ -180,7 +180,7 @@ func (s *stepper) rollBack() {
 			joiners = append(joiners, rc)
 		}
 	}
-	restores, l := planRestores(q.Revision, joiners, noLimit)
+	restores, l := planRestores(q.Revision, s.run.Quarantine, joiners, noLimit)
 	s.restore = append(s.restore, restores...)
 	left += l
 	for si := range st.Stages {

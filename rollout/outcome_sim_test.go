@@ -61,8 +61,12 @@ func (c *restoreChecker) check(before map[string]*Deployment, release map[string
 		if d == nil || !c.quarantined[d.Released] {
 			c.t.Fatalf("R5.4: %s restored but it did not run a failed revision (%+v)", r.Cluster, d)
 		}
-		if r.To != d.LastGood {
+		// Its last good revision, or none (removal) when that is the failing one itself.
+		if want := d.LastGood; r.To != want && !((want >= d.Released || c.quarantined[want]) && r.To == 0) {
 			c.t.Fatalf("R5.4: %s restored to %d, its last good revision is %d", r.Cluster, r.To, d.LastGood)
+		}
+		if c.quarantined[r.To] {
+			c.t.Fatalf("R5.5: %s restored to the quarantined revision %d", r.Cluster, r.To)
 		}
 		if _, released := release[r.Cluster]; released {
 			c.t.Fatalf("%s both released and restored in one pass", r.Cluster)

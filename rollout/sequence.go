@@ -334,7 +334,7 @@ func stepSequence(seq *Sequence, prev SequenceStatus, revisions []int64, fleet [
 				default:
 					rs.Message = fmt.Sprintf("waiting for group %s to complete it", seq.Groups[order[k-1]].Name)
 				}
-			case r != target && !finishedByAll(rs, members, r):
+			case r != target:
 				rs.State, rs.Message = SeqIneligible, fmt.Sprintf("superseded by revision %d", target)
 			case len(members) == 0 && k == 0:
 				rs.State, rs.Message = SeqPending, "the first group has no clusters: nothing qualifies (R4.8)"
@@ -398,7 +398,7 @@ func (seq *Sequence) restore(q Failure, fleet []SequenceCluster, now time.Time, 
 		}
 		cands = append(cands, restoreCandidate{name: c.Name, d: c.Deployment, failed: failed, held: held})
 	}
-	return planRestores(q.Revision, cands, noLimit)
+	return planRestores(q.Revision, seq.Quarantine, cands, noLimit)
 }
 
 // sequenceOutcome is how the newest revision's rollout ended: Completed once the last group
@@ -440,27 +440,6 @@ func eligible(k int, upstream map[int64]SequenceRevisionStatus, r int64, seq *Se
 
 // progressRevision releases the group's target revision where windows allow, and moves its
 // state through IN_PROGRESS, SOAKING (or FORCED_SOAKING) and COMPLETE.
-// finishedByAll reports whether a revision a newer one superseded in its group still goes on
-// to its soak and qualifies downstream (R4.4, the seed's mixed versions): it soaks already, or
-// every member of the group has finished it or a newer one (runs it available, or runs a newer
-// revision available). A group whose clusters run two revisions thus qualifies the lower for
-// the next group, while it goes on with the newer. Nothing is released for such a revision.
-func finishedByAll(rs SequenceRevisionStatus, members []*SequenceCluster, r int64) bool {
-	if rs.State == SeqSoaking || rs.State == SeqForcedSoaking {
-		return true
-	}
-	if len(members) == 0 {
-		return false
-	}
-	for _, c := range members {
-		d := c.Deployment
-		if d == nil || d.Released < r || !ClusterState(d, d.Released).Available() {
-			return false
-		}
-	}
-	return true
-}
-
 func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus, members []*SequenceCluster, ctl RevisionControl, now time.Time, release map[string]int64, wake func(time.Time), analysis *[]ActiveCheck) (SequenceRevisionStatus, *Failure) {
 	r := rs.Index
 	if rs.State == SeqFailed {

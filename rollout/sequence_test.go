@@ -499,29 +499,3 @@ func TestR1_3_SequencesNameTheClustersInNoGroup(t *testing.T) {
 		t.Errorf("a cluster in no group was released: %v", res.Release)
 	}
 }
-
-// R4.4 with the seed's mixed versions: an upstream group whose clusters run two revisions
-// qualifies the lower one, the one every member finished, for the group downstream; the newer
-// one qualifies only once the whole group finished and soaked it.
-func TestR4_4_R4_7_AnUpstreamOnMixedRevisionsQualifiesTheLowest(t *testing.T) {
-	seq := Sequence{Groups: []SequenceGroup{seqGroup("dev", "", 0), seqGroup("prod", "dev", 0)}}
-	on := func(r int64) *Deployment { return &Deployment{Staged: r, Released: r, Applied: r, Ready: true} }
-	fleet := []SequenceCluster{
-		{Name: "d1", Labels: map[string]string{"tier": "dev"}, Deployment: on(3)},
-		{Name: "d2", Labels: map[string]string{"tier": "dev"}, Deployment: on(2)},
-		{Name: "p1", Labels: map[string]string{"tier": "prod"}, Deployment: on(1)},
-	}
-	res, err := StepSequence(&seq, SequenceStatus{}, []int64{2, 3}, fleet, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, _ = StepSequence(&seq, res.Status, []int64{2, 3}, fleet, t0) // dev's soak of 0 ended
-	if res.Release["p1"] != 2 || res.Release["d2"] != 3 {
-		t.Fatalf("release %v: want p1 → 2 (the lower revision dev finished) and d2 → 3", res.Release)
-	}
-	for _, r := range res.Status.Groups[0].Revisions {
-		if want := map[int64]SequenceState{2: SeqComplete, 3: SeqInProgress}[r.Index]; r.State != want {
-			t.Errorf("dev revision %d: %s, want %s", r.Index, r.State, want)
-		}
-	}
-}
