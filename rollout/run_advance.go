@@ -461,15 +461,24 @@ func groupsPending(groups []GroupStatus) bool {
 
 func (s *stepper) stageProgress(stage *StageStatus) string {
 	var done, running, pending, total int
+	var held []string
 	for _, g := range stage.Groups {
 		total += len(g.Clusters)
 		done += countState(g.Clusters, RunCompleted) + countState(g.Clusters, RunSkipped) + countState(g.Clusters, RunFailed)
 		running += countState(g.Clusters, RunRunning)
 		pending += countState(g.Clusters, RunPending)
+		for _, c := range g.Clusters {
+			if c.State == RunPending && c.Message != "" {
+				held = append(held, c.Name+": "+c.Message)
+			}
+		}
 	}
 	msg := fmt.Sprintf("%d/%d clusters done, %d updating", done, total, running)
 	if pending > 0 {
 		msg += fmt.Sprintf(", %d pending", pending)
+	}
+	if len(held) > 0 {
+		msg += " (" + abbreviate(held, 3) + ")"
 	}
 	return msg
 }

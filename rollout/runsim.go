@@ -78,7 +78,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 		for i := range fleet {
 			fleet[i].Deployment = agents.deps[i]
 			// An agent gone offline is held as the hub holds it (R1.11).
-			fleet[i].Offline = sim.Clusters[i].Offline && sim.Clusters[i].OfflineAt <= now
+			fleet[i].Offline = sim.Clusters[i].offlineAt(now)
 		}
 		approvals := map[string]Approval{}
 		for n, at := range approvedAt {
@@ -118,7 +118,7 @@ func SimulateRun(sim RunSimulation) RunTimeline {
 				gate = "approval " + a.Name
 			}
 		}
-		if gate == "" && res.Status.State == RunRunning {
+		if gate == "" && (res.Status.State == RunRunning || res.Status.State == RunPending) {
 			gate = res.Status.Message
 		}
 		tl.record(now, prev, res.Status, gate, rolledBack)

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,51 @@ func TestR1_11_StagedAndSequencePlansHoldAnOfflineCluster(t *testing.T) {
 	}
 	if !strings.Contains(st.Stuck, "dev-1") {
 		t.Errorf("the plan's reason %q does not name the offline cluster", st.Stuck)
+	}
+}
+
+// R1.11: an agent that comes back is a moment of every simulation. Offline from the start and
+// back after two hours, prod-1 gets its release only then (staged runs, sequences) or applies
+// the one it was given then (continuous), is Ready 30 s later, and the rollout ends there:
+// not sooner, and not never.
+func TestR1_11_AClusterComingBackIsAMomentOfEveryPlan(t *testing.T) {
+	const back = 2 * time.Hour
+	clusters := []SimCluster{{Name: "prod-0", Labels: map[string]string{"tier": "prod"}},
+		{Name: "prod-1", Labels: map[string]string{"tier": "prod"}, Offline: true, BackAt: back}}
+	end := back + 30*time.Second
+
+	tl := Simulate(Simulation{Clusters: clusters, Strategy: Strategy{MaxUnavailable: Int(2)}})
+	if !tl.Completed || tl.Duration != end {
+		t.Errorf("continuous: completed %v after %s (%q), want completed after %s", tl.Completed, tl.Duration, tl.Stuck, end)
+	}
+
+	run := SimulateRun(RunSimulation{Strategy: StagedStrategy{Stages: []Stage{{Name: "prod", LabelSelector: sel("tier=prod")}}}, Clusters: clusters})
+	if run.Final.State != RunCompleted || run.Duration != end {
+		t.Errorf("staged: %s after %s (%q), want Completed after %s", run.Final.State, run.Duration, run.Final.Message, end)
+	}
+	startedAt := map[string]time.Duration{}
+	for _, m := range run.Steps {
+		for _, c := range m.Started {
+			startedAt[c] = m.At
+		}
+	}
+	if at, ok := startedAt["prod-1"]; !ok || at != back {
+		t.Errorf("staged: prod-1 started at %s (%v), want when its agent is back, %s", at, ok, back)
+	}
+
+	seq := SimulateSequence(SequenceSimulation{Sequence: Sequence{Groups: []SequenceGroup{seqGroup("prod", "", 0)}}, Clusters: clusters,
+		Revisions: []SimRevision{{Index: 2}}})
+	if seq.Err != nil {
+		t.Fatal(seq.Err)
+	}
+	var seqStarted time.Duration = -1
+	for _, m := range seq.Steps {
+		if slices.Contains(m.Started, "prod-1@2") {
+			seqStarted = m.At
+		}
+	}
+	if !seq.Completed || seq.Duration != end || seqStarted != back {
+		t.Errorf("sequence: completed %v after %s (%q), prod-1 started at %s; want completed after %s, prod-1 started at %s",
+			seq.Completed, seq.Duration, seq.Stuck, seqStarted, end, back)
 	}
 }

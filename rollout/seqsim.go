@@ -87,7 +87,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 		for i := range fleet {
 			fleet[i].Deployment = agents.deps[i]
 			// An agent gone offline is held as the hub holds it (R1.11).
-			fleet[i].Offline = sim.Clusters[i].Offline && sim.Clusters[i].OfflineAt <= now
+			fleet[i].Offline = sim.Clusters[i].offlineAt(now)
 		}
 		var revs []int64
 		for _, r := range sim.Revisions {
@@ -178,7 +178,7 @@ func SimulateSequence(sim SequenceSimulation) SequenceTimeline {
 func clustersBehind(seq *Sequence, fleet []SequenceCluster, r int64, now time.Duration, sims []SimCluster) []string {
 	offline := map[string]bool{}
 	for _, c := range sims {
-		offline[c.Name] = c.Offline && c.OfflineAt <= now
+		offline[c.Name] = c.offlineAt(now)
 	}
 	seen := map[string]bool{}
 	var out []string

@@ -9,21 +9,25 @@ import (
 // once and Ready ReadyAfter later, unless the cluster is told to fail the new revision (never
 // Ready, an apply failing FailAfter after its release, or Ready and then NotReady RegressAfter
 // after it). A rollback's restore of an earlier revision always succeeds: that revision was
-// good there. They keep each deployment's record as the hub and agents would: the release's
-// time, whether the revision was Ready since, when it stopped, and the last good revision.
+// good there. An agent that is offline does nothing: what it would have applied or reported
+// while it was gone, it does when it is back. They keep each deployment's record as the hub and
+// agents would: the release's time, whether the revision was Ready since, when it stopped, and
+// the last good revision.
 type simAgents struct {
 	clusters   []SimCluster
 	readyAfter time.Duration
 	deps       []*Deployment
-	// pending events per cluster, -1 for none: Ready, NotReady again, apply failure.
-	readyAt, regressAt, failAt []time.Duration
+	// pending events per cluster, -1 for none: the apply of a release made while the agent was
+	// offline, Ready, NotReady again, apply failure.
+	applyAt, readyAt, regressAt, failAt []time.Duration
 }
 
 func newSimAgents(clusters []SimCluster, readyAfter time.Duration, first bool) *simAgents {
-	a := &simAgents{clusters: clusters, readyAfter: readyAfter, deps: make([]*Deployment, len(clusters)),
-		readyAt: make([]time.Duration, len(clusters)), regressAt: make([]time.Duration, len(clusters)), failAt: make([]time.Duration, len(clusters))}
+	n := len(clusters)
+	a := &simAgents{clusters: clusters, readyAfter: readyAfter, deps: make([]*Deployment, n),
+		applyAt: make([]time.Duration, n), readyAt: make([]time.Duration, n), regressAt: make([]time.Duration, n), failAt: make([]time.Duration, n)}
 	for i := range clusters {
-		a.readyAt[i], a.regressAt[i], a.failAt[i] = -1, -1, -1
+		a.applyAt[i], a.readyAt[i], a.regressAt[i], a.failAt[i] = -1, -1, -1, -1
 		if !first {
 			a.deps[i] = &Deployment{Staged: 1, Released: 1, Applied: 1, Ready: true, WasReady: true, AppliedAt: SimStart.Add(-24 * time.Hour), ReleasedAt: SimStart.Add(-24 * time.Hour)}
 		}
@@ -31,8 +35,8 @@ func newSimAgents(clusters []SimCluster, readyAfter time.Duration, first bool) *
 	return a
 }
 
-// release applies rev on cluster i at now: a restore of its last good revision when restore
-// is set. rev 0 removes the bundle.
+// release records rev released on cluster i at now, a restore of its last good revision when
+// restore is set, and applies it unless the agent is offline. rev 0 removes the bundle.
 func (a *simAgents) release(i int, rev int64, now time.Duration, restore bool) {
 	at := SimStart.Add(now)
 	lastGood := int64(0)
@@ -43,23 +47,35 @@ func (a *simAgents) release(i int, rev int64, now time.Duration, restore bool) {
 			lastGood = d.Released
 		}
 	}
-	a.readyAt[i], a.regressAt[i], a.failAt[i] = -1, -1, -1
+	a.applyAt[i], a.readyAt[i], a.regressAt[i], a.failAt[i] = -1, -1, -1, -1
 	if rev == 0 {
 		a.deps[i] = &Deployment{Staged: staged, Rollback: true}
 		return
 	}
-	a.deps[i] = &Deployment{Staged: staged, Released: rev, Applied: rev, AppliedAt: at, ReleasedAt: at, LastGood: lastGood, Rollback: restore}
-	c := &a.clusters[i]
-	if c.Offline && c.OfflineAt <= now {
-		a.deps[i].Applied = 0 // an offline agent applies nothing
+	a.deps[i] = &Deployment{Staged: staged, Released: rev, AppliedAt: at, ReleasedAt: at, LastGood: lastGood, Rollback: restore}
+	if c := &a.clusters[i]; c.offlineAt(now) {
+		a.applyAt[i], _ = a.effective(i, now)
 		return
 	}
+	a.apply(i, now)
+}
+
+// remove takes the bundle off cluster i (it leaves the targets).
+func (a *simAgents) remove(i int) {
+	a.deps[i] = nil
+	a.applyAt[i], a.readyAt[i], a.regressAt[i], a.failAt[i] = -1, -1, -1, -1
+}
+
+// apply applies cluster i's release at now and schedules what follows.
+func (a *simAgents) apply(i int, now time.Duration) {
+	d, c := a.deps[i], &a.clusters[i]
+	d.Applied, d.AppliedAt = d.Released, SimStart.Add(now)
 	wait := a.readyAfter
 	if c.ReadyAfter > 0 {
 		wait = c.ReadyAfter
 	}
 	switch {
-	case restore:
+	case d.Rollback:
 		a.readyAt[i] = now + wait
 	case c.FailAfter > 0:
 		a.failAt[i] = now + c.FailAfter
@@ -72,30 +88,67 @@ func (a *simAgents) release(i int, rev int64, now time.Duration, restore bool) {
 	}
 }
 
-// advance applies what happened on the clusters by now.
+// effective is when an event due at at on cluster i happens: then, or when the agent is back
+// if it is offline then; false if it never comes back.
+func (a *simAgents) effective(i int, at time.Duration) (time.Duration, bool) {
+	c := &a.clusters[i]
+	switch {
+	case !c.offlineAt(at):
+		return at, true
+	case c.BackAt > 0:
+		return c.BackAt, true
+	}
+	return -1, false
+}
+
+// advance applies what happened on the clusters by now, in order.
 func (a *simAgents) advance(now time.Duration) {
-	for i, d := range a.deps {
-		if d == nil {
-			continue
-		}
-		if at := a.readyAt[i]; at >= 0 && at <= now {
-			d.Ready, d.WasReady, a.readyAt[i] = true, true, -1
-		}
-		if at := a.regressAt[i]; at >= 0 && at <= now {
-			d.Ready, d.NotReadyAt, a.regressAt[i] = false, SimStart.Add(at), -1
-		}
-		if at := a.failAt[i]; at >= 0 && at <= now {
-			d.ApplyFailed, a.failAt[i] = true, -1
+	for i := range a.deps {
+		for {
+			ev, at := a.due(i, now)
+			if ev == nil {
+				break
+			}
+			*ev = -1
+			d := a.deps[i]
+			switch ev {
+			case &a.applyAt[i]:
+				a.apply(i, at)
+			case &a.readyAt[i]:
+				d.Ready, d.WasReady = true, true
+			case &a.regressAt[i]:
+				d.Ready, d.NotReadyAt = false, SimStart.Add(at)
+			case &a.failAt[i]:
+				d.ApplyFailed = true
+			}
 		}
 	}
+}
+
+// due is cluster i's earliest pending event that happens by now, and when it happens.
+func (a *simAgents) due(i int, now time.Duration) (*time.Duration, time.Duration) {
+	var first *time.Duration
+	var firstAt time.Duration
+	for _, ev := range []*time.Duration{&a.applyAt[i], &a.readyAt[i], &a.regressAt[i], &a.failAt[i]} {
+		if *ev < 0 {
+			continue
+		}
+		if at, ok := a.effective(i, *ev); ok && at <= now && (first == nil || at < firstAt) {
+			first, firstAt = ev, at
+		}
+	}
+	return first, firstAt
 }
 
 // next is the earliest moment after now at which a cluster changes, and whether there is one.
 func (a *simAgents) next(now time.Duration) (time.Duration, bool) {
 	var times []time.Duration
 	for i := range a.deps {
-		for _, at := range []time.Duration{a.readyAt[i], a.regressAt[i], a.failAt[i]} {
-			if at > now {
+		for _, ev := range []time.Duration{a.applyAt[i], a.readyAt[i], a.regressAt[i], a.failAt[i]} {
+			if ev < 0 {
+				continue
+			}
+			if at, ok := a.effective(i, ev); ok && at > now {
 				times = append(times, at)
 			}
 		}

@@ -18,9 +18,11 @@ type SimCluster struct {
 	Fail         bool          `json:"-"`
 	FailAfter    time.Duration `json:"-"`
 	RegressAfter time.Duration `json:"-"`
-	// Offline: the agent is gone from OfflineAt on; it applies nothing and counts as unavailable.
+	// Offline: the agent is gone from OfflineAt on, and back at BackAt if that is set; while it
+	// is gone it applies and reports nothing and counts as unavailable (R1.11).
 	Offline   bool          `json:"-"`
 	OfflineAt time.Duration `json:"-"`
+	BackAt    time.Duration `json:"-"`
 	// Excluded: the cluster leaves the bundle's targets at ExcludedAt (a placement removes it).
 	Excluded   bool          `json:"-"`
 	ExcludedAt time.Duration `json:"-"`
@@ -123,7 +125,7 @@ func Simulate(sim Simulation) Timeline {
 	for now <= horizon {
 		agents.advance(now)
 		for i, c := range sim.Clusters {
-			targets[i].Offline = c.Offline && c.OfflineAt <= now
+			targets[i].Offline = c.offlineAt(now)
 			targets[i].Excluded = c.Excluded && c.ExcludedAt <= now
 			targets[i].Deployment = agents.deps[i]
 		}
@@ -144,7 +146,7 @@ func Simulate(sim Simulation) Timeline {
 			agents.release(index[name], rev, now, false)
 		}
 		for _, name := range d.Remove {
-			agents.deps[index[name]] = nil
+			agents.remove(index[name])
 		}
 		rolledBack := agents.restore(d.Restore, index, now)
 		q = quarantine(q, d.Failure)
@@ -196,16 +198,27 @@ func (tl *Timeline) record(s Moment) {
 	tl.Steps = append(tl.Steps, s)
 }
 
-// goesOffline are the moments after now at which a cluster's agent goes offline: events of
-// every simulation, as the hub notices them at the heartbeat deadline.
+// goesOffline are the moments after now at which a cluster's agent goes offline or comes back:
+// events of every simulation, as the hub notices them at the heartbeat deadline or the next
+// heartbeat.
 func goesOffline(clusters []SimCluster, now time.Duration) []time.Duration {
 	var out []time.Duration
 	for _, c := range clusters {
-		if c.Offline && c.OfflineAt > now {
-			out = append(out, c.OfflineAt)
+		if !c.Offline {
+			continue
+		}
+		for _, at := range []time.Duration{c.OfflineAt, c.BackAt} {
+			if at > now {
+				out = append(out, at)
+			}
 		}
 	}
 	return out
+}
+
+// offlineAt says whether the cluster's agent is gone at now.
+func (c *SimCluster) offlineAt(now time.Duration) bool {
+	return c.Offline && c.OfflineAt <= now && (c.BackAt == 0 || now < c.BackAt)
 }
 
 // nextEvent is the earliest future moment at which something changes.

@@ -27,6 +27,9 @@ func randomFleet(rng *rand.Rand, n int, faults bool) ([]SimCluster, []ClusterGro
 			cs[i].Fail = rng.IntN(25) == 0
 			if rng.IntN(30) == 0 {
 				cs[i].Offline, cs[i].OfflineAt = true, time.Duration(rng.IntN(300))*time.Second
+				if rng.IntN(2) == 0 {
+					cs[i].BackAt = cs[i].OfflineAt + time.Duration(1+rng.IntN(3600))*time.Second
+				}
 			}
 		}
 	}

@@ -62,7 +62,7 @@ rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSe
 	f.DurationVar(&o.readyAfter, "ready-after", 30*time.Second, "simulated time from release to Ready")
 	f.StringSliceVar(&o.fail, "fail", nil, "clusters that fail the new revision: NAME never becomes Ready, NAME@AFTER fails its apply AFTER its release (e.g. c1@5m)")
 	f.StringSliceVar(&o.regress, "regress", nil, "clusters that become Ready on the new revision and NotReady AFTER its release: NAME@AFTER (e.g. c1@30m)")
-	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline: NAME from the start, NAME@AFTER from AFTER on")
+	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline: NAME from the start, NAME@AFTER from AFTER on, NAME@AFTER..BACK until BACK (NAME@..BACK: from the start)")
 	f.StringSliceVar(&o.analysisFail, "analysis-fail", nil, "analysis checks whose measurements fail from AFTER on (from the start of the rollout), on every cluster or gate they judge: NAME@AFTER (e.g. error-rate@20m)")
 	f.BoolVar(&o.firstDeployment, "first-deployment", false, "simulate a first deployment instead of an update")
 	o.output = addOutputFlag(cmd, "table")
@@ -106,7 +106,7 @@ func (o *planOptions) run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	offline, err := clusterTimes("--offline", o.offline, false, known, o.clustersFile)
+	offline, err := offlineSpans(o.offline, known, o.clustersFile)
 	if err != nil {
 		return err
 	}
@@ -116,8 +116,8 @@ func (o *planOptions) run(out io.Writer) error {
 			c.Fail, c.FailAfter = after == 0, after
 		}
 		c.RegressAfter = regress[c.Name]
-		if at, ok := offline[c.Name]; ok {
-			c.Offline, c.OfflineAt = true, at
+		if span, ok := offline[c.Name]; ok {
+			c.Offline, c.OfflineAt, c.BackAt = true, span.from, span.back
 		}
 	}
 	for _, v := range o.analysisFail {
@@ -266,8 +266,8 @@ func clusterTimes(flag string, values []string, needAfter bool, known map[string
 		switch {
 		case timed:
 			var err error
-			if d, err = time.ParseDuration(after); err != nil || d <= 0 {
-				return nil, badInput("%s %s: AFTER must be a positive duration such as 30m", flag, v)
+			if d, err = positiveDuration(flag, v, "AFTER", after); err != nil {
+				return nil, err
 			}
 		case needAfter:
 			return nil, badInput("%s %s: give the time after the release, as NAME@AFTER (e.g. %s@30m)", flag, v, name)
@@ -275,6 +275,50 @@ func clusterTimes(flag string, values []string, needAfter bool, known map[string
 		out[name] = d
 	}
 	return out, nil
+}
+
+// offlineSpan is when a cluster's agent is gone: from from on, until back if that is set.
+type offlineSpan struct{ from, back time.Duration }
+
+// offlineSpans reads --offline: NAME, NAME@AFTER, NAME@AFTER..BACK or NAME@..BACK.
+func offlineSpans(values []string, known map[string]bool, file string) (map[string]offlineSpan, error) {
+	const flag = "--offline"
+	out := map[string]offlineSpan{}
+	for _, v := range values {
+		name, when, timed := strings.Cut(v, "@")
+		if !known[name] {
+			return nil, badInput("%s: cluster %q is not in %s", flag, name, file)
+		}
+		var span offlineSpan
+		if timed {
+			from, back, returns := strings.Cut(when, "..")
+			var err error
+			if from != "" || !returns {
+				if span.from, err = positiveDuration(flag, v, "AFTER", from); err != nil {
+					return nil, err
+				}
+			}
+			if returns {
+				if span.back, err = positiveDuration(flag, v, "BACK", back); err != nil {
+					return nil, err
+				}
+				if span.back <= span.from {
+					return nil, badInput("%s %s: BACK must come after AFTER", flag, v)
+				}
+			}
+		}
+		out[name] = span
+	}
+	return out, nil
+}
+
+// positiveDuration reads the part of a flag's value v called what.
+func positiveDuration(flag, v, what, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, badInput("%s %s: %s must be a positive duration such as 30m", flag, v, what)
+	}
+	return d, nil
 }
 
 func contains(list []string, s string) bool {

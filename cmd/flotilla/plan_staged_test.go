@@ -163,6 +163,52 @@ func TestR1_11_StagedPlanHoldsAnOfflineCluster(t *testing.T) {
 	}
 }
 
+// R1.11: --offline NAME@AFTER..BACK brings the agent back at BACK: the staged plan starts the
+// cluster then, says why it waited until then, and completes; bad spans name the flag and part.
+func TestR1_11_StagedPlanStartsAClusterWhenItsAgentIsBack(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", stagedClusters)
+	strategy := writeFile(t, dir, "s.yaml", "stages:\n- {name: staging, labelSelector: 'env=staging'}\n- {name: production, labelSelector: 'env=prod', maxConcurrency: 1}\n")
+	out, err := runCLI("plan", "--clusters", clusters, "--strategy", strategy, "--offline", "prod-2@..2h", "-o", "json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var plan struct {
+		Steps []struct {
+			At      string   `json:"at"`
+			Started []string `json:"started"`
+			Gate    string   `json:"gate"`
+		} `json:"steps"`
+		Completed bool   `json:"completed"`
+		ETA       string `json:"eta"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	startedAt := "never"
+	held := false
+	for _, m := range plan.Steps {
+		if slices.Contains(m.Started, "prod-2") {
+			startedAt = m.At
+		}
+		held = held || strings.Contains(m.Gate, "prod-2: agent offline: starts when it is back (R1.11)")
+	}
+	if startedAt != "2h0m0s" || !held || !plan.Completed || plan.ETA != "2h0m30s" {
+		t.Errorf("prod-2 started at %s (held with its reason: %v), completed %v after %s; want started at 2h, held, completed after 2h0m30s\n%s",
+			startedAt, held, plan.Completed, plan.ETA, out)
+	}
+	for value, want := range map[string]string{
+		"prod-2@1h..30m": "BACK must come after AFTER",
+		"prod-2@..soon":  "BACK must be a positive duration",
+		"prod-2@-1m..1h": "AFTER must be a positive duration",
+		"nobody@..1h":    `cluster "nobody" is not in`,
+	} {
+		if out, err := runCLI("plan", "--clusters", clusters, "--strategy", strategy, "--offline", value); err == nil || !strings.Contains(err.Error(), "--offline") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--offline %s: error %v, want one naming --offline and %q\n%s", value, err, want, out)
+		}
+	}
+}
+
 // R3.13: the plan lists a stage's clusters in the order the run starts them, which is the
 // hub's: at 09:00 (the plan's start) c's window is open, b has none, a's opens at 20:00, so
 // c, b, a, although the sorting label says a, b, c.
