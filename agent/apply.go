@@ -142,6 +142,9 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err := a.admissible(objs, opts); err != nil {
 		return nil, err
 	}
+	if err := a.served(objs); err != nil {
+		return nil, err
+	}
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("apply did not finish within %s (timeoutSeconds)", opts.Timeout))

@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
@@ -55,33 +51,7 @@ spec: {size: 3}
 		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "db", BundleNamespace: bundleNS, Staged: rev, Released: &rev,
 			Options: v1alpha1.DeploymentOptions{HealthChecks: []v1alpha1.HealthCheck{{APIVersion: "db.example.com/v1", Kind: "Database",
 				Current: "status.phase == 'Running'", Failed: "status.phase == 'Error'"}}}}}
-	if err := hubClient.Create(ctx, bd); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(bd)
-	d := &deployer{hub: hubClient, hubReader: hubClient, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
-		opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-cel", ResyncInterval: time.Second}}
-	reconciler := d.controller()
-	read := func() *v1alpha1.BundleDeployment {
-		var now v1alpha1.BundleDeployment
-		if err := hubClient.Get(ctx, key, &now); err != nil {
-			t.Fatal(err)
-		}
-		return &now
-	}
-	// until reconciles as the agent's controller would and waits for the status to hold.
-	until := func(what string, holds func(*v1alpha1.BundleDeployment) bool) *v1alpha1.BundleDeployment {
-		t.Helper()
-		var last *v1alpha1.BundleDeployment
-		wait.Until(t, what, time.Minute, func() bool {
-			if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
-				t.Logf("reconcile: %v", err)
-			}
-			last = read()
-			return holds(last)
-		}, func() string { return fmt.Sprintf("status: %+v", last.Status) })
-		return last
-	}
+	until := newAgentPlay(t, hubClient, local, "flotilla-cel", bd).until
 	named := func(st *v1alpha1.BundleDeploymentStatus, says string) bool {
 		for _, r := range st.NonReadyResources {
 			if r.Kind == "Database" && r.Name == "orders" && r.Namespace == workloadNS && strings.Contains(r.Message, says) {

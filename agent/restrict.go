@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
@@ -63,6 +64,79 @@ func (a *Applier) admissible(objs []*unstructured.Unstructured, opts Options) er
 	}
 	sort.Strings(violations)
 	return &RestrictedError{Violations: violations}
+}
+
+// UnservedError lists the APIs of a deployment that the cluster does not serve: the cluster is
+// ineligible for its revision and nothing of it is applied (ROLLOUT.md R1.15).
+type UnservedError struct {
+	APIs []string
+}
+
+func (e *UnservedError) Error() string {
+	return fmt.Sprintf("the cluster does not serve %s: nothing was applied", strings.Join(e.APIs, ", "))
+}
+
+// Bounds of what an UnservedError reports, as the BundleDeployment's status admits it.
+const (
+	maxUnservedAPIs   = 10
+	maxUnservedAPILen = 317
+)
+
+// served checks that the cluster serves every apiVersion and kind of objs, or that a
+// CustomResourceDefinition of the same set declares it. Discovery is read again, once, only
+// when something is missing: a CRD installed since, or a cluster upgraded, is seen then.
+func (a *Applier) served(objs []*unstructured.Unstructured) error {
+	declared := map[schema.GroupVersionKind]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" || o.GroupVersionKind().Group != "apiextensions.k8s.io" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			v, _ := v.(map[string]any)
+			if name, _ := v["name"].(string); name != "" && v["served"] == true {
+				declared[schema.GroupVersionKind{Group: group, Version: name, Kind: kind}] = true
+			}
+		}
+	}
+	missing := func() []schema.GroupVersionKind {
+		seen := map[schema.GroupVersionKind]bool{}
+		var out []schema.GroupVersionKind
+		for _, o := range objs {
+			gvk := o.GroupVersionKind()
+			if seen[gvk] || declared[gvk] {
+				continue
+			}
+			seen[gvk] = true
+			if _, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
+				out = append(out, gvk)
+			}
+		}
+		return out
+	}
+	unserved := missing()
+	if len(unserved) == 0 {
+		return nil
+	}
+	a.mapper.Reset()
+	if unserved = missing(); len(unserved) == 0 {
+		return nil
+	}
+	apis := make([]string, 0, len(unserved))
+	for _, gvk := range unserved {
+		api := gvk.GroupVersion().String() + " " + gvk.Kind
+		if len(api) > maxUnservedAPILen {
+			api = api[:maxUnservedAPILen]
+		}
+		apis = append(apis, api)
+	}
+	sort.Strings(apis)
+	if len(apis) > maxUnservedAPIs {
+		apis = apis[:maxUnservedAPIs]
+	}
+	return &UnservedError{APIs: apis}
 }
 
 // restrictionRefuses says why r does not allow o, or "".

@@ -338,10 +338,21 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 				d.recorder.Normal(bd, v1alpha1.EventDriftCorrected, "revision %d applied again over %s", rel.Index, driftSummary(bd.Status.ModifiedResources))
 			}
 		}
+		var unserved *UnservedError
+		switch {
+		case errors.As(applyErr, &unserved):
+			// The cluster cannot run this revision: it keeps the one it runs (R1.15).
+			bd.Status.Ineligible = &v1alpha1.Ineligibility{DeploymentID: rel.DeploymentID, UnservedAPIs: unserved.APIs}
+		case !waiting:
+			bd.Status.Ineligible = nil
+		}
 		if applyErr != nil {
 			reason := v1alpha1.ApplyFailedReason
-			if errors.As(applyErr, new(*RestrictedError)) {
+			switch {
+			case errors.As(applyErr, new(*RestrictedError)):
 				reason = v1alpha1.RestrictedReason
+			case unserved != nil:
+				reason = v1alpha1.APINotServedReason
 			}
 			if prev := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != applyErr.Error() {
 				// Told when the apply starts failing or fails anew, not at each retry.
@@ -355,7 +366,14 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	if waiting {
 		requeue = time.Second
 	}
-	if applyErr != nil {
+	switch {
+	case bd.Status.Ineligible != nil:
+		// A cluster gains an API when it is upgraded or a CRD is installed: looked for at
+		// each resync, which reads discovery once.
+		if requeue == 0 || requeue > d.opts.ResyncInterval {
+			requeue = d.opts.ResyncInterval
+		}
+	case applyErr != nil:
 		// Retry on our own schedule: the cause (content not readable yet, a webhook down on the
 		// cluster) usually passes, and nothing else would wake us.
 		requeue = min(5*time.Second, d.opts.ResyncInterval)

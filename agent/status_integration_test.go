@@ -148,3 +148,50 @@ func deployerNamespaces(t *testing.T, bundleNS, clusterNS, workloadNS string) (c
 	}
 	return hubClient, local
 }
+
+// agentPlay plays one deployment through the agent's own controller, as its cluster's agent
+// would, against the hub's API server and the workload cluster.
+type agentPlay struct {
+	t          *testing.T
+	hub        client.Client
+	key        client.ObjectKey
+	reconciler interface {
+		Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
+	}
+}
+
+// newAgentPlay creates bd on the hub and an agent for its cluster namespace, keeping its
+// state in stateNS downstream.
+func newAgentPlay(t *testing.T, hubClient client.Client, local kubernetes.Interface, stateNS string, bd *v1alpha1.BundleDeployment) *agentPlay {
+	t.Helper()
+	if err := hubClient.Create(context.Background(), bd); err != nil {
+		t.Fatal(err)
+	}
+	d := &deployer{hub: hubClient, hubReader: hubClient, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+		opts: RunOptions{LocalConfig: workload.Config(), Namespace: bd.Namespace, StateNamespace: stateNS, ResyncInterval: time.Second}}
+	return &agentPlay{t: t, hub: hubClient, key: client.ObjectKeyFromObject(bd), reconciler: d.controller()}
+}
+
+// read is the deployment as the hub has it.
+func (p *agentPlay) read() *v1alpha1.BundleDeployment {
+	p.t.Helper()
+	var now v1alpha1.BundleDeployment
+	if err := p.hub.Get(context.Background(), p.key, &now); err != nil {
+		p.t.Fatal(err)
+	}
+	return &now
+}
+
+// until reconciles as the agent's controller would until the deployment's status holds.
+func (p *agentPlay) until(what string, holds func(*v1alpha1.BundleDeployment) bool) *v1alpha1.BundleDeployment {
+	p.t.Helper()
+	var last *v1alpha1.BundleDeployment
+	wait.Until(p.t, what, time.Minute, func() bool {
+		if _, err := p.reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: p.key}); err != nil {
+			p.t.Logf("reconcile: %v", err)
+		}
+		last = p.read()
+		return holds(last)
+	}, func() string { return fmt.Sprintf("status: %+v", last.Status) })
+	return last
+}

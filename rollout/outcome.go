@@ -164,10 +164,11 @@ func (f fault) regresses() bool { return f == faultRegression || f == faultAnaly
 
 // faultOf says whether the cluster is unavailable through a fault of revision r, of which kind,
 // and since when. A cluster that moved on to another revision cannot fail r; an offline
-// cluster that never was Ready on r is the network's fault, not the revision's (R1.11 holds it).
+// cluster that never was Ready on r is the network's fault, not the revision's (R1.11 holds it),
+// and a cluster that cannot run r is ineligible, not failing (R1.15).
 func faultOf(d *Deployment, r int64, offline bool) (fault, time.Time) {
 	switch {
-	case d == nil || d.Released != r:
+	case d == nil || d.Released != r || d.Ineligible():
 		return noFault, time.Time{}
 	case d.ApplyFailed:
 		return faultApply, d.ReleasedAt

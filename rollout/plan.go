@@ -26,6 +26,9 @@ func Plan(in *Input) *Decision {
 	} else {
 		d, parts = planPartitions(in, sorted)
 	}
+	if w, ok := ineligibleWarning(sorted, in.Revision); ok {
+		d.Warnings = append(d.Warnings, w)
+	}
 	groups, globalMax := budgetGroups(in, sorted, d, parts)
 	if q := quarantined(in.Quarantine, in.Revision); q != nil {
 		return planRollback(in, sorted, *q, groups, globalMax)
@@ -326,12 +329,26 @@ func (plan *Decision) finish(sorted []*Target, rev int64, release, unavail []boo
 	}
 	for _, p := range parts {
 		for _, ti := range p.members {
-			if !plan.Clusters[ti].State.Available() || sorted[ti].Offline {
+			if release[ti] || !finished(sorted[ti], rev) {
 				complete = false
 			}
 		}
 	}
 	plan.Complete = complete
+}
+
+// ineligibleWarning names the clusters that cannot run revision r, if any (R1.15).
+func ineligibleWarning(sorted []*Target, r int64) (Warning, bool) {
+	var names []string
+	for _, t := range sorted {
+		if t.Deployment.ineligibleFor(r) {
+			names = append(names, t.Cluster+" "+t.Deployment.IneligibleReason())
+		}
+	}
+	if len(names) == 0 {
+		return Warning{}, false
+	}
+	return Warning{WarnIneligible, fmt.Sprintf("%d clusters cannot run revision %d and run what they ran before: %s", len(names), r, abbreviate(names, 3))}, true
 }
 
 // abbreviate lists up to n names, then "and K more".

@@ -46,8 +46,8 @@ func planRollingUpdate(in *Input, sorted []*Target) *Decision {
 		}
 		carrying[i] = true
 		nCarrying++
-		if t.Offline || !ClusterState(d, d.Released).Available() {
-			continue
+		if unavailable(t, rev) {
+			continue // an ineligible cluster counts on what it still runs (R1.15)
 		}
 		if judged && judgedOn(d, rev) {
 			// A cluster on the revision counts as available once its checks passed (R7.8).

@@ -442,6 +442,10 @@ func (s *stepper) progressInFlight() {
 				switch {
 				case d != nil && d.Released == rev && d.Applied == rev && d.Ready && !d.ApplyFailed && !fc.Offline:
 					c.State, c.Message, c.FinishedAt = RunCompleted, "", s.now
+				case d.ineligibleFor(rev):
+					// It runs what it ran before and may run rev once it serves its APIs: the
+					// run goes on without it (R1.15).
+					c.State, c.Message, c.FinishedAt = RunSkipped, "ineligible: "+d.IneligibleReason(), s.now
 				case d != nil && d.Released == rev && d.ApplyFailed:
 					c.State, c.Message, c.FinishedAt = RunFailed, "apply failed", s.now
 				case !s.now.Before(c.StartedAt.Add(timeout)):

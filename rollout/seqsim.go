@@ -189,8 +189,8 @@ func clustersBehind(seq *Sequence, fleet []SequenceCluster, r int64, now time.Du
 			}
 			seen[c.Name] = true
 			d := c.Deployment
-			if d != nil && (d.Released > r || d.Released == r && ClusterState(d, r).Available()) {
-				continue
+			if d != nil && (d.Released > r || d.Released == r && ClusterState(d, r).Available()) || d.ineligibleFor(r) {
+				continue // ineligible: it runs r once it serves r's APIs (R1.15)
 			}
 			name := c.Name
 			if offline[c.Name] {

@@ -451,10 +451,17 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	needing, done, waiting := 0, 0, 0
 	var invalid []string // clusters held by a window that does not compile
 	var held []string    // clusters paused or offline
+	var ineligible []string
 	for _, c := range members {
 		d := c.Deployment
 		if d != nil && d.Released > r || c.lacks(r) {
 			continue // R4.7: already ahead, or only newer revisions are rendered for it
+		}
+		if d.ineligibleFor(r) {
+			// R1.15: left behind like a cluster ahead; it runs r once it serves r's APIs.
+			ineligible = append(ineligible, c.Name+" "+d.IneligibleReason())
+			rs.Counts.add(ClusterState(d, r))
+			continue
 		}
 		needing++
 		state := ClusterState(d, r)
@@ -487,7 +494,9 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 			}
 		}
 	}
-	ahead := needing == 0
+	// R1.15: a group qualifies a revision only if one of its clusters ran it.
+	noneCan := needing == 0 && len(ineligible) > 0
+	ahead := needing == 0 && !noneCan
 	if ahead {
 		// Clusters ahead are ignored only while some cluster needs the revision (R4.7); when
 		// every one is ahead, the group has finished it and soaks it like any other, so that a
@@ -508,7 +517,7 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		rs.SoakUntil = rs.StartedAt.Add(ForcedSoakAge).Add(soak)
 	default:
 		switch {
-		case done == needing:
+		case done == needing && !noneCan:
 			rs.State, rs.FinishedAt, rs.SoakUntil = SeqSoaking, now, now.Add(soak)
 		case rs.StartedAt.IsZero():
 			rs.State = SeqPending
@@ -534,6 +543,8 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 	hold := "" // why clusters of the group wait
 	if rs.State != SeqComplete {
 		switch {
+		case noneCan:
+			hold = fmt.Sprintf("no cluster of the group can run revision %d, so the group does not qualify it (R1.15): %s", r, strings.Join(ineligible, "; "))
 		case seq.Paused:
 			hold = "bundle paused: nothing new starts (R1.13)"
 		case ctl.Paused:
@@ -559,6 +570,14 @@ func progressRevision(seq *Sequence, g SequenceGroup, rs SequenceRevisionStatus,
 		rs.Message = "every cluster already runs a newer revision (R4.7)"
 	case !checksPassed:
 		// judgeSoak said what the checks wait for.
+	}
+	if len(ineligible) > 0 && !noneCan {
+		left := fmt.Sprintf("%d clusters left behind, ineligible (R1.15): %s", len(ineligible), strings.Join(ineligible, "; "))
+		if rs.Message == "" {
+			rs.Message = left
+		} else if !strings.Contains(rs.Message, left) {
+			rs.Message += "; " + left
+		}
 	}
 	return rs, nil
 }

@@ -52,13 +52,22 @@ func (a *simAgents) release(i int, rev int64, now time.Duration, restore bool) {
 		a.deps[i] = &Deployment{Staged: staged, Rollback: true}
 		return
 	}
+	prev := a.deps[i]
 	a.deps[i] = &Deployment{Staged: staged, Released: rev, AppliedAt: at, ReleasedAt: at, LastGood: lastGood, Rollback: restore}
+	if a.clusters[i].Ineligible && !restore && prev != nil {
+		// What it runs until it can run rev (R1.15).
+		d := a.deps[i]
+		d.Applied, d.AppliedAt, d.Ready, d.WasReady = prev.Applied, prev.AppliedAt, prev.Ready, prev.WasReady
+	}
 	if c := &a.clusters[i]; c.offlineAt(now) {
 		a.applyAt[i], _ = a.effective(i, now)
 		return
 	}
 	a.apply(i, now)
 }
+
+// SimUnservedAPI is what an ineligible simulated cluster does not serve.
+const SimUnservedAPI = "an API of the revision"
 
 // remove takes the bundle off cluster i (it leaves the targets).
 func (a *simAgents) remove(i int) {
@@ -69,6 +78,11 @@ func (a *simAgents) remove(i int) {
 // apply applies cluster i's release at now and schedules what follows.
 func (a *simAgents) apply(i int, now time.Duration) {
 	d, c := a.deps[i], &a.clusters[i]
+	if c.Ineligible && !d.Rollback {
+		// The agent finds APIs the cluster does not serve and applies nothing (R1.15).
+		d.Unserved = []string{SimUnservedAPI}
+		return
+	}
 	d.Applied, d.AppliedAt = d.Released, SimStart.Add(now)
 	wait := a.readyAfter
 	if c.ReadyAfter > 0 {

@@ -23,6 +23,9 @@ type SimCluster struct {
 	Offline   bool          `json:"-"`
 	OfflineAt time.Duration `json:"-"`
 	BackAt    time.Duration `json:"-"`
+	// Ineligible: the cluster does not serve an API the new revision uses; its agent applies
+	// nothing of it and it runs what it ran before (R1.15).
+	Ineligible bool `json:"-"`
 	// Excluded: the cluster leaves the bundle's targets at ExcludedAt (a placement removes it).
 	Excluded   bool          `json:"-"`
 	ExcludedAt time.Duration `json:"-"`
@@ -81,6 +84,9 @@ type SimEnd struct {
 type Timeline struct {
 	// First is the decision of the first pass: partitions, thresholds and warnings.
 	First *Decision
+	// Last is the decision of the last pass: what the rollout ended with (R1.15's ineligible
+	// clusters, say).
+	Last  *Decision
 	Steps []Moment
 	SimEnd
 	// Passes is the number of planning passes.
@@ -136,6 +142,7 @@ func Simulate(sim Simulation) Timeline {
 		d := Plan(in)
 		checks.track(d.Analysis, now)
 		tl.Passes++
+		tl.Last = d
 		if tl.First == nil {
 			tl.First = d
 		}

@@ -23,7 +23,7 @@ var States = []State{Pending, OutOfSync, WaitApplied, ErrApplied, NotReady, Modi
 //
 //	no BundleDeployment, or nothing released yet   → Pending
 //	released ≠ revision                            → OutOfSync
-//	released = revision, apply failed              → ErrApplied
+//	released = revision, apply failed or ineligible → ErrApplied
 //	released = revision, not applied yet           → WaitApplied
 //	applied = revision, resources not ready        → NotReady
 //	applied = revision, ready, live objects drifted → Modified
@@ -34,7 +34,7 @@ func ClusterState(d *Deployment, revision int64) State {
 		return Pending
 	case d.Released != revision:
 		return OutOfSync
-	case d.ApplyFailed:
+	case d.ApplyFailed || d.Ineligible():
 		return ErrApplied
 	case d.Applied != revision:
 		return WaitApplied
@@ -51,16 +51,29 @@ func (s State) Available() bool { return s == Ready || s == Modified }
 
 // unavailable applies §0's definition: a cluster that is not Ready or Modified on the revision
 // released to it, this one or an older one (R1.6's decision: its capacity is lost all the
-// same), or any offline cluster (R1.11). A cluster not reached yet (no release) is not.
+// same), or any offline cluster (R1.11). A cluster not reached yet (no release) is not, and
+// an ineligible one is judged on the revision it still runs, if any (R1.15).
 func unavailable(t *Target, revision int64) bool {
 	if t.Offline {
 		return true
 	}
 	d := t.Deployment
-	if d == nil || d.Released == 0 {
+	switch {
+	case d == nil || d.Released == 0:
 		return false
+	case d.Ineligible():
+		return d.Applied != 0 && !d.Ready
 	}
 	return !ClusterState(d, d.Released).Available()
+}
+
+// finished reports whether the cluster is done with revision r: available on it, or
+// ineligible for it (R1.15), and online.
+func finished(t *Target, r int64) bool {
+	if t.Offline {
+		return false
+	}
+	return ClusterState(t.Deployment, r).Available() || t.Deployment.ineligibleFor(r)
 }
 
 // settledAt is when a ready cluster counts as available under a ready delay (R2.5): the apply

@@ -1,6 +1,9 @@
 package rollout
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Target is one targeted cluster and what it holds of the bundle.
 type Target struct {
@@ -38,7 +41,9 @@ type Deployment struct {
 	Staged int64
 	// Released is the revision the agent may apply.
 	Released int64
-	// Applied is the revision the agent last applied successfully.
+	// Applied is the revision the agent last applied successfully: Released once applied, 0
+	// before that, except on an ineligible cluster (Unserved), which keeps running the
+	// revision before (0: none).
 	Applied int64
 	// ApplyFailed: the agent failed to apply Released.
 	ApplyFailed bool
@@ -59,9 +64,28 @@ type Deployment struct {
 	// restore.
 	LastGood int64
 	Rollback bool
+	// Unserved names what Released uses that the cluster does not serve (apiVersion and kind),
+	// as its agent found before applying anything: the cluster is ineligible for Released and
+	// runs what it ran before (R1.15).
+	Unserved []string
 	// Analysis is what the Cluster checks the strategy judges on the cluster say of Applied
 	// (the worst of them, Worst); nil when none was measured yet (§7).
 	Analysis *Judgement
+}
+
+// Ineligible reports whether the cluster cannot run the revision released to it: it does not
+// serve an API the revision uses (R1.15).
+func (d *Deployment) Ineligible() bool { return d != nil && d.Released != 0 && len(d.Unserved) > 0 }
+
+// ineligibleFor reports whether the cluster was released revision r and cannot run it.
+func (d *Deployment) ineligibleFor(r int64) bool { return d.Ineligible() && d.Released == r }
+
+// IneligibleReason says why the cluster cannot run its released revision, "" when it can.
+func (d *Deployment) IneligibleReason() string {
+	if !d.Ineligible() {
+		return ""
+	}
+	return fmt.Sprintf("does not serve %s (R1.15)", abbreviate(d.Unserved, 3))
 }
 
 // ClusterGroup is a named set of clusters, with labels that clusterGroupSelector matches.
@@ -280,6 +304,9 @@ const (
 	WarnUnpartitioned WarningKind = "UnpartitionedClusters"
 	// WarnUnsafeDefaults: maxUnavailable 100% lets the rollout pass every partition at once (R1.14).
 	WarnUnsafeDefaults WarningKind = "MaxUnavailable100Percent"
+	// WarnIneligible: clusters do not serve an API of the revision and run what they ran
+	// before (R1.15).
+	WarnIneligible WarningKind = "IneligibleClusters"
 	// WarnPlacementShort: a placement wants more clusters than it finds; N stays (R2.2).
 	WarnPlacementShort WarningKind = "PlacementShort"
 )

@@ -27,6 +27,7 @@ type planOptions struct {
 	fail            []string
 	regress         []string
 	offline         []string
+	ineligible      []string
 	analysisFail    []string
 	checkFaults     []rollout.SimCheckFault
 	firstDeployment bool
@@ -63,6 +64,7 @@ rolloutStrategy or placement, a StagedUpdateStrategy (--strategy) or a RolloutSe
 	f.StringSliceVar(&o.fail, "fail", nil, "clusters that fail the new revision: NAME never becomes Ready, NAME@AFTER fails its apply AFTER its release (e.g. c1@5m)")
 	f.StringSliceVar(&o.regress, "regress", nil, "clusters that become Ready on the new revision and NotReady AFTER its release: NAME@AFTER (e.g. c1@30m)")
 	f.StringSliceVar(&o.offline, "offline", nil, "clusters whose agent is offline: NAME from the start, NAME@AFTER from AFTER on, NAME@AFTER..BACK until BACK (NAME@..BACK: from the start)")
+	f.StringSliceVar(&o.ineligible, "ineligible", nil, "clusters that do not serve an API the new revision uses: they keep what they run and the rollout goes on without them (R1.15)")
 	f.StringSliceVar(&o.analysisFail, "analysis-fail", nil, "analysis checks whose measurements fail from AFTER on (from the start of the rollout), on every cluster or gate they judge: NAME@AFTER (e.g. error-rate@20m)")
 	f.BoolVar(&o.firstDeployment, "first-deployment", false, "simulate a first deployment instead of an update")
 	o.output = addOutputFlag(cmd, "table")
@@ -110,8 +112,18 @@ func (o *planOptions) run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ineligible, err := clusterTimes("--ineligible", o.ineligible, false, known, o.clustersFile)
+	if err != nil {
+		return err
+	}
+	for name, at := range ineligible {
+		if at != 0 {
+			return badInput("--ineligible %s: a cluster is ineligible for the revision from its release on: give its name alone", name)
+		}
+	}
 	for i := range clusters {
 		c := &clusters[i]
+		_, c.Ineligible = ineligible[c.Name]
 		if after, ok := fail[c.Name]; ok {
 			c.Fail, c.FailAfter = after == 0, after
 		}
@@ -373,6 +385,11 @@ func newPlanReport(tl rollout.Timeline, clusters int) planReport {
 		r.N, r.MaxUnavailable, r.MaxSurge = d.N, d.MaxUnavailable, d.MaxSurge
 		for _, w := range d.Warnings {
 			r.Warnings = append(r.Warnings, w.Message)
+		}
+	}
+	if d := tl.Last; d != nil {
+		if w := d.Warning(rollout.WarnIneligible); w != "" {
+			r.Warnings = append(r.Warnings, w)
 		}
 	}
 	for _, s := range tl.Steps {

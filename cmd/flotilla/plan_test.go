@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,5 +193,33 @@ func TestPlanRollingUpdatePlacement(t *testing.T) {
 	}
 	if strings.Contains(out, "not picked") {
 		t.Errorf("an unpicked cluster is shown as the reason to wait:\n%s", out)
+	}
+}
+
+// R1.15: --ineligible names clusters that cannot run the new revision; the plan goes on
+// without them, as the hub does, and says which and why. A time is refused: a cluster is
+// ineligible from its release on.
+func TestR1_15_PlanGoesOnWithoutAnIneligibleCluster(t *testing.T) {
+	dir := t.TempDir()
+	clusters := writeFile(t, dir, "clusters.yaml", "- {name: canary-0, labels: {tier: canary}}\n- {name: prod-0, labels: {tier: prod}}\n- {name: prod-1, labels: {tier: prod}}\n")
+	fleet := writeFile(t, dir, "fleet.yaml", "rolloutStrategy:\n  maxUnavailable: 0\n  partitions:\n  - {name: canary, clusterSelector: {matchLabels: {tier: canary}}}\n  - {name: prod, clusterSelector: {matchLabels: {tier: prod}}}\n")
+	out, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", fleet, "--ineligible", "prod-0", "-o", "json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var plan struct {
+		Warnings  []string `json:"warnings"`
+		Completed bool     `json:"completed"`
+		Duration  string   `json:"duration"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "1 clusters cannot run revision 2 and run what they ran before: prod-0 does not serve an API of the revision (R1.15)"
+	if !plan.Completed || plan.Duration != "1m0s" || !slices.Contains(plan.Warnings, want) {
+		t.Errorf("completed %v after %s, warnings %q; want completed after 1m0s, warning %q\n%s", plan.Completed, plan.Duration, plan.Warnings, want, out)
+	}
+	if out, err := runCLI("plan", "--clusters", clusters, "--fleet-yaml", fleet, "--ineligible", "prod-0@5m"); err == nil || !strings.Contains(err.Error(), "--ineligible prod-0: a cluster is ineligible for the revision from its release on") {
+		t.Errorf("--ineligible prod-0@5m: %v, want it refused\n%s", err, out)
 	}
 }

@@ -21,7 +21,11 @@ func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
 			d.Applied = 0 // a new deployment of the same index (options changed) is not applied yet
 		}
 	}
-	if c := meta.FindStatusCondition(bd.Status.Conditions, v1alpha1.AppliedCondition); c != nil && c.Status == metav1.ConditionFalse {
+	switch ie := bd.Status.Ineligible; {
+	case ie != nil && bd.Spec.Released != nil && ie.DeploymentID == bd.Spec.Released.DeploymentID:
+		// Not a failed apply: the cluster runs what it ran before (R1.15).
+		d.Unserved, d.Applied = ie.UnservedAPIs, bd.Status.AppliedRevision
+	case meta.IsStatusConditionFalse(bd.Status.Conditions, v1alpha1.AppliedCondition):
 		d.ApplyFailed = true
 	}
 	if bd.Status.AppliedAt != nil {

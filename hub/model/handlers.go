@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 
@@ -146,5 +147,5 @@ func BundleOfDeployment(_ context.Context, o client.Object) []reconcile.Request 
 func DeploymentPlanChanged(old, new client.Object) bool {
 	o, ok1 := old.(*v1alpha1.BundleDeployment)
 	n, ok2 := new.(*v1alpha1.BundleDeployment)
-	return !ok1 || !ok2 || *bdstate.Deployment(o) != *bdstate.Deployment(n) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
+	return !ok1 || !ok2 || !reflect.DeepEqual(bdstate.Deployment(o), bdstate.Deployment(n)) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
 }

@@ -367,6 +367,8 @@ func (r *RolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 	unpartitioned, unsafe := d.Warning(rollout.WarnUnpartitioned), d.Warning(rollout.WarnUnsafeDefaults)
 	setWarning(st, v1alpha1.UnpartitionedClustersCondition, unpartitioned != "", v1alpha1.UnpartitionedClustersReason, unpartitioned, bun.Generation)
 	setWarning(st, v1alpha1.UnsafeDefaultsCondition, unsafe != "", v1alpha1.MaxUnavailable100PercentReason, unsafe, bun.Generation)
+	ineligible := d.Warning(rollout.WarnIneligible)
+	setWarning(st, v1alpha1.IneligibleClustersCondition, ineligible != "", v1alpha1.APINotServedReason, ineligible, bun.Generation)
 	setWarning(st, v1alpha1.RolloutPausedCondition, d.Paused != "", v1alpha1.PausedReason, d.Paused, bun.Generation)
 	plan.RecordQuarantine(bun, nil)
 	plan. // drops what a retry lifted

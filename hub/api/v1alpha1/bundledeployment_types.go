@@ -179,10 +179,28 @@ type BundleDeploymentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
 	ModifiedResources []ResourceSummary `json:"modifiedResources,omitempty"`
+	// Ineligible says the cluster cannot run the released revision: it does not serve APIs the
+	// revision uses (ROLLOUT.md R1.15). The agent sets it before it applies anything and clears
+	// it once the revision applies.
+	// +optional
+	Ineligible *Ineligibility `json:"ineligible,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Ineligibility is what a cluster lacks to run a release.
+type Ineligibility struct {
+	// DeploymentID is the release the agent found the cluster cannot run.
+	// +kubebuilder:validation:MaxLength=128
+	DeploymentID string `json:"deploymentID"`
+	// UnservedAPIs are the apiVersion and kind of each API it uses that the cluster does not
+	// serve, e.g. "autoscaling/v2beta2 HorizontalPodAutoscaler".
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=317
+	UnservedAPIs []string `json:"unservedAPIs"`
 }
 
 // ResourceSummary names one deployed object and says what is wrong with it.

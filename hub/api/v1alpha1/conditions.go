@@ -26,6 +26,9 @@ const (
 	// UnsafeDefaultsCondition (Bundle) is a warning that the rollout uses maxUnavailable 100%,
 	// so every partition counts as Ready at once (ROLLOUT.md R1.14).
 	UnsafeDefaultsCondition = "UnsafeDefaults"
+	// IneligibleClustersCondition (Bundle) is a warning: clusters do not serve an API of the
+	// revision and run what they ran before (ROLLOUT.md R1.15); the message names them.
+	IneligibleClustersCondition = "IneligibleClusters"
 	// AgentConnectedCondition (Cluster) is False when the agent missed its heartbeat deadline;
 	// the cluster then counts as unavailable (ROLLOUT.md R1.11).
 	AgentConnectedCondition = "AgentConnected"
@@ -102,7 +105,10 @@ const (
 	ResourcesKeptReason     = "ResourcesKept"
 	UninstallTimedOutReason = "UninstallTimedOut"
 	// Reasons the agent reports on a BundleDeployment.
-	ApplyFailedReason         = "ApplyFailed"
+	ApplyFailedReason = "ApplyFailed"
+	// APINotServedReason (Applied): the cluster does not serve an API the released revision
+	// uses; nothing of it was applied (ROLLOUT.md R1.15).
+	APINotServedReason        = "APINotServed"
 	InventoryUnreadableReason = "InventoryUnreadable"
 	HealthCheckFailedReason   = "HealthCheckFailed"
 	NotReadyReason            = "NotReady"
