@@ -25,7 +25,9 @@
 //	liveness              | api/v1alpha1 model                            | Lease
 //	liveness/livenesstest | api/v1alpha1 liveness                         | -
 //	metrics               | api/v1alpha1 gitsource model                  | -
-//	analysis              | api/v1alpha1 events metrics                   | -
+//	endpoint              | api/v1alpha1                                  | -
+//	analysis              | api/v1alpha1 endpoint events metrics          | -
+//	notify                | api/v1alpha1 endpoint events metrics model    | Alert/status NotificationProvider/status
 //	access                | api/v1alpha1 liveness model reconciler        | BundleDeployment BundleDeployment/status
 //	                      |                                               | BundleDeployment(delete) Cluster/status Lease
 //	                      |                                               | Namespace Namespace(delete) Role Role(delete)
@@ -46,8 +48,8 @@
 //	webhooks              | api/v1alpha1 gitsource                        | -
 //	.                     | access analysis api/v1alpha1 clusters         | ConfigMap
 //	                      | contentstore deploy events gitsource          |
-//	                      | lifecycle liveness metrics model sources      |
-//	                      | strategy webhooks                             |
+//	                      | lifecycle liveness metrics model notify       |
+//	                      | sources strategy webhooks                     |
 //	report                | api/v1alpha1 model                            | -
 //	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster
 //	                      |                                               | SelfSubjectReview StagedUpdateRun
@@ -63,6 +65,8 @@
 // with its write slots, releases record and staging set. plan gathers a rollout decision's
 // inputs; analysis measures the rollouts' checks from the providers the operator defined
 // (ROLLOUT.md §7) and hands their judgements to the planner as inputs, writing no object;
+// endpoint makes the HTTP clients of what an operator defined (analysis and notification
+// providers); notify passes what the Events tell to the providers the Alerts choose;
 // strategy, sources, clusters and lifecycle hold the controllers. report and operate
 // are the CLI's: a status read and what a person does, under the person's own identity;
 // dashboard serves both to a browser, live, and writes nothing but through operate.
@@ -148,7 +152,8 @@ package hub
 // The hub's ClusterRole, rule by rule (what each is for is in the README's security model):
 // Flotilla's own kinds, which it reconciles and writes;
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents;fleetrestrictions,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=flotilla.dev,resources=analysisproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flotilla.dev,resources=analysisproviders;notificationproviders;alerts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flotilla.dev,resources=notificationproviders/status;alerts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=bundledeployments,verbs=deletecollection
 // +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos/status;bundles/status;bundledeployments/status;clusters/status;clustergroups/status;clusterregistrationtokens/status;clusterregistrations/status;stagedupdateruns/status;approvalrequests/status;rolloutsequences/status,verbs=get;update;patch
 // the verb of the policy flotilla-cluster-namespace-is-the-hubs, held by nobody else: only it

@@ -38,6 +38,7 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	}
 	fs.StringVar(&o.CacheDir, "cache-dir", filepath.Join(cache, "flotilla-hub"), "directory for git checkouts and chart archives")
 	fs.StringVar(&o.WebhookAddr, "webhook-addr", ":8080", "address of the git webhook receiver; empty disables it")
+	fs.StringVar(&o.DashboardURL, "dashboard-url", "", "the dashboard's address as people open it: notifications link to it")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8081", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz; empty disables them")
 	fs.Int64Var(&o.GitCacheBytes, "git-cache-bytes", gitsource.DefaultMaxCacheBytes, "bytes of git repositories and checkouts kept under --cache-dir; past it, those used longest ago go")

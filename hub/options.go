@@ -20,6 +20,9 @@ type Options struct {
 	CacheDir string
 	// WebhookAddr is where git webhooks are received (e.g. ":8080"); empty disables them.
 	WebhookAddr string
+	// DashboardURL is where people open the dashboard (flotilla dashboard, or its in-cluster
+	// address behind a proxy): notifications link to it; empty, they carry no link.
+	DashboardURL string
 	// MetricsAddr serves Prometheus metrics; empty or "0" disables them.
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz; empty disables them.

@@ -118,9 +118,10 @@ func TestR3_1_R3_2_R3_3_R3_4_R3_5_R3_6_R3_7_R3_8_R3_10_R3_12_StagedRunThroughThe
 	if b := f.getBundle(); b.Spec.LatestRevision != 1 || f.run("shop-web-r2").Name != "" {
 		t.Errorf("a joining cluster made revision %d and run %q: it must take the latest revision as it is", b.Spec.LatestRevision, f.run("shop-web-r2").Name)
 	}
-	if st := f.run(run).Status; !slices.Equal(st.UnstagedClusters, []string{"c-3"}) {
-		t.Errorf("the run must report the cluster that joined after it started: %v", st.UnstagedClusters)
-	}
+	// The release and the run's status are two writes: wait for the second.
+	f.until("the run reports the cluster that joined after it started", func() bool {
+		return slices.Equal(f.run(run).Status.UnstagedClusters, []string{"c-3"})
+	})
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -361,6 +362,9 @@ func TestR3_9_R3_11_R3_12_GroupGatesThroughTheHub(t *testing.T) {
 	if st := f.run(run).Status; st.State != v1alpha1.RunPending || st.Stages[0].State != v1alpha1.RunPending {
 		t.Errorf("run %s, stage %s while every group waits at its gate: want both Pending", st.State, st.Stages[0].State)
 	}
+	// The gate asks for people once, with the command that opens it (what a notification says).
+	asks := "StagedUpdateRun/" + run + " ApprovalRequested: group eu of stage main, before it needs 1 approval(s): flotilla approve " + run + " -n " + f.ns + " --stage main --group eu"
+	f.until("the run tells that its gate needs an approval, and how to give it", func() bool { return f.story().Tells(asks) })
 	if _, _, err := operate.Approve(context.Background(), f.c, f.ns, run, operate.Gate{Stage: "main", Group: "eu"}, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/liveness"
 	"github.com/flotilla-dev/flotilla/hub/metrics"
 	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/notify"
 	"github.com/flotilla-dev/flotilla/hub/sources"
 	"github.com/flotilla-dev/flotilla/hub/strategy"
 	"github.com/flotilla-dev/flotilla/hub/webhooks"
@@ -75,6 +76,13 @@ func Run(ctx context.Context, opts Options) error {
 	recorder := events.New(mgr.GetClient(), EventsController)
 	recorder.OnDrop(metrics.EventsDropped.Inc)
 	if err := mgr.Add(recorder); err != nil {
+		return err
+	}
+	// What the Events tell, passed on to the providers the alerts of their namespace choose.
+	notifier := notify.NewDispatcher(&notify.Cluster{Cached: mgr.GetClient(), Uncached: mgr.GetAPIReader(), Status: mgr.GetClient()}, nil)
+	notifier.DashboardURL = opts.DashboardURL
+	recorder.OnTold(notifier.Tell)
+	if err := mgr.Add(notifier); err != nil {
 		return err
 	}
 	if err := metrics.CollectFleetState(mgr.GetCache()); err != nil {

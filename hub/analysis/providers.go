@@ -3,12 +3,9 @@ package analysis
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/bundle/analysisexpr"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -168,21 +166,14 @@ func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (
 	default:
 		return nil, errors.New("sets neither prometheus nor http")
 	}
-	if u, err := url.Parse(p.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%q is not an http(s) URL", p.url)
+	if err := endpoint.CheckURL(p.url); err != nil {
+		return nil, err
 	}
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ref := conn.CASecretRef; ref != nil {
-		data, err := ps.secret(ctx, ap.Namespace, ref.Name, "ca.crt")
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("secret %s: ca.crt holds no PEM certificate", ref.Name)
-		}
-		tlsConfig.RootCAs = pool
+	hc, err := endpoint.NewClient(ctx, ps.c, ap.Namespace, endpoint.Options{CA: conn.CASecretRef, Proxy: true})
+	if err != nil {
+		return nil, err
 	}
+	p.client = hc
 	if ref := conn.CredentialsSecretRef; ref != nil {
 		var s corev1.Secret
 		if err := ps.c.Get(ctx, client.ObjectKey{Namespace: ap.Namespace, Name: ref.Name}, &s); err != nil {
@@ -199,25 +190,7 @@ func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (
 			return nil, fmt.Errorf("credentials secret %s has neither a token nor a username key", ref.Name)
 		}
 	}
-	p.client = &http.Client{
-		Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return errors.New("the provider redirects: not followed, a query goes only to the address the operator set")
-		},
-	}
 	return p, nil
-}
-
-func (ps *providers) secret(ctx context.Context, ns, name, key string) ([]byte, error) {
-	var s corev1.Secret
-	if err := ps.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
-		return nil, fmt.Errorf("failed to read secret %s: %w", name, err)
-	}
-	data, ok := s.Data[key]
-	if !ok {
-		return nil, fmt.Errorf("secret %s has no %s key", name, key)
-	}
-	return data, nil
 }
 
 // do sends a request to the provider and reads its JSON answer into out.
@@ -231,12 +204,9 @@ func (p *provider) do(req *http.Request, out any) error {
 		return fmt.Errorf("provider unreachable: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	body, err := endpoint.ReadBody(resp.Body, maxResponse)
 	if err != nil {
 		return fmt.Errorf("reading the provider's answer: %w", err)
-	}
-	if len(body) > maxResponse {
-		return fmt.Errorf("the provider's answer is larger than %d bytes", maxResponse)
 	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("the provider answered %s: %s", resp.Status, truncate(strings.TrimSpace(string(body)), 200))

@@ -20,6 +20,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -59,6 +60,8 @@ type Recorder struct {
 	queue      chan write
 	// onDrop, if set, counts an Event the queue had no room for (a metric).
 	onDrop func()
+	// onTold, if set, is handed each Event recorded (not its repetitions).
+	onTold func(Told)
 	// FlushEvery is how often repeated Events' counts are written; default FlushInterval.
 	FlushEvery time.Duration
 	// Clock is when an Event is told; default time.Now.
@@ -79,6 +82,20 @@ func New(c client.Client, controller string) *Recorder {
 
 // OnDrop sets what is called for each Event dropped because the queue was full.
 func (r *Recorder) OnDrop(f func()) { r.onDrop = f }
+
+// Told is an Event as the Recorder recorded it, for what passes Events on (notifications).
+type Told struct {
+	Kind, Namespace, Name string
+	// Labels are the object's, as recorded.
+	Labels             map[string]string
+	Type, Reason, Note string
+	Time               time.Time
+}
+
+// OnTold sets what is handed each Event recorded, once per occurrence (not its repetitions
+// within SeriesWindow, nor those the rate limit drops). It is called with the Recorder's lock
+// held: it must not block.
+func (r *Recorder) OnTold(f func(Told)) { r.onTold = f }
 
 // Normal records an Event of type Normal about obj.
 func (r *Recorder) Normal(obj client.Object, reason v1alpha1.EventReason, format string, args ...any) {
@@ -152,6 +169,10 @@ func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventRe
 		logger.V(1).Info("event")
 	}
 	r.series[key] = &series{event: ev, count: 1, first: now, last: now, written: 1}
+	if r.onTold != nil {
+		r.onTold(Told{Kind: ev.Regarding.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Labels: maps.Clone(obj.GetLabels()),
+			Type: typ, Reason: string(reason), Note: note, Time: now})
+	}
 	select {
 	case r.queue <- write{key: key, create: ev.DeepCopy()}:
 	default:

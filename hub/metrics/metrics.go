@@ -83,7 +83,16 @@ var (
 		Name: served("flotilla_analysis_failed_total"),
 		Help: "Checks whose verdict became Failed on a cluster or gate, by scope.",
 	}, []string{"scope"})
+	// Notifications: messages of the alerts, by provider type and result (delivered, failed
+	// after its retries, dropped by a full queue, rate_limited by its alert).
+	Notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: served("flotilla_notifications_total"),
+		Help: "Notification messages, by provider type and result (delivered, failed, dropped, rate_limited).",
+	}, []string{"provider_type", "result"})
 )
+
+// NotificationResults are the results flotilla_notifications_total counts.
+var NotificationResults = []string{"delivered", "failed", "dropped", "rate_limited"}
 
 // The provider types and measurement outcomes the analysis metrics are served with.
 var (
@@ -93,7 +102,12 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(RenderDuration, commitToReady, SyncErrors, RenderErrors, ReleasesWritten, EventsDropped,
-		AnalysisMeasurements, AnalysisDuration, AnalysisJudged, AnalysisFailed)
+		AnalysisMeasurements, AnalysisDuration, AnalysisJudged, AnalysisFailed, Notifications)
+	for _, p := range []v1alpha1.NotificationProviderType{v1alpha1.ProviderSlack, v1alpha1.ProviderMSTeams, v1alpha1.ProviderGenericHMAC, v1alpha1.ProviderCloudEvents} {
+		for _, r := range NotificationResults {
+			Notifications.WithLabelValues(string(p), r)
+		}
+	}
 	for _, p := range analysisProviders {
 		for _, o := range analysisOutcomes {
 			AnalysisMeasurements.WithLabelValues(p, o)

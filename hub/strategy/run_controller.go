@@ -189,8 +189,12 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 		if err := controllerutil.SetControllerReference(run, ar, r.Client.Scheme()); err != nil {
 			return reconciler.Outcome{}, err
 		}
-		if err := r.Client.Create(ctx, ar); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := r.Client.Create(ctx, ar); {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
 			return reconciler.Outcome{}, fmt.Errorf("failed to create approval request %s: %w", gate.Name, err)
+		default:
+			r.Recorder.Normal(run, v1alpha1.EventApprovalRequested, "%s needs %d approval(s): %s", gateName(gate), max(gate.Quorum, 1), approveCommand(run, gate))
 		}
 	}
 	setRunStatus(run, res.Status)
@@ -199,6 +203,30 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 		out.After = res.WakeAt.Sub(now)
 	}
 	return out, nil
+}
+
+// gateName is how people call a gate: "stage prod, before it", "group eu of stage prod, after it".
+func gateName(g rollout.ApprovalGate) string {
+	where := "stage " + g.Stage
+	if g.Group != "" {
+		where = "group " + g.Group + " of " + where
+	}
+	if g.Gate == "After" {
+		return where + ", after it"
+	}
+	return where + ", before it"
+}
+
+// approveCommand is the command that approves a gate (R3.9), as a person types it.
+func approveCommand(run *v1alpha1.StagedUpdateRun, g rollout.ApprovalGate) string {
+	cmd := fmt.Sprintf("flotilla approve %s -n %s --stage %s", run.Name, run.Namespace, g.Stage)
+	if g.Group != "" {
+		cmd += " --group " + g.Group
+	}
+	if g.Gate == "After" {
+		cmd += " --after"
+	}
+	return cmd
 }
 
 // release lets the agents of the named clusters apply the run's revision. A revision other than

@@ -98,6 +98,25 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 }
 
+// An Alert's providerRef has no namespace: strict validation refuses one, and without it the
+// API server drops it, so the alert names a provider of its own namespace whatever it was
+// sent with.
+func TestAnAlertCannotNameAnotherNamespacesProvider(t *testing.T) {
+	ns := newNamespace(t)
+	obj := decode(t, "apiVersion: flotilla.dev/v1alpha1\nkind: Alert\nmetadata: {name: a}\nspec: {providerRef: {name: p, namespace: other}, eventSources: [{kind: Bundle}]}")
+	alerts := resourceFor(obj).Namespace(ns)
+	if _, err := alerts.Create(t.Context(), obj.DeepCopy(), metav1.CreateOptions{FieldValidation: "Strict"}); err == nil || !strings.Contains(err.Error(), `unknown field "spec.providerRef.namespace"`) {
+		t.Errorf("strict create: %v, want the namespace refused", err)
+	}
+	got, err := alerts.Create(t.Context(), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref, _, _ := unstructured.NestedStringMap(got.Object, "spec", "providerRef"); len(ref) != 1 || ref["name"] != "p" {
+		t.Errorf("providerRef %v as stored, want its name alone", ref)
+	}
+}
+
 // TestInvalidObjectsAreRejected creates one bad object per rule. Each must fail, and the
 // message must name the field and say what is wrong.
 func TestInvalidObjectsAreRejected(t *testing.T) {
@@ -173,6 +192,14 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			[]string{"spec", "set exactly one of prometheus and http"}},
 		{"analysis provider address that is no URL", gv + "kind: AnalysisProvider\nmetadata: {name: a}\nspec: {prometheus: {address: 'file:///etc/passwd'}}",
 			[]string{"spec.prometheus.address", "should match"}},
+		{"notification provider address that is no URL", gv + "kind: NotificationProvider\nmetadata: {name: a}\nspec: {type: slack, address: 'file:///etc/passwd'}",
+			[]string{"spec.address", "should match"}},
+		{"generic-hmac provider without its key", gv + "kind: NotificationProvider\nmetadata: {name: a}\nspec: {type: generic-hmac, address: 'https://hooks.example'}",
+			[]string{"generic-hmac signs with the hmacKey of secretRef"}},
+		{"notification provider of an unknown type", gv + "kind: NotificationProvider\nmetadata: {name: a}\nspec: {type: smtp, address: 'https://hooks.example'}",
+			[]string{"spec.type", "Unsupported value"}},
+		{"alert without sources", gv + "kind: Alert\nmetadata: {name: a}\nspec: {providerRef: {name: p}, eventSources: []}",
+			[]string{"spec.eventSources", "at least 1"}},
 		{"analysis task without checks", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: Analysis}]}]}",
 			[]string{"analysis is required for an Analysis task"}},
 		{"analysis check on an approval", gv + "kind: StagedUpdateStrategy\nmetadata: {name: a}\nspec: {stages: [{name: s, labelSelector: {}, afterStageTasks: [{type: Approval, analysis: [{name: e, provider: p, query: up, condition: 'result > 0.0'}]}]}]}",
@@ -470,6 +497,8 @@ func TestPrinterColumns(t *testing.T) {
 		"Content":                  {"Name", "Size", "Chunks", "Age"},
 		"FleetRestriction":         {"Name", "Service-Account", "Age"},
 		"AnalysisProvider":         {"Name", "Prometheus", "HTTP", "Age"},
+		"NotificationProvider":     {"Name", "Type", "Ready", "Age"},
+		"Alert":                    {"Name", "Provider", "Severity", "Age"},
 	}
 	cs := kubernetes.NewForConfigOrDie(hub.Config())
 	for file, doc := range samples {

@@ -24,11 +24,13 @@ const (
 	EventAnalysisFailed EventReason = "AnalysisFailed"
 	EventRolledBack     EventReason = "RolledBack"
 	// On StagedUpdateRuns and ApprovalRequests.
-	EventStageStarted     EventReason = "StageStarted"
-	EventStageCompleted   EventReason = "StageCompleted"
-	EventApprovalRecorded EventReason = "ApprovalRecorded"
-	EventApprovalRejected EventReason = "ApprovalRejected"
-	EventRunSuperseded    EventReason = "RunSuperseded"
+	EventStageStarted EventReason = "StageStarted"
+	// ApprovalRequested: a gate waits for people; the message says how to approve it.
+	EventApprovalRequested EventReason = "ApprovalRequested"
+	EventStageCompleted    EventReason = "StageCompleted"
+	EventApprovalRecorded  EventReason = "ApprovalRecorded"
+	EventApprovalRejected  EventReason = "ApprovalRejected"
+	EventRunSuperseded     EventReason = "RunSuperseded"
 	// On RolloutSequences.
 	EventGroupReleased  EventReason = "GroupReleased"
 	EventGroupCompleted EventReason = "GroupCompleted"
@@ -62,7 +64,7 @@ func (r EventReason) Action() string {
 		return "Pause"
 	case EventRolledBack:
 		return "Complete"
-	case EventApprovalRecorded, EventApprovalRejected:
+	case EventApprovalRecorded, EventApprovalRejected, EventApprovalRequested:
 		return "Approve"
 	case EventRunSuperseded:
 		return "Supersede"

@@ -32,6 +32,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Content{}, &ContentList{},
 		&FleetRestriction{}, &FleetRestrictionList{},
 		&AnalysisProvider{}, &AnalysisProviderList{},
+		&NotificationProvider{}, &NotificationProviderList{},
+		&Alert{}, &AlertList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

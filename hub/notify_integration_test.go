@@ -1,0 +1,178 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/notify"
+)
+
+// hookReceiver is a loopback generic-hmac endpoint: it keeps the messages whose signature
+// verifies under key, and counts those that do not.
+type hookReceiver struct {
+	*httptest.Server
+	key      []byte
+	mu       sync.Mutex
+	messages []notify.Message
+	unsigned int
+}
+
+func newHookReceiver(t *testing.T, key string) *hookReceiver {
+	h := &hookReceiver{key: []byte(key)}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var m notify.Message
+		if r.Header.Get(notify.SignatureHeader) != notify.Sign(h.key, body) || json.Unmarshal(body, &m) != nil {
+			h.unsigned++
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		h.messages = append(h.messages, m)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookReceiver) reasons() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, m := range h.messages {
+		out = append(out, m.Kind+"/"+m.Name+" "+m.Reason)
+	}
+	return out
+}
+
+func (h *hookReceiver) received() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.messages) + h.unsigned
+}
+
+// notifier defines, in ns, a Secret with the receiver's address and key, a generic-hmac
+// provider using it, and an alert of the GitRepo's events (its bundles' and runs' too).
+func notifier(t *testing.T, c client.Client, ns, provider, alertName string, hook *hookReceiver, providerRef string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider + "-hook"}, Data: map[string][]byte{"address": []byte(hook.URL), "hmacKey": hook.key}},
+		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider},
+			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGenericHMAC, SecretRef: &v1alpha1.LocalSecretReference{Name: provider + "-hook"}}},
+		&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: alertName}, Spec: v1alpha1.AlertSpec{
+			ProviderRef: v1alpha1.LocalSecretReference{Name: providerRef}, EventSources: []v1alpha1.EventSource{{Kind: "GitRepo", Name: "shop"}}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// alertCondition is an alert's Ready condition, nil while it has none.
+func alertCondition(c client.Client, ns, name string) *metav1.Condition {
+	var a v1alpha1.Alert
+	if c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &a) != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ReadyCondition)
+}
+
+// A rollout of 500 clusters tells its story in a handful of messages, not one per cluster: the
+// partitions released and the outcome, each signed with the provider's key. Another tenant's
+// provider is out of reach: an alert naming a provider that exists only in another namespace,
+// or a provider naming a Secret of another namespace, delivers nothing there, and the alert
+// says why.
+func TestNotificationsTellARolloutOf500ClustersInAFewMessagesAndOnlyToTheirOwnNamespace(t *testing.T) {
+	const fleet = `defaultNamespace: web
+rolloutStrategy:
+  maxUnavailable: 100%
+  partitions:
+  - {name: canary, maxUnavailable: 0, clusterSelector: {matchLabels: {ring: canary}}}
+  - {name: rest, clusterSelector: {matchLabels: {ring: main}}}
+`
+	clusters := map[string]map[string]string{"canary-0": {"ring": "canary"}}
+	for i := range 499 {
+		clusters[fmt.Sprintf("main-%03d", i)] = map[string]string{"ring": "main"}
+	}
+	f := newSimFleet(t, Options{DashboardURL: "https://dash.example"}, fleet, clusters)
+	ctx := context.Background()
+
+	// The other tenant: its own provider, Secret and receiver.
+	other := namespace(t, f.c)
+	theirs := newHookReceiver(t, "their-key")
+	notifier(t, f.c, other, "team-b", "theirs", theirs, "team-b")
+	// This tenant's alerts: one of its own, one naming the other's provider, one whose
+	// provider names the other's Secret.
+	ours := newHookReceiver(t, "our-key")
+	notifier(t, f.c, f.ns, "team", "rollouts", ours, "team")
+	cross := &v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cross"}, Spec: v1alpha1.AlertSpec{
+		ProviderRef: v1alpha1.LocalSecretReference{Name: "team-b"}, EventSources: []v1alpha1.EventSource{{Kind: "GitRepo", Name: "shop"}}}}
+	borrowing := &v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "borrowing"},
+		Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGenericHMAC, SecretRef: &v1alpha1.LocalSecretReference{Name: "team-b-hook"}}}
+	borrow := &v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "borrow"}, Spec: v1alpha1.AlertSpec{
+		ProviderRef: v1alpha1.LocalSecretReference{Name: "borrowing"}, EventSources: []v1alpha1.EventSource{{Kind: "GitRepo", Name: "shop"}}}}
+	for _, o := range []client.Object{cross, borrowing, borrow} {
+		if err := f.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	f.releasedExactly(1, "partitions NotReady (canary)", "canary-0")
+	f.ready("canary-0")
+	f.until("all 500 clusters are released revision 1", func() bool { return len(f.released(1)) == 500 })
+	var main []string
+	for name := range clusters {
+		if name != "canary-0" {
+			main = append(main, name)
+		}
+	}
+	f.ready(main...)
+	f.until("revision 1 completes", func() bool {
+		o := f.getBundle().Status.Outcome
+		return o != nil && o.Revision == 1 && o.Outcome == v1alpha1.OutcomeCompleted
+	})
+	waitUntil(t, "the completion is delivered", func() bool { return slices.Contains(ours.reasons(), "Bundle/shop-web RolloutCompleted") },
+		func() string { return fmt.Sprint(ours.reasons()) })
+
+	got := ours.reasons()
+	t.Logf("%d messages: %q", len(got), got)
+	if len(got) > 12 || !slices.Contains(got, "Bundle/shop-web PartitionReleased") {
+		t.Errorf("%d messages for a rollout of 500 clusters, want the partitions and the outcome only: %q", len(got), got)
+	}
+	for _, r := range got {
+		if strings.HasPrefix(r, "Cluster/") || strings.Contains(r, "main-") {
+			t.Errorf("a message about one cluster: %q", r)
+		}
+	}
+	ours.mu.Lock()
+	link, unsigned := ours.messages[len(ours.messages)-1].Link, ours.unsigned
+	ours.mu.Unlock()
+	if link != "https://dash.example/#/"+f.ns+"/bundle/shop-web" || unsigned != 0 {
+		t.Errorf("link %q, %d unsigned: want the bundle's dashboard page, every message signed", link, unsigned)
+	}
+
+	for name, says := range map[string]string{"cross": `NotificationProvider "team-b" not found in namespace ` + f.ns, "borrow": "failed to read secret team-b-hook"} {
+		waitUntil(t, "alert "+name+" says why it cannot deliver", func() bool {
+			c := alertCondition(f.c, f.ns, name)
+			return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, says)
+		}, func() string { return fmt.Sprintf("%+v", alertCondition(f.c, f.ns, name)) })
+	}
+	if n := theirs.received(); n != 0 {
+		t.Errorf("the other tenant's receiver got %d requests from this tenant's alerts", n)
+	}
+}
