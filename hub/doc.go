@@ -90,6 +90,9 @@
 //	                                                                                     records, staged deployments (deploy),
 //	                                                                                     a Bundle's status.renderFailure
 //	gitrepo-status (sources)          GitRepo           its Bundles                      GitRepo status: the bundles' sum
+//	commit-status (notify)            GitRepo           its Bundles                      nothing of its own: the forge's commit
+//	                                                                                     statuses (spec.commitStatus); its
+//	                                                                                     provider's Ready condition
 //	bundle-rollout (strategy)         Bundle            its deployments, Clusters,       BundleDeployments (releases through
 //	                                                    agents' Leases, staged runs,     deploy, removals), Bundle status;
 //	                                                    its checks' verdicts             automatic staged runs
@@ -112,6 +115,10 @@
 //	                                                                                     Roles and Lease; its Admitted condition
 //	content-grant (access)            RoleBinding       deployments                      shared content grants (Roles,
 //	                                                                                     RoleBindings)
+//
+// Beside the controllers, the notification dispatcher (package notify) is handed every Event
+// the recorder records and delivers what the Alerts of its namespace select, on workers of its
+// own, never holding a controller.
 //
 // Beside the controllers, the webhook receiver (package webhooks) runs in every replica of
 // every shard: its senders are untrusted, so it finds a delivery's GitRepos in a cache of

@@ -79,7 +79,8 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	// What the Events tell, passed on to the providers the alerts of their namespace choose.
-	notifier := notify.NewDispatcher(&notify.Cluster{Cached: mgr.GetClient(), Uncached: mgr.GetAPIReader(), Status: mgr.GetClient()}, nil)
+	notifyDir := &notify.Cluster{Cached: mgr.GetClient(), Uncached: mgr.GetAPIReader(), Status: mgr.GetClient()}
+	notifier := notify.NewDispatcher(notifyDir, nil)
 	notifier.DashboardURL = opts.DashboardURL
 	recorder.OnTold(notifier.Tell)
 	if err := mgr.Add(notifier); err != nil {
@@ -104,7 +105,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := mgr.Add(checks); err != nil {
 		return err
 	}
-	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder, checks) {
+	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder, checks, notifyDir) {
 		if c.fleetWide && !sh.FleetWide() {
 			continue
 		}
@@ -255,7 +256,7 @@ func rolloutClock(opts Options) func() time.Time {
 
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
-func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner) []controllerSetup {
+func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner, notifyDir *notify.Cluster) []controllerSetup {
 	statusDelay := model.PositiveOr(opts.StatusDelay, clusters.DefaultStatusDelay)
 	contentGrace := model.PositiveOr(opts.ContentGrace, lifecycle.DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
@@ -269,6 +270,7 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint
 		{"deployment removal", false, (&lifecycle.DeploymentRemovalReconciler{Client: c, Shard: sh, Live: live, Now: time.Now, Timeout: src.UninstallTimeout}).Setup},
 		{"bundle removal", false, (&lifecycle.BundleRemovalReconciler{Client: c, Shard: sh}).Setup},
 		{"gitrepo status", false, (&sources.RepoStatusReconciler{Client: c}).Setup},
+		{"commit status", false, (&notify.CommitStatusReconciler{Client: c, Dir: notifyDir, DashboardURL: opts.DashboardURL}).Setup},
 		{"gitrepo", false, src.Setup},
 		{"sequence status", true, (&strategy.SequenceStatusReconciler{Client: c}).Setup},
 		// A cluster's counts alone are written at most every three status delays (15 s by

@@ -103,7 +103,8 @@ var (
 func init() {
 	metrics.Registry.MustRegister(RenderDuration, commitToReady, SyncErrors, RenderErrors, ReleasesWritten, EventsDropped,
 		AnalysisMeasurements, AnalysisDuration, AnalysisJudged, AnalysisFailed, Notifications)
-	for _, p := range []v1alpha1.NotificationProviderType{v1alpha1.ProviderSlack, v1alpha1.ProviderMSTeams, v1alpha1.ProviderGenericHMAC, v1alpha1.ProviderCloudEvents} {
+	for _, p := range []v1alpha1.NotificationProviderType{v1alpha1.ProviderSlack, v1alpha1.ProviderMSTeams, v1alpha1.ProviderGenericHMAC, v1alpha1.ProviderCloudEvents,
+		v1alpha1.ProviderGitHub, v1alpha1.ProviderGitLab, v1alpha1.ProviderGitea, v1alpha1.ProviderBitbucket} {
 		for _, r := range NotificationResults {
 			Notifications.WithLabelValues(string(p), r)
 		}

@@ -133,6 +133,9 @@ func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider)
 		}
 		ep.Token, ep.HMACKey = strings.TrimSpace(string(data["token"])), data["hmacKey"]
 	}
+	if ep.URL == "" && ep.Type.Forge() {
+		ep.URL = forgeBase[ep.Type]
+	}
 	if ep.Type == v1alpha1.ProviderGenericHMAC && len(ep.HMACKey) == 0 {
 		return nil, fmt.Errorf("generic-hmac needs the hmacKey of secret %s", secretName(p))
 	}

@@ -82,6 +82,11 @@ type GitRepoSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	Targets []Target `json:"targets,omitempty"`
+	// CommitStatus reports the rollout of each commit to the repository's forge, as a commit
+	// status: pending while it rolls out, success once every targeted cluster is Ready,
+	// failure with the reason when it fails, is rolled back or does not render.
+	// +optional
+	CommitStatus *CommitStatusSpec `json:"commitStatus,omitempty"`
 	// Paused stops releasing new revisions; new commits are still fetched and rendered (R1.13).
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -90,6 +95,34 @@ type GitRepoSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// CommitStatusScope is what one commit status reports on.
+type CommitStatusScope string
+
+const (
+	// CommitStatusPerBundle: one status per bundle, context flotilla/<bundle>.
+	CommitStatusPerBundle CommitStatusScope = "Bundle"
+	// CommitStatusPerGitRepo: one status for the commit, context flotilla/<gitrepo>: failure
+	// when a bundle failed, pending while one rolls out, success once all completed.
+	CommitStatusPerGitRepo CommitStatusScope = "GitRepo"
+)
+
+// CommitStatusSpec is where a GitRepo's commit statuses go.
+type CommitStatusSpec struct {
+	// ProviderRef names a NotificationProvider of the GitRepo's namespace of type github,
+	// gitlab, gitea or bitbucket: the forge's API and the token, from that namespace.
+	ProviderRef LocalSecretReference `json:"providerRef"`
+	// Scope is Bundle (default) or GitRepo.
+	// +optional
+	// +kubebuilder:validation:Enum=Bundle;GitRepo
+	Scope CommitStatusScope `json:"scope,omitempty"`
+	// Repository is the repository's path on the forge (owner/name; a GitLab project's full
+	// path); default: the path of spec.repo.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$`
+	Repository string `json:"repository,omitempty"`
 }
 
 // SyncSchedule is a cron schedule with a time zone.

@@ -17,15 +17,27 @@ const (
 	ProviderGenericHMAC NotificationProviderType = "generic-hmac"
 	// ProviderCloudEvents posts a CloudEvent 1.0 in structured JSON mode.
 	ProviderCloudEvents NotificationProviderType = "cloudevents"
+	// The forges, for commit statuses (a GitRepo's spec.commitStatus): address is the API's
+	// base URL (default https://api.github.com, https://gitlab.com, https://api.bitbucket.org;
+	// a Gitea's must be set), token the Secret's key.
+	ProviderGitHub    NotificationProviderType = "github"
+	ProviderGitLab    NotificationProviderType = "gitlab"
+	ProviderGitea     NotificationProviderType = "gitea"
+	ProviderBitbucket NotificationProviderType = "bitbucket"
 )
+
+// Forge reports whether the type is a forge's, which takes commit statuses, not alerts.
+func (t NotificationProviderType) Forge() bool {
+	return t == ProviderGitHub || t == ProviderGitLab || t == ProviderGitea || t == ProviderBitbucket
+}
 
 // NotificationProviderSpec is where the alerts of its namespace are delivered. The operator
 // of a namespace defines its providers; an Alert names one of its own namespace only, and the
 // provider's secrets are read from that namespace alone.
-// +kubebuilder:validation:XValidation:rule="has(self.address) || has(self.secretRef)",message="set address, or secretRef with an address key"
+// +kubebuilder:validation:XValidation:rule="has(self.address) || has(self.secretRef) || self.type in ['github', 'gitlab', 'bitbucket']",message="set address, or secretRef with an address key"
 // +kubebuilder:validation:XValidation:rule="self.type != 'generic-hmac' || has(self.secretRef)",message="generic-hmac signs with the hmacKey of secretRef: set secretRef"
 type NotificationProviderSpec struct {
-	// +kubebuilder:validation:Enum=slack;msteams;generic-hmac;cloudevents
+	// +kubebuilder:validation:Enum=slack;msteams;generic-hmac;cloudevents;github;gitlab;gitea;bitbucket
 	Type NotificationProviderType `json:"type"`
 	// Address is the URL posted to. A webhook whose URL is its credential belongs in the
 	// Secret instead (its address key), which overrides this field.
