@@ -133,6 +133,14 @@ func ClusterUpdated(e event.UpdateEvent, changed func(old, new *v1alpha1.Cluster
 	return !ok1 || !ok2 || changed(o, n)
 }
 
+// GitRepoOfBundle maps a Bundle to its GitRepo, from the label the bundler sets.
+func GitRepoOfBundle(_ context.Context, o client.Object) []reconcile.Request {
+	if name := o.GetLabels()[LabelGitRepo]; name != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
+	return nil
+}
+
 // BundleOfDeployment maps a BundleDeployment to its Bundle, from the labels the bundler sets.
 func BundleOfDeployment(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()

@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/metrics"
@@ -44,12 +43,7 @@ type postKey struct {
 
 // Setup registers the commit-status controller: GitRepos, woken by their Bundles.
 func (r *CommitStatusReconciler) Setup(mgr ctrl.Manager) error {
-	toRepo := model.Coalesced(commitStatusDelay, func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()[model.LabelGitRepo]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-		}
-		return nil
-	}, nil)
+	toRepo := model.Coalesced(commitStatusDelay, model.GitRepoOfBundle, nil)
 	return ctrl.NewControllerManagedBy(mgr).Named("commit-status").
 		For(&v1alpha1.GitRepo{}).
 		Watches(&v1alpha1.Bundle{}, toRepo).

@@ -9,12 +9,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/model"
@@ -34,12 +32,7 @@ type RepoStatusReconciler struct {
 }
 
 func (r *RepoStatusReconciler) Setup(mgr ctrl.Manager) error {
-	toRepo := model.Coalesced(repoStatusDelay, func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()[model.LabelGitRepo]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-		}
-		return nil
-	}, nil)
+	toRepo := model.Coalesced(repoStatusDelay, model.GitRepoOfBundle, nil)
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-status").
 		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Bundle{}, toRepo).
