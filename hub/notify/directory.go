@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,21 +118,15 @@ func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider)
 		ep.Timeout = t.Duration
 	}
 	if ref := p.Spec.SecretRef; ref != nil {
-		var data map[string][]byte
-		for _, k := range []string{"address", "token", "hmacKey"} {
-			if v, err := endpoint.SecretValue(ctx, c.Uncached, p.Namespace, ref.Name, k); err == nil {
-				if data == nil {
-					data = map[string][]byte{}
-				}
-				data[k] = v
-			} else if !strings.Contains(err.Error(), "has no "+k+" key") {
-				return nil, err
-			}
+		// One read of the Secret, of the provider's own namespace, for all its keys.
+		var secret corev1.Secret
+		if err := c.Uncached.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, &secret); err != nil {
+			return nil, fmt.Errorf("failed to read secret %s: %w", ref.Name, err)
 		}
-		if a := strings.TrimSpace(string(data["address"])); a != "" {
+		if a := strings.TrimSpace(string(secret.Data["address"])); a != "" {
 			ep.URL = a
 		}
-		ep.Token, ep.HMACKey = strings.TrimSpace(string(data["token"])), data["hmacKey"]
+		ep.Token, ep.HMACKey = strings.TrimSpace(string(secret.Data["token"])), secret.Data["hmacKey"]
 	}
 	if ep.URL == "" && ep.Type.Forge() {
 		ep.URL = forgeBase[ep.Type]

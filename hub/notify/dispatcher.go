@@ -174,6 +174,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, t events.Told) {
 		if fresh, allowed := d.admit(a, t); !fresh {
 			continue // sent already within DedupeWindow
 		} else if !allowed {
+			// Said, so that an operator who misses a message finds why.
+			log.FromContext(ctx).Info("notification dropped: the alert's rate limit", "alert", a.Namespace+"/"+a.Name, "reason", t.Reason, "object", t.Kind+"/"+t.Name)
 			metrics.Notifications.WithLabelValues("unresolved", "rate_limited").Inc()
 			continue
 		}
