@@ -199,3 +199,18 @@ func describeLabels(labels map[string]string) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Selected reports whether a bundle deploys to the target: fleet.yaml's overrideTargets when it
+// has any, else the GitRepo's targets. No target selects no cluster.
+func Selected(repoTargets, overrideTargets []TargetMatch, t Target) bool {
+	matches := overrideTargets
+	if len(matches) == 0 {
+		matches = repoTargets
+	}
+	for _, m := range matches {
+		if t.matches(m) {
+			return true
+		}
+	}
+	return false
+}

@@ -51,6 +51,7 @@
 //	                      | lifecycle liveness metrics model notify       |
 //	                      | sources strategy webhooks                     |
 //	report                | api/v1alpha1 model                            | -
+//	preview               | api/v1alpha1 model                            | -
 //	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster
 //	                      |                                               | SelfSubjectReview StagedUpdateRun
 //	dashboard             | api/v1alpha1 bdstate contentstore model       | -

@@ -2,12 +2,14 @@
 //
 //	flotilla plan --clusters clusters.yaml --fleet-yaml fleet.yaml   preview a rollout
 //	flotilla render ./repo --cluster-label env=prod                 render bundles for a cluster
+//	flotilla preview --base main --clusters clusters.yaml           what a change does to the fleet
 //	flotilla status [-n NS | -A] [-o json|yaml]                     where rollouts stand, and why
 //
 // Commands that talk to the hub take kubectl's connection flags (--kubeconfig, --context,
 // -n/--namespace …) with one meaning in all of them; commands that read take -o json|yaml.
 //
-// Exit codes: 0 success, 1 failure, 2 bad input (a file or flag that cannot be used).
+// Exit codes: 0 success, 1 failure, 2 bad input (a file or flag that cannot be used); preview
+// exits 3 when nothing changes.
 package main
 
 import (
@@ -67,7 +69,7 @@ func newRootCommandWith(u *usage) *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	h := newHubFlags(root)
-	root.AddCommand(newPlanCommand(), newRenderCommand(), newStatusCommand(h), newQuickstartCommand(), newApproveCommand(h), newRunCommand(h), newSkipCommand(h),
+	root.AddCommand(newPlanCommand(), newRenderCommand(), newPreviewCommand(h), newStatusCommand(h), newQuickstartCommand(), newApproveCommand(h), newRunCommand(h), newSkipCommand(h),
 		newRollbackCommand(h), newRolloutCommand(h), newAgentCommand(h), newClusterCommand(h), newDashboardCommand(h), newVersionCommand(), newImageCommand(), newDevCommand())
 	return root
 }
@@ -77,6 +79,10 @@ func main() {
 	err := u.classify(newRootCommandWith(u).Execute())
 	if err == nil {
 		return
+	}
+	var status *exitStatus
+	if errors.As(err, &status) {
+		os.Exit(status.code)
 	}
 	fmt.Fprintln(os.Stderr, "error:", err)
 	var in *operate.ErrInput

@@ -26,7 +26,6 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/liveness"
 	"github.com/flotilla-dev/flotilla/hub/model"
-	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 // Bundler turns a GitRepo's new commit into Bundles with a new revision (and its record of
@@ -180,34 +179,6 @@ func (b *Bundler) Targets(ctx context.Context, namespace string) ([]targetCluste
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].cluster.Name < out[j].cluster.Name })
 	return out, nil
-}
-
-// selected applies the GitRepo's targets, or fleet.yaml's overrideTargets when set.
-func selected(repoTargets []v1alpha1.Target, override []bundle.TargetMatch, t bundle.Target) bool {
-	matches := override
-	if len(matches) == 0 {
-		for _, rt := range repoTargets {
-			m := bundle.TargetMatch{Name: rt.Name, ClusterName: rt.ClusterName, ClusterGroup: rt.ClusterGroup}
-			m.ClusterSelector, m.ClusterGroupSelector = convertSelector(rt.ClusterSelector), convertSelector(rt.ClusterGroupSelector)
-			matches = append(matches, m)
-		}
-	}
-	for _, m := range matches {
-		if t.Matches(m) {
-			return true
-		}
-	}
-	return false
-}
-
-func convertSelector(s *metav1.LabelSelector) *rollout.Selector {
-	if s == nil {
-		return nil
-	}
-	var out rollout.Selector
-	data, _ := json.Marshal(s)
-	_ = json.Unmarshal(data, &out)
-	return &out
 }
 
 // stage records a new revision on the Bundle when any target's deployment changed and drops

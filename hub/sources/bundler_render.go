@@ -221,7 +221,7 @@ func (b *Bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, c
 // render renders a bundle for one cluster; nil when the bundle does not target it or is not
 // to be deployed there.
 func (rr *repoRenderer) render(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, t bundle.Target) (*bundle.Rendered, error) {
-	if !selected(repo.Spec.Targets, src.Fleet.OverrideTargets, t) {
+	if !bundle.Selected(model.TargetMatches(repo.Spec.Targets), src.Fleet.OverrideTargets, t) {
 		return nil, nil
 	}
 	res, err := rr.Render(ctx, src, t)
