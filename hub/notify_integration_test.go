@@ -2,9 +2,11 @@ package hub
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/testpki"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/notify"
 )
@@ -174,5 +177,66 @@ rolloutStrategy:
 	}
 	if n := theirs.received(); n != 0 {
 		t.Errorf("the other tenant's receiver got %d requests from this tenant's alerts", n)
+	}
+}
+
+// A provider served over TLS by a CA of its own is reached through the CA its caSecretRef
+// names, and only so: the same receiver behind a provider that trusts the system roots, or
+// another CA, gets no request (the handshake fails), and each such provider says why on its
+// status.
+func TestNotificationsReachATLSProviderOnlyThroughItsOwnCA(t *testing.T) {
+	f := newSimFleet(t, Options{}, "defaultNamespace: web\n", map[string]map[string]string{"c1": {"env": "dev"}})
+	ctx := context.Background()
+	hooksCA, otherCA := testpki.NewCA(t, "hooks-ca"), testpki.NewCA(t, "other-ca")
+	tlsReceiver := func(key string) *hookReceiver {
+		h := newHookReceiver(t, key)
+		h.Close() // the plain listener; served again over TLS below
+		h.Server = httptest.NewUnstartedServer(h.Config.Handler)
+		h.TLS = &tls.Config{Certificates: []tls.Certificate{hooksCA.Server(t, "127.0.0.1")}}
+		h.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the point
+		h.StartTLS()
+		t.Cleanup(h.Close)
+		return h
+	}
+	trusted, systemRoots, wrongCA := tlsReceiver("k1"), tlsReceiver("k2"), tlsReceiver("k3")
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "hooks-ca"}, Data: map[string][]byte{"ca.crt": hooksCA.PEM()}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "other-ca"}, Data: map[string][]byte{"ca.crt": otherCA.PEM()}},
+	}
+	for name, p := range map[string]struct {
+		hook *hookReceiver
+		ca   string
+	}{"trusted": {trusted, "hooks-ca"}, "system-roots": {systemRoots, ""}, "wrong-ca": {wrongCA, "other-ca"}} {
+		spec := v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGenericHMAC, SecretRef: &v1alpha1.LocalSecretReference{Name: name + "-hook"}}
+		if p.ca != "" {
+			spec.CASecretRef = &v1alpha1.LocalSecretReference{Name: p.ca}
+		}
+		objs = append(objs,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-hook"}, Data: map[string][]byte{"address": []byte(p.hook.URL), "hmacKey": p.hook.key}},
+			&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: spec},
+			&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: v1alpha1.AlertSpec{
+				ProviderRef: v1alpha1.LocalSecretReference{Name: name}, EventSources: []v1alpha1.EventSource{{Kind: "GitRepo", Name: "shop"}}}})
+	}
+	for _, o := range objs {
+		if err := f.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.until("c1 is released revision 1", func() bool { return len(f.released(1)) == 1 })
+	f.ready("c1")
+	waitUntil(t, "the completion reaches the provider that trusts its CA", func() bool { return slices.Contains(trusted.reasons(), "Bundle/shop-web RolloutCompleted") },
+		func() string { return fmt.Sprint(trusted.reasons()) })
+	for _, name := range []string{"system-roots", "wrong-ca"} {
+		waitUntil(t, name+" says it cannot deliver", func() bool {
+			var p v1alpha1.NotificationProvider
+			if f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &p) != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ReadyCondition)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "DeliveryFailed" && strings.Contains(c.Message, "certificate")
+		})
+	}
+	if n, m := systemRoots.received(), wrongCA.received(); n != 0 || m != 0 {
+		t.Errorf("requests through an untrusted handshake: %d and %d", n, m)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
 	"testing"
@@ -40,6 +41,11 @@ func NewCA(tb testing.TB, name string) *CA {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return &CA{Pool: pool, cert: cert, key: key}
+}
+
+// PEM is the CA's certificate in PEM, as a ca.crt of a Secret holds it.
+func (ca *CA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
 }
 
 // Client signs a client certificate with common name cn.
