@@ -89,7 +89,7 @@ spec:
 }
 
 // writeRepo writes files (over a copy of base, "" deleting one) into a new checkout.
-func writeRepo(t *testing.T, base map[string]string, change map[string]string) string {
+func writeRepo(t testing.TB, base map[string]string, change map[string]string) string {
 	t.Helper()
 	files := maps.Clone(base)
 	for k, v := range change {
@@ -367,4 +367,29 @@ func (s strategies) Staged(_ context.Context, name string) (*rollout.StagedStrat
 
 func (s strategies) Sequence(context.Context, string) (*rollout.Sequence, error) {
 	return nil, fmt.Errorf("not found")
+}
+
+// BenchmarkCompare previews the three-kind repository's change for fleets of growing size:
+// each distinct render is made once, the rest is matching and hashing per cluster.
+func BenchmarkCompare(b *testing.B) {
+	for _, size := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("%dclusters", size), func(b *testing.B) {
+			base := writeRepo(b, fleetRepo, nil)
+			head := writeRepo(b, fleetRepo, map[string]string{
+				"helm/fleet.yaml": strings.Replace(fleetRepo["helm/fleet.yaml"], "helm: {values: {replicas: 3}}", `helm: {values: {replicas: 3, image: "web:2"}}`, 1),
+			})
+			fleet := Fleet{RepoName: "shop", Targets: []bundle.TargetMatch{{ClusterSelector: &rollout.Selector{}}}}
+			for i := range size {
+				env := []string{"dev", "staging", "prod", "prod"}[i%4]
+				fleet.Clusters = append(fleet.Clusters, bundle.Target{ClusterName: fmt.Sprintf("c%05d", i), Labels: map[string]string{"env": env}})
+			}
+			b.ResetTimer()
+			for range b.N {
+				r, err := Compare(context.Background(), Revision{Dir: base}, Revision{Dir: head}, fleet, Options{})
+				if err != nil || r.Summary.ClustersAffected != size/2 {
+					b.Fatalf("%v, %+v", err, r.Summary)
+				}
+			}
+		})
+	}
 }
