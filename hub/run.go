@@ -233,7 +233,7 @@ func newSource(mgr ctrl.Manager, opts Options, sh model.Shard, live *liveness.Li
 		if err != nil {
 			return "", err
 		}
-		return src.Git.Checkout(ctx, from, commit)
+		return src.Checkout(ctx, repo, from, gitsource.Ref{Commit: commit})
 	}
 	return src, b
 }

@@ -22,8 +22,17 @@ type Repo struct {
 	Bare string
 	// Work is a clone to commit from.
 	Work string
+	// Signing, when set, signs the commits made (and the annotated tags, by their callers).
+	Signing *Signing
 	// refReads counts the ref advertisements served over HTTP: one per poll of a client.
 	refReads atomic.Int64
+}
+
+// Signing is how git signs: its -c options (gpg.format, user.signingkey) and the environment
+// the signing program needs (GNUPGHOME for gpg).
+type Signing struct {
+	Config []string
+	Env    []string
 }
 
 // Init creates an empty repository under root whose default branch is main.
@@ -46,9 +55,16 @@ func Init(root string) (*Repo, error) {
 
 // Git runs the git CLI in dir and returns its trimmed output.
 func (r *Repo) Git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
+	var config, env []string
+	if sg := r.Signing; sg != nil {
+		for _, c := range sg.Config {
+			config = append(config, "-c", c)
+		}
+		env = sg.Env
+	}
+	cmd := exec.Command("git", append(config, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	cmd.Env = append(append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
@@ -79,12 +95,19 @@ func (r *Repo) Commit(branch string, files map[string]string) (string, error) {
 			return "", err
 		}
 	}
-	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "--allow-empty", "-m", "change"}, {"push", "-q", "-f", "origin", branch}} {
+	for _, args := range [][]string{{"add", "-A"}, r.commitArgs(), {"push", "-q", "-f", "origin", branch}} {
 		if _, err := r.Git(r.Work, args...); err != nil {
 			return "", err
 		}
 	}
 	return r.Git(r.Work, "rev-parse", "HEAD")
+}
+
+func (r *Repo) commitArgs() []string {
+	if r.Signing != nil {
+		return []string{"commit", "-q", "-S", "--allow-empty", "-m", "change"}
+	}
+	return []string{"commit", "-q", "--allow-empty", "-m", "change"}
 }
 
 // Handler serves the repository over smart HTTP (git http-backend through net/http/cgi), at

@@ -86,9 +86,12 @@ func (u *Upstream) Link(name, target string) {
 // Tag tags HEAD of the work tree and pushes the tag.
 func (u *Upstream) Tag(name string, annotated bool) {
 	u.t.Helper()
-	if annotated {
+	switch {
+	case annotated && u.Signing != nil:
+		u.Git(u.Work, "tag", "-s", "-m", name, name)
+	case annotated:
 		u.Git(u.Work, "tag", "-a", "-m", name, name)
-	} else {
+	default:
 		u.Git(u.Work, "tag", name)
 	}
 	u.Git(u.Work, "push", "-q", "origin", name)

@@ -1,7 +1,8 @@
 // Command prepare installs what the integration and end-to-end tests run on a fresh machine: the
 // control-plane binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok),
-// built from source into the per-version cache, and the Debian packages the browser tests drive
-// (chromium, and prometheus for the analysis gates). The README's test command runs it first so that the first build is visible instead
+// built from source into the per-version cache, and the Debian packages the tests drive (chromium
+// for the browser tests, prometheus for the analysis gates, ssh-keygen and gpg that sign commits).
+// The README's test command runs it first so that the first build is visible instead
 // of hidden inside a silent test binary; later runs find everything in place and return at once.
 package main
 
@@ -23,6 +24,9 @@ var debianPackages = []struct{ pkg, binary string }{
 	{pkg: "chromium", binary: "/usr/bin/chromium"},
 	// The analysis gates are tested against a real Prometheus server.
 	{pkg: "prometheus", binary: "/usr/bin/prometheus"},
+	// Signed commits are made by git with the reference signers: ssh-keygen -Y sign and gpg.
+	{pkg: "openssh-client", binary: "/usr/bin/ssh-keygen"},
+	{pkg: "gnupg", binary: "/usr/bin/gpg"},
 }
 
 func main() {

@@ -30,6 +30,8 @@ type Repo struct {
 	// the remote's default branch.
 	Branch, Revision, Semver string
 	Auth                     *Auth
+	// Verify, when set, is what the commits or tags deployed must be signed with.
+	Verify *Verification
 }
 
 // Ref is a resolved reference.
@@ -245,6 +247,13 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	if err != nil {
 		return "", fmt.Errorf("commit %s of %s: %w", commit, SanitizeURL(repo.URL), ErrRefNotFound)
 	}
+	if v := repo.Verify; v != nil && v.Commit {
+		// Before anything of the commit is written: an unverified commit is never checked out,
+		// and a checkout on disk from before serves only a commit that verifies now.
+		if err := v.Keys.VerifyCommit(co); err != nil {
+			return "", err
+		}
+	}
 	entries, err := treeEntries(co)
 	if err != nil {
 		return "", err
@@ -271,24 +280,26 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 }
 
 func (c *Client) fetch(ctx context.Context, r *git.Repository, repo Repo, commit string) error {
+	// Shallow fetch of the wanted ref when we know it; a pinned commit needs the history that
+	// contains it, so all branches and tags are fetched in full.
+	ref, err := c.Resolve(ctx, repo)
+	if err == nil && ref.Commit == commit && ref.Name != commit {
+		return c.fetchRefs(ctx, r, repo, []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}, 1)
+	}
+	return c.fetchRefs(ctx, r, repo, []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}, 0)
+}
+
+// fetchRefs fetches refspecs of the remote into the cache, to depth (0: all of it).
+func (c *Client) fetchRefs(ctx context.Context, r *git.Repository, repo Repo, specs []config.RefSpec, depth int) error {
 	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir())
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	opts := &git.FetchOptions{RemoteURL: repo.URL, Auth: auth, Tags: git.NoTags, Force: true}
+	opts := &git.FetchOptions{RemoteURL: repo.URL, Auth: auth, Tags: git.NoTags, Force: true, RefSpecs: specs, Depth: depth}
 	if repo.Auth != nil {
 		opts.CABundle, opts.InsecureSkipTLS = repo.Auth.CABundle, repo.Auth.InsecureSkipTLSVerify
-	}
-	// Shallow fetch of the wanted ref when we know it; a pinned commit needs the history that
-	// contains it, so all branches and tags are fetched in full.
-	ref, err := c.Resolve(ctx, repo)
-	if err == nil && ref.Commit == commit && ref.Name != commit {
-		opts.RefSpecs = []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}
-		opts.Depth = 1
-	} else {
-		opts.RefSpecs = []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
 	}
 	if err := r.FetchContext(ctx, opts); err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return fmt.Errorf("failed to fetch %s: %w", SanitizeURL(repo.URL), err)
@@ -335,4 +346,54 @@ func (c *Client) evict(checkouts string) {
 	for _, old := range all[keep:] {
 		_ = os.RemoveAll(old.path)
 	}
+}
+
+// VerifyTag checks, for a repository whose Verification asks for signed tags, that ref (as
+// Resolve returned it) is an annotated tag signed by an allowed key and pointing at ref's
+// commit. A repository following a branch or a commit has no tag to verify: that is refused too.
+func (c *Client) VerifyTag(ctx context.Context, repo Repo, ref Ref) error {
+	v := repo.Verify
+	if v == nil || !v.Tag {
+		return nil
+	}
+	refuse := func(object, reason string) error {
+		return &VerificationError{Object: object, Reason: reason, Allowed: v.Keys.Names()}
+	}
+	name, isTag := strings.CutPrefix(ref.Name, "refs/tags/")
+	if !isTag {
+		return refuse("commit "+shortCommit(ref.Commit), fmt.Sprintf("the GitRepo follows %s, not a tag, and signed tags are required", ref.ShortName()))
+	}
+	dir := c.repoDir(repo)
+	defer c.lock(dir)()
+	r, err := git.PlainOpen(filepath.Join(dir, "repo.git"))
+	if err != nil {
+		return fmt.Errorf("failed to open the cache of %s: %w", SanitizeURL(repo.URL), err)
+	}
+	tagRef, err := r.Reference(plumbing.ReferenceName(ref.Name), false)
+	if err != nil {
+		if err := c.fetchRefs(ctx, r, repo, []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}, 1); err != nil {
+			return err
+		}
+		if tagRef, err = r.Reference(plumbing.ReferenceName(ref.Name), false); err != nil {
+			return fmt.Errorf("tag %s of %s: %w", name, SanitizeURL(repo.URL), ErrRefNotFound)
+		}
+	}
+	tag, err := r.TagObject(tagRef.Hash())
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		return refuse("tag "+name, "it is a lightweight tag, which carries no signature")
+	}
+	if err != nil {
+		return fmt.Errorf("tag %s of %s: %w", name, SanitizeURL(repo.URL), err)
+	}
+	if tag.TargetType != plumbing.CommitObject || tag.Target.String() != ref.Commit {
+		return refuse("tag "+name, fmt.Sprintf("it points at %s, not at commit %s", tag.Target, shortCommit(ref.Commit)))
+	}
+	return v.Keys.VerifyTag(tag)
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }

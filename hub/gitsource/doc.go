@@ -7,6 +7,11 @@
 //	ref, err := c.Resolve(ctx, repo)             // branch head, pinned tag/commit, or newest semver tag
 //	path, err := c.Checkout(ctx, repo, ref.Commit)
 //
+// With Repo.Verify, Checkout refuses a commit not signed by an allowed key (OpenPGP, or SSH as
+// ssh-keygen -Y sign makes it, parsed and checked here in Go) before writing anything of it, and
+// VerifyTag does the same for the annotated tag a tag-following repository resolves to;
+// CheckoutLocal writes a revision of a repository on disk (the CLI's preview).
+//
 // Around the client: Auth builds credentials from a Secret (basic or token over HTTPS, an SSH
 // key with strictly checked known_hosts, a CA bundle, TLS verification off only on request);
 // Sanitize strips credentials from anything that reaches a log, event or status; Classify names

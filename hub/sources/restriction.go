@@ -70,6 +70,17 @@ func (rs restrictions) allowRepo(url string) error {
 	return nil
 }
 
+// requireVerification refuses a GitRepo that verifies no signature in a namespace whose
+// restrictions require it.
+func (rs restrictions) requireVerification(repo *v1alpha1.GitRepo) error {
+	for _, r := range rs {
+		if r.Spec.RequireVerifiedSources && repo.Spec.Verify == nil {
+			return &RestrictedError{Restriction: r.Name, What: "a GitRepo without spec.verify (requireVerifiedSources)"}
+		}
+	}
+	return nil
+}
+
 // serviceAccount returns the service account a bundle deploys as: its own, which every
 // restriction must allow, or the first restriction's default.
 func (rs restrictions) serviceAccount(own string) (string, error) {

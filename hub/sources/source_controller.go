@@ -235,9 +235,12 @@ func (r *SourceReconciler) Sync(ctx context.Context, key string) error {
 			// A sync window holds the new commit: the deployed one stays, the next poll looks again.
 			held, ref = fmt.Sprintf("commit %s waits: %s", model.ShortCommit(ref.Commit), reason), gitsource.Ref{Name: ref.Name, Commit: repo.Status.Commit}
 		} else {
-			r.announce(&repo, ref)
 			var dir string
-			if dir, err = r.Git.Checkout(ctx, src, ref.Commit); err == nil && r.OnCommit != nil {
+			if dir, err = r.Checkout(ctx, &repo, src, ref); err == nil {
+				// Announced once verified and checked out: a refused commit is not picked up.
+				r.announce(&repo, ref)
+			}
+			if err == nil && r.OnCommit != nil {
 				start := time.Now()
 				err = r.renderCommit(ctx, &repo, dir, ref.Commit)
 				metrics.RenderDuration.
@@ -303,6 +306,9 @@ func (r *SourceReconciler) RepoFor(ctx context.Context, repo *v1alpha1.GitRepo) 
 	if err := policy.allowRepo(repo.Spec.Repo); err != nil {
 		return src, err
 	}
+	if err := policy.requireVerification(repo); err != nil {
+		return src, err
+	}
 	auth := &gitsource.Auth{CABundle: repo.Spec.CABundle, InsecureSkipTLSVerify: repo.Spec.InsecureSkipTLSVerify}
 	if ref := repo.Spec.SecretRef; ref != nil {
 		var secret corev1.Secret
@@ -346,6 +352,11 @@ func (r *SourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 		}
 	case errors.As(syncErr, new(*RestrictedError)):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.RestrictedReason, syncErr.Error()
+		metrics.SyncErrors.
+			WithLabelValues(cond.Reason).Inc()
+	case errors.Is(syncErr, gitsource.ErrUnverified):
+		// The new commit is not deployed; the one before stays (st.Commit is left as it was).
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.UnverifiedReason, model.Truncate(syncErr.Error(), model.MaxConditionMessage)
 		metrics.SyncErrors.
 			WithLabelValues(cond.Reason).Inc()
 	case syncErr != nil:

@@ -81,6 +81,8 @@ const (
 	// RestrictedReason: a FleetRestriction does not allow what was asked (a GitRepo's
 	// repository, a bundle's namespace, service account or objects); the message names it.
 	RestrictedReason = "Restricted"
+	// UnverifiedReason: the commit or tag is not signed by a key the GitRepo allows.
+	UnverifiedReason = "Unverified"
 	// UnpartitionedClustersReason, UnsequencedClustersReason (Bundle UnpartitionedClusters):
 	// targeted clusters in no partition or no group of the sequence, never released (R1.3).
 	UnpartitionedClustersReason = "UnpartitionedClusters"

@@ -77,6 +77,12 @@ type GitRepoSpec struct {
 	// GitRepo without webhookSecretRef is not triggered by webhooks at all.
 	// +optional
 	WebhookAllowUnsigned bool `json:"webhookAllowUnsigned,omitempty"`
+	// Verify requires the commits, or the tags, the GitRepo deploys to be signed by one of the
+	// keys it names. A commit that is not is neither checked out nor rendered: the GitRepo says
+	// which commit, why and which keys were allowed, and what is deployed stays. A
+	// FleetRestriction with requireVerifiedSources makes it mandatory in its namespace.
+	// +optional
+	Verify *SourceVerification `json:"verify,omitempty"`
 
 	// Targets are the clusters the bundles of this repository deploy to.
 	// +optional
@@ -205,4 +211,34 @@ type GitRepoList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GitRepo `json:"items"`
+}
+
+// VerificationMode says what a GitRepo's signatures are checked on.
+// +kubebuilder:validation:Enum=Commit;Tag;CommitAndTag
+type VerificationMode string
+
+const (
+	// VerifyCommit: the commit deployed must be signed.
+	VerifyCommit VerificationMode = "Commit"
+	// VerifyTag: the annotated tag a tag-following GitRepo (semver, or a revision naming a tag)
+	// deploys must be signed; the commits need not be.
+	VerifyTag VerificationMode = "Tag"
+	// VerifyCommitAndTag: both.
+	VerifyCommitAndTag VerificationMode = "CommitAndTag"
+)
+
+// SourceVerification names the public keys a GitRepo's commits or tags must be signed with.
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.configMapRef)",message="name the keys in exactly one of secretRef and configMapRef"
+type SourceVerification struct {
+	// Mode is what is verified; default Commit.
+	// +optional
+	// +kubebuilder:default=Commit
+	Mode VerificationMode `json:"mode,omitempty"`
+	// SecretRef or ConfigMapRef names an object of the GitRepo's namespace whose every value
+	// is an armored OpenPGP public key block (one or more keys) or SSH public keys, one per
+	// line as in authorized_keys. Adding a key lets its commits through from the next sync.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// +optional
+	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
 }

@@ -43,6 +43,10 @@ type FleetRestrictionSpec struct {
 	// may ask (§7). Unset: any of them.
 	// +optional
 	AnalysisProviders *AllowedProviders `json:"analysisProviders,omitempty"`
+	// RequireVerifiedSources: every GitRepo of the namespace must verify the signatures of what
+	// it deploys (spec.verify); one that does not is not fetched.
+	// +optional
+	RequireVerifiedSources bool `json:"requireVerifiedSources,omitempty"`
 }
 
 // AllowedProviders lists the AnalysisProviders checks may name; an empty list allows none.
