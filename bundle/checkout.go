@@ -21,6 +21,8 @@ import (
 type Checkout struct {
 	dir  string
 	root *os.Root
+	// decryptor decrypts the SOPS files ReadPlain reads; nil: they are an error.
+	decryptor *Decryptor
 }
 
 // OpenCheckout opens the checkout at dir.
@@ -149,6 +151,24 @@ func (c *Checkout) ReadFile(name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not a regular file", name)
 	}
 	return readAllLimited(io.Reader(f), limit, name)
+}
+
+// ReadPlain reads a file as ReadFile does, decrypting it when it is encrypted with SOPS: with
+// the checkout's keys, or, without any, failing with ErrEncrypted, so that no ciphertext is
+// ever deployed as if it were the file's content.
+func (c *Checkout) ReadPlain(name string, limit int64) ([]byte, error) {
+	data, err := c.ReadFile(name, limit)
+	if err != nil || !isSOPS(data) {
+		return data, err
+	}
+	if c.decryptor == nil {
+		return nil, &FieldError{File: name, Err: ErrEncrypted}
+	}
+	plain, err := c.decryptor.decrypt(name, data)
+	if err != nil {
+		return nil, &FieldError{File: name, Message: "encrypted with SOPS: " + err.Error()}
+	}
+	return plain, nil
 }
 
 // unwrapPathError drops the os.PathError around err: callers name the repository path.

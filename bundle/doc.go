@@ -43,6 +43,15 @@
 // deploys. Targets with equal inputs share one render (a Renderer caches by a hash of all
 // inputs, including the final Helm values).
 //
+// # Encrypted files
+//
+// A file encrypted with SOPS is read decrypted (Checkout.ReadPlain) with a Decryptor's private
+// keys (age, OpenPGP), checked against its MAC; without keys, or with keys that do not open it,
+// it is an error naming the file, never its ciphertext deployed. Only the given keys are used:
+// SOPS's key services (KMS, Vault, agents, the environment) are never reached. The sandbox's
+// child gets decrypted files from the parent, never keys. Decryptor.Reveals tells whether text
+// holds a decrypted value, for outputs that must not show one unasked.
+//
 // # Safety
 //
 // A repository is untrusted. Everything is read through Checkout, a view confined to the

@@ -104,7 +104,7 @@ func (c *Checkout) loadChartDir(dir string) (*chart.Chart, error) {
 		if !info.Mode().IsRegular() {
 			return fmt.Errorf("%s is not a regular file", p)
 		}
-		data, err := c.ReadFile(p, maxFileSize)
+		data, err := c.ReadPlain(p, maxFileSize)
 		if err != nil {
 			return err
 		}
@@ -160,7 +160,7 @@ func (r *Renderer) helmValues(ctx context.Context, src *Source, h *Helm, t Targe
 		if err != nil {
 			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Err: err}
 		}
-		data, err := r.checkout.ReadFile(p, maxFileSize)
+		data, err := r.checkout.ReadPlain(p, maxFileSize)
 		if err != nil {
 			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFiles[%d]", i), Err: err}
 		}

@@ -318,7 +318,7 @@ func FuzzCheckoutConfinement(f *testing.F) {
 				check(c.ReadFile(m, maxFileSize))
 			}
 		}
-		if k, err := c.memFS(); err == nil {
+		if k, err := c.memFS(true); err == nil {
 			_ = k.mem.Walk("/", func(p string, info fs.FileInfo, err error) error {
 				if err == nil && !info.IsDir() {
 					check(k.mem.ReadFile(p))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -36,11 +37,19 @@ type kustomizeFS struct {
 	// refused are the kustomizations checkKustomization refused, by absolute path: a build
 	// that reads one fails with why, and a bundle that reads none is not held back by them.
 	refused map[string]error
+	// decrypted are the SOPS files of the copy, decrypted, by absolute path, and undecryptable
+	// those that are not, with why: a build in the sandbox's child, which has no keys, gets
+	// both laid over its own copy.
+	decrypted     map[string][]byte
+	undecryptable map[string]error
 }
 
-// memFS copies the checkout into memory and checks every kustomization in it (checkKustomization).
-func (c *Checkout) memFS() (*kustomizeFS, error) {
-	k := &kustomizeFS{mem: filesys.MakeFsInMemory(), escaped: map[string]error{}, refused: map[string]error{}}
+// memFS copies the checkout into memory and checks every kustomization in it
+// (checkKustomization). With decrypt, SOPS files are copied decrypted (Checkout.ReadPlain); a
+// file that cannot be is refused to the builds that read it. Without (the sandbox's child),
+// they are copied as they are, and the parent's decrypted files are laid over them.
+func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
+	k := &kustomizeFS{mem: filesys.MakeFsInMemory(), escaped: map[string]error{}, refused: map[string]error{}, decrypted: map[string][]byte{}, undecryptable: map[string]error{}}
 	var total int64
 	err := c.Walk(".", func(p string, info fs.FileInfo, err error) error {
 		switch {
@@ -57,6 +66,23 @@ func (c *Checkout) memFS() (*kustomizeFS, error) {
 		data, err := c.ReadFile(p, maxFileSize)
 		if err != nil {
 			return err
+		}
+		if isSOPS(data) {
+			// The file stays in the copy (a kustomization may name it), but what a build reads
+			// of it is its plaintext, or an error saying why there is none.
+			abs := path.Clean("/" + p)
+			plain, err := c.ReadPlain(p, maxFileSize)
+			switch {
+			case !decrypt:
+				// The sandbox's child: the parent lays the plaintext over this, or says why not.
+				k.refused[abs] = &FieldError{File: p, Err: ErrEncrypted}
+			case err != nil:
+				// Only a build that reads it fails: other bundles of the repository render.
+				k.refused[abs], k.undecryptable[abs] = err, err
+			default:
+				data = plain
+				k.decrypted[abs] = plain
+			}
 		}
 		if total += int64(len(data)); total > maxCheckoutSize {
 			return fmt.Errorf("the checkout is larger than %d MiB", maxCheckoutSize>>20)
@@ -419,7 +445,17 @@ func (r *Renderer) renderKustomize(ctx context.Context, k *kustomizeFS, dir stri
 	var data []byte
 	var err error
 	if r.sandbox != nil {
-		data, err = r.sandbox.kustomize(ctx, r.checkout.dir, dir, files)
+		if len(k.decrypted) > 0 {
+			laid := make(map[string][]byte, len(k.decrypted)+len(files))
+			maps.Copy(laid, k.decrypted)
+			maps.Copy(laid, files)
+			files = laid
+		}
+		refused := make(map[string]string, len(k.undecryptable))
+		for p, err := range k.undecryptable {
+			refused[p] = err.Error()
+		}
+		data, err = r.sandbox.kustomize(ctx, r.checkout.dir, dir, files, refused)
 	} else {
 		data, err = buildKustomize(&overlayFS{FileSystem: k.mem, refused: k.refused, files: files}, dir)
 	}

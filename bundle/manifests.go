@@ -67,7 +67,7 @@ func (c *Checkout) renderManifests(ctx context.Context, src *Source, t Target, o
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		data, err := c.ReadFile(name, maxFileSize)
+		data, err := c.ReadPlain(name, maxFileSize)
 		if err != nil {
 			return err
 		}
@@ -133,7 +133,7 @@ func (c *Checkout) applyPatchFile(file string, byFile map[string][]Object, base,
 	if !ok {
 		return &FieldError{File: file, Message: fmt.Sprintf("patches %s, which the bundle does not have", target)}
 	}
-	data, err := c.ReadFile(file, maxFileSize)
+	data, err := c.ReadPlain(file, maxFileSize)
 	if err != nil {
 		return err
 	}

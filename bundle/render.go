@@ -22,6 +22,8 @@ type RendererOptions struct {
 	// Sandbox runs the template engines in child processes with a deadline and memory and
 	// output limits; nil runs them in this process (for a repository one trusts, as in the CLI).
 	Sandbox *Sandbox
+	// Decryption decrypts the repository's SOPS files; nil: a bundle that reads one fails.
+	Decryption *Decryptor
 }
 
 // Renderer renders the bundles of one checkout (one commit) for many targets. Targets with
@@ -56,6 +58,7 @@ func NewRenderer(root string, opts RendererOptions) (*Renderer, error) {
 	if fetcher == nil {
 		fetcher = &ChartFetcher{}
 	}
+	checkout.decryptor = opts.Decryption
 	r := &Renderer{checkout: checkout, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, results: map[string]*renderCall{}}
 	if opts.Sandbox != nil {
 		r.sandbox = opts.Sandbox.session()
@@ -296,7 +299,7 @@ func (r *Renderer) checkoutFS() (*kustomizeFS, error) {
 	if r.memFS != nil {
 		return r.memFS, nil
 	}
-	mem, err := r.checkout.memFS()
+	mem, err := r.checkout.memFS(true)
 	if err != nil {
 		return nil, err
 	}

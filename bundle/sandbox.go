@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -104,6 +105,9 @@ type kustomizeRequest struct {
 	Checkout string            `json:"checkout"`
 	Dir      string            `json:"dir"`
 	Files    map[string][]byte `json:"files,omitempty"`
+	// Refused are files a build may not read, with why (SOPS files the parent could not
+	// decrypt).
+	Refused map[string]string `json:"refused,omitempty"`
 }
 
 type sandboxResponse struct {
@@ -177,8 +181,8 @@ func (ss *sandboxSession) values(ctx context.Context, vals map[string]any, t Tar
 }
 
 // kustomize builds the kustomization in dir of the checkout at root in the child.
-func (ss *sandboxSession) kustomize(ctx context.Context, root, dir string, files map[string][]byte) ([]byte, error) {
-	resp, err := ss.run(ctx, sandboxRequest{Kustomize: &kustomizeRequest{Checkout: root, Dir: dir, Files: files}})
+func (ss *sandboxSession) kustomize(ctx context.Context, root, dir string, files map[string][]byte, refused map[string]string) ([]byte, error) {
+	resp, err := ss.run(ctx, sandboxRequest{Kustomize: &kustomizeRequest{Checkout: root, Dir: dir, Files: files, Refused: refused}})
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +405,14 @@ func answer(req *sandboxRequest, resp *sandboxResponse) (err error) {
 		if err != nil {
 			return err
 		}
-		data, err := buildKustomize(&overlayFS{FileSystem: fsys.mem, refused: fsys.refused, files: k.Files}, k.Dir)
+		refused := fsys.refused
+		if len(k.Refused) > 0 {
+			refused = maps.Clone(refused)
+			for p, why := range k.Refused {
+				refused[p] = errors.New(why)
+			}
+		}
+		data, err := buildKustomize(&overlayFS{FileSystem: fsys.mem, refused: refused, files: k.Files}, k.Dir)
 		resp.Manifest = string(data)
 		return err
 	}
@@ -431,7 +442,8 @@ func (c *checkoutCopy) open(root string) (*kustomizeFS, error) {
 		return nil, err
 	}
 	defer checkout.Close()
-	fsys, err := checkout.memFS()
+	// The child has no keys: the parent lays the SOPS files it decrypted over this copy.
+	fsys, err := checkout.memFS(false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -19,7 +22,10 @@ type renderOptions struct {
 	repoName      string
 	paths         []string
 	kubeVersion   string
-	output        *outputFlag
+	// decryptionKeys are files of SOPS private keys; showDecrypted prints what they decrypt.
+	decryptionKeys []string
+	showDecrypted  bool
+	output         *outputFlag
 }
 
 // renderedBundle is one bundle as render's -o json and -o yaml print it.
@@ -32,6 +38,8 @@ type renderedBundle struct {
 	DeploymentID  string                   `json:"deploymentID,omitempty"`
 	Options       bundle.DeploymentOptions `json:"options"`
 	Objects       []bundle.Object          `json:"objects"`
+	// Hidden says why Objects are only named: they hold values decrypted with SOPS.
+	Hidden string `json:"hidden,omitempty"`
 }
 
 func newRenderCommand() *cobra.Command {
@@ -42,9 +50,11 @@ func newRenderCommand() *cobra.Command {
 		Long: `render finds the bundles under PATH (directories with a fleet.yaml, and plain manifest
 directories), renders each with Helm, Kustomize or as plain YAML for the cluster described by the
 flags, and prints the result as YAML. Nothing is contacted except Helm repositories the bundles
-name. Run it before pushing.`,
+name. Run it before pushing. Files encrypted with SOPS are decrypted with --decryption-key;
+objects that then hold a decrypted value are only named unless --show-decrypted is given.`,
 		Example: `  flotilla render ./fleet-repo --cluster-name prod-eu-1 --cluster-label env=prod --cluster-label region=eu
-  flotilla render ./fleet-repo/apps/web --cluster-group staging`,
+  flotilla render ./fleet-repo/apps/web --cluster-group staging
+  flotilla render ./fleet-repo --decryption-key ~/.config/sops/age/keys.txt [--show-decrypted]`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), cmd.OutOrStdout(), args[0]) },
 	}
@@ -55,6 +65,8 @@ name. Run it before pushing.`,
 	f.StringVar(&o.repoName, "repo-name", "", "GitRepo name used to derive bundle names (default: the directory name)")
 	f.StringSliceVar(&o.paths, "paths", nil, "GitRepo paths (globs) to look for bundles in (default: PATH itself)")
 	f.StringVar(&o.kubeVersion, "kube-version", bundle.DefaultKubeVersion, "Kubernetes version charts see")
+	f.StringArrayVar(&o.decryptionKeys, "decryption-key", nil, "file of age identities or an armored OpenPGP private key that decrypts the repository's SOPS files (repeatable)")
+	f.BoolVar(&o.showDecrypted, "show-decrypted", false, "print the objects that hold decrypted values; without it they are only named")
 	o.output = addOutputFlag(cmd, "manifests")
 	return cmd
 }
@@ -97,7 +109,11 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 	if len(sources) == 0 {
 		return badInput("%s: no bundles found", root)
 	}
-	r, err := bundle.NewRenderer(abs, bundle.RendererOptions{KubeVersion: o.kubeVersion})
+	decryptor, err := o.decryptor()
+	if err != nil {
+		return err
+	}
+	r, err := bundle.NewRenderer(abs, bundle.RendererOptions{KubeVersion: o.kubeVersion, Decryption: decryptor})
 	if err != nil {
 		return badInput("%v", err)
 	}
@@ -110,9 +126,16 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 		if err != nil {
 			return badInput("bundle %s: %v", src.Name, err)
 		}
+		hidden := ""
+		if decryptor != nil && !o.showDecrypted && decryptor.Reveals(res.Manifest) {
+			hidden = fmt.Sprintf("%d objects hold values decrypted with SOPS: only named (--show-decrypted prints them)", len(res.Objects))
+		}
 		if structured {
 			rb := renderedBundle{Bundle: src.Name, Dir: src.Dir, Customization: res.Customization, DoNotDeploy: res.DoNotDeploy, ContentID: res.ContentID,
-				DeploymentID: res.DeploymentID, Options: res.Options, Objects: res.Objects}
+				DeploymentID: res.DeploymentID, Options: res.Options, Objects: res.Objects, Hidden: hidden}
+			if hidden != "" {
+				rb.Objects = namesOnly(res.Objects)
+			}
 			if rb.Objects == nil {
 				rb.Objects = []bundle.Object{}
 			}
@@ -128,6 +151,13 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 			continue
 		}
 		fmt.Fprintf(out, ", %d objects, content %s\n", len(res.Objects), res.ContentID)
+		if hidden != "" {
+			fmt.Fprintf(out, "# %s:\n", hidden)
+			for _, obj := range res.Objects {
+				fmt.Fprintf(out, "#   %s %s %s\n", obj.APIVersion(), obj.Kind(), path.Join(obj.Namespace(), obj.Name()))
+			}
+			continue
+		}
 		if _, err := out.Write(res.Manifest); err != nil {
 			return err
 		}
@@ -136,4 +166,46 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 		return o.output.print(out, all)
 	}
 	return nil
+}
+
+// decryptor reads --decryption-key files: age identities or an armored OpenPGP private key,
+// told apart by what they hold.
+func (o *renderOptions) decryptor() (*bundle.Decryptor, error) {
+	if len(o.decryptionKeys) == 0 {
+		return nil, nil
+	}
+	data := map[string][]byte{}
+	for i, file := range o.decryptionKeys {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, badInput("--decryption-key %s: %v", file, err)
+		}
+		name := fmt.Sprintf("%d-%s", i, filepath.Base(file))
+		switch {
+		case bytes.Contains(b, []byte("AGE-SECRET-KEY-1")):
+			data[name+bundle.AgeKeySuffix] = b
+		case bytes.Contains(b, []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----")):
+			data[name+bundle.PGPKeySuffix] = b
+		default:
+			return nil, badInput("--decryption-key %s: holds neither age identities (AGE-SECRET-KEY-1…) nor an armored OpenPGP private key", file)
+		}
+	}
+	d, err := bundle.NewDecryptor("--decryption-key", data)
+	if err != nil {
+		return nil, badInput("%v", err)
+	}
+	return d, nil
+}
+
+// namesOnly keeps of each object what names it.
+func namesOnly(objs []bundle.Object) []bundle.Object {
+	out := make([]bundle.Object, 0, len(objs))
+	for _, obj := range objs {
+		meta := map[string]any{"name": obj.Name()}
+		if ns := obj.Namespace(); ns != "" {
+			meta["namespace"] = ns
+		}
+		out = append(out, bundle.Object{"apiVersion": obj.APIVersion(), "kind": obj.Kind(), "metadata": meta})
+	}
+	return out
 }

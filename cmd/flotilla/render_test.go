@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"filippo.io/age"
+
+	"github.com/flotilla-dev/flotilla/e2e/sopscli"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
@@ -53,5 +56,43 @@ func TestRenderRefusesSymlinksLeavingTheRepository(t *testing.T) {
 	var in *operate.ErrInput
 	if !errors.As(err, &in) || !strings.Contains(err.Error(), "linked.yaml is a symlink to") || strings.Contains(out, "stolen") {
 		t.Errorf("error = %v, output:\n%s", err, out)
+	}
+}
+
+// A repository with a Secret encrypted by the sops command: without keys, render says the file
+// is encrypted and prints nothing of it; with the key, the objects that hold a decrypted value
+// are named, not printed, unless --show-decrypted asks for them.
+func TestRenderDecryptsSOPSFilesAndShowsThemOnlyWhenAsked(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	if err := os.MkdirAll(filepath.Join(repo, "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := sopscli.Encrypt(t, "secret.yaml", []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: plaintext-of-the-cli}\n"),
+		sopscli.Options{Age: []string{id.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"})
+	writeFile(t, filepath.Join(repo, "db"), "secret.yaml", string(secret))
+	writeFile(t, filepath.Join(repo, "db"), "fleet.yaml", "defaultNamespace: db\n")
+	keyFile := writeFile(t, dir, "keys.txt", "# created: now\n"+id.String()+"\n")
+
+	out, err := runCLI("render", repo, "--paths", "db")
+	if !errors.As(err, new(*operate.ErrInput)) || !strings.Contains(err.Error(), "db/secret.yaml: is encrypted with SOPS") || strings.Contains(out, "plaintext-of-the-cli") {
+		t.Errorf("without keys: %v\n%s", err, out)
+	}
+	for _, format := range []string{"manifests", "json"} {
+		out, err = runCLI("render", repo, "--paths", "db", "--decryption-key", keyFile, "-o", format)
+		if err != nil || strings.Contains(out, "plaintext-of-the-cli") || !strings.Contains(out, "hold values decrypted with SOPS") || !strings.Contains(out, "db") {
+			t.Errorf("-o %s with the key, not asked to show: %v\n%s", format, err, out)
+		}
+	}
+	out, err = runCLI("render", repo, "--paths", "db", "--decryption-key", keyFile, "--show-decrypted")
+	if err != nil || !strings.Contains(out, "password: plaintext-of-the-cli") {
+		t.Errorf("--show-decrypted: %v\n%s", err, out)
+	}
+	if _, err := runCLI("render", repo, "--decryption-key", writeFile(t, dir, "junk", "not a key")); !errors.As(err, new(*operate.ErrInput)) || !strings.Contains(err.Error(), "holds neither age identities") {
+		t.Errorf("a key file that holds no key: %v", err)
 	}
 }

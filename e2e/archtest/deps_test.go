@@ -33,7 +33,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"./hub/api/...", []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "github.com/flotilla-dev/flotilla/hub/"}, nil, nil, nil},
 		// The shipped binaries link no test tooling: the quickstart's clusters and git servers
 		// have interfaces of their own (e2e/controlplane, e2e/gitrepo).
-		{"./cmd/...", nil, []string{"testing", "net/http/httptest", "github.com/flotilla-dev/flotilla/e2e/gitserver"}, nil, nil},
+		// The standard testing package is checked by its importers (TestBinariesImportTestingOnlyWhereKnown).
+		{"./cmd/...", nil, []string{"net/http/httptest", "github.com/flotilla-dev/flotilla/e2e/gitserver"}, nil, nil},
 	}
 	for _, r := range rules {
 		t.Run(r.pkgs, func(t *testing.T) {
@@ -63,5 +64,34 @@ func TestDependencyDirection(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testingImporters are the libraries the binaries link that import the standard testing
+// package, and why that brings no test tooling into them.
+var testingImporters = map[string]string{
+	// tui.go calls testing.Testing() to guard a password hook of its own tests; nothing runs.
+	"github.com/getsops/sops/v3/age": "a test-only guard",
+}
+
+// The shipped binaries link the standard testing package only through the libraries listed
+// above: none of this repository's packages, and no new library, may bring it in.
+func TestBinariesImportTestingOnlyWhereKnown(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./cmd/...")
+	cmd.Dir = "../.."
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || !slices.Contains(fields[1:], "testing") {
+			continue
+		}
+		if _, known := testingImporters[fields[0]]; !known {
+			t.Errorf("%s imports the testing package into the shipped binaries", fields[0])
+		}
 	}
 }

@@ -15,6 +15,14 @@ type SigningKey struct {
 	Signing *gitrepo.Signing
 	// Public is an SSH public key line or an armored OpenPGP public key block.
 	Public string
+	// Fingerprint and GnuPGHome, for an OpenPGP key: where gpg keeps it.
+	Fingerprint, GnuPGHome string
+}
+
+// Private exports an OpenPGP key's private half, armored, as a decryption Secret holds it.
+func (k SigningKey) Private(t T) string {
+	t.Helper()
+	return run(t, []string{"GNUPGHOME=" + k.GnuPGHome}, "gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", "--armor", "--export-secret-keys", k.Fingerprint)
 }
 
 // NewSSHSigningKey makes an ed25519 key with ssh-keygen, which git signs with (ssh-keygen -Y
@@ -49,17 +57,22 @@ func NewOpenPGPKey(t T, name string) SigningKey {
 	}
 	uid := name + " <" + name + "@example.com>"
 	run(t, env, "gpg", "--batch", "--quiet", "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never")
-	public := run(t, env, "gpg", "--batch", "--armor", "--export", name+"@example.com")
-	fpr := ""
-	for _, line := range strings.Split(run(t, env, "gpg", "--batch", "--with-colons", "--list-keys", name+"@example.com"), "\n") {
-		if f := strings.Split(line, ":"); f[0] == "fpr" && fpr == "" {
-			fpr = f[9]
+	// An encryption subkey too, for SOPS files encrypted to the key.
+	fprOf := func() string {
+		for _, line := range strings.Split(run(t, env, "gpg", "--batch", "--with-colons", "--list-keys", name+"@example.com"), "\n") {
+			if f := strings.Split(line, ":"); f[0] == "fpr" {
+				return f[9]
+			}
 		}
+		return ""
 	}
+	run(t, env, "gpg", "--batch", "--quiet", "--passphrase", "", "--quick-add-key", fprOf(), "cv25519", "encr", "never")
+	public := run(t, env, "gpg", "--batch", "--armor", "--export", name+"@example.com")
+	fpr := fprOf()
 	if fpr == "" {
 		t.Fatalf("gpg made no key for %s", name)
 	}
-	return SigningKey{Signing: &gitrepo.Signing{Config: []string{"gpg.format=openpgp", "user.signingkey=" + fpr}, Env: env}, Public: public}
+	return SigningKey{Signing: &gitrepo.Signing{Config: []string{"gpg.format=openpgp", "user.signingkey=" + fpr}, Env: env}, Public: public, Fingerprint: fpr, GnuPGHome: home}
 }
 
 func run(t T, env []string, name string, args ...string) string {

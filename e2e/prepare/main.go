@@ -1,7 +1,8 @@
 // Command prepare installs what the integration and end-to-end tests run on a fresh machine: the
 // control-plane binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok),
 // built from source into the per-version cache, and the Debian packages the tests drive (chromium
-// for the browser tests, prometheus for the analysis gates, ssh-keygen and gpg that sign commits).
+// for the browser tests, prometheus for the analysis gates, ssh-keygen and gpg that sign commits),
+// and the sops command that encrypts the tests' SOPS files.
 // The README's test command runs it first so that the first build is visible instead
 // of hidden inside a silent test binary; later runs find everything in place and return at once.
 package main
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/sopscli"
 )
 
 // debianPackages are the system programs the tests need, by the path each one installs. Only
@@ -42,7 +44,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "prepare:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "prepare: control-plane binaries ready in %s (kube-apiserver at %s)\n", time.Since(started).Round(time.Second), bins.APIServer)
+	sops, err := sopscli.Ensure(ctx, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prepare:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "prepare: control-plane binaries and sops ready in %s (kube-apiserver at %s, sops at %s)\n", time.Since(started).Round(time.Second), bins.APIServer, sops)
 }
 
 // ensureDebianPackages installs with apt-get the packages whose binary is missing. The package

@@ -211,7 +211,11 @@ func (b *Bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, c
 		return nil, err
 	}
 	values := &valuesResolver{client: b.Client, namespace: repo.Namespace, crossNamespace: b.CrossNamespaceRefs}
-	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.Charts.For(access), Values: values, Sandbox: b.Sandbox})
+	decryption, err := decryptorOf(ctx, b.Client, repo)
+	if err != nil {
+		return nil, &RenderError{Err: err}
+	}
+	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.Charts.For(access), Values: values, Sandbox: b.Sandbox, Decryption: decryption})
 	if err != nil {
 		return nil, err
 	}

@@ -8,9 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
+
+// Keys of a GitRepo's namespace: the public keys its commits must be signed with, and the
+// private keys its SOPS files are decrypted with.
 
 // Signed sources: a GitRepo with spec.verify deploys only what its keys signed. The keys are
 // read from its own namespace when a commit is about to be checked out (not at every poll), so
@@ -76,4 +80,19 @@ func verificationOf(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo
 		mode = v1alpha1.VerifyCommit
 	}
 	return &gitsource.Verification{Commit: mode != v1alpha1.VerifyTag, Tag: mode != v1alpha1.VerifyCommit, Keys: ring}, nil
+}
+
+// decryptorOf reads the private keys a GitRepo's spec.decryption names, from its own
+// namespace, each time a commit is rendered (a rotated key counts from the next render); nil
+// when it decrypts nothing.
+func decryptorOf(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo) (*bundle.Decryptor, error) {
+	d := repo.Spec.Decryption
+	if d == nil {
+		return nil, nil
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: d.SecretRef.Name}, &s); err != nil {
+		return nil, fmt.Errorf("spec.decryption.secretRef: secret %s: %w", d.SecretRef.Name, err)
+	}
+	return bundle.NewDecryptor("secret "+d.SecretRef.Name, s.Data)
 }

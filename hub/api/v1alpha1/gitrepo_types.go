@@ -83,6 +83,11 @@ type GitRepoSpec struct {
 	// FleetRestriction with requireVerifiedSources makes it mandatory in its namespace.
 	// +optional
 	Verify *SourceVerification `json:"verify,omitempty"`
+	// Decryption decrypts the repository's files encrypted with SOPS when they are rendered,
+	// with the private keys of a Secret of the GitRepo's namespace. Without it, a bundle that
+	// reads such a file does not render.
+	// +optional
+	Decryption *Decryption `json:"decryption,omitempty"`
 
 	// Targets are the clusters the bundles of this repository deploy to.
 	// +optional
@@ -241,4 +246,22 @@ type SourceVerification struct {
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 	// +optional
 	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
+}
+
+// DecryptionProvider is the tool a repository's files are encrypted with.
+// +kubebuilder:validation:Enum=sops
+type DecryptionProvider string
+
+// DecryptionSOPS: files encrypted with SOPS (YAML and JSON; age and OpenPGP keys).
+const DecryptionSOPS DecryptionProvider = "sops"
+
+// Decryption names the keys a GitRepo's encrypted files are decrypted with.
+type Decryption struct {
+	// Provider is sops.
+	// +kubebuilder:default=sops
+	Provider DecryptionProvider `json:"provider"`
+	// SecretRef names a Secret of the GitRepo's namespace whose values are private keys: age
+	// identities (a name ending in .agekey) or an armored OpenPGP private key without a
+	// passphrase (.asc).
+	SecretRef LocalObjectReference `json:"secretRef"`
 }
