@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,23 @@ type treeEntry struct {
 	name string // slash-separated, relative, clean
 	mode filemode.FileMode
 	size int64
+	// file is the git blob; data, for an artifact's entry, the file's bytes or the link's target.
 	file *object.File
+	data []byte
+}
+
+func (e treeEntry) reader() (io.ReadCloser, error) {
+	if e.file != nil {
+		return e.file.Reader()
+	}
+	return io.NopCloser(bytes.NewReader(e.data)), nil
+}
+
+func (e treeEntry) linkTarget() (string, error) {
+	if e.file != nil {
+		return e.file.Contents()
+	}
+	return string(e.data), nil
 }
 
 // treeEntries lists the files and links of a commit's tree, refusing what git itself refuses
@@ -71,17 +88,26 @@ func treeEntries(co *object.Commit) ([]treeEntry, error) {
 		}
 		return nil, fmt.Errorf("commit %s: %w", co.Hash, err)
 	}
+	if err := checkNesting(entries, links, seen); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", co.Hash, err)
+	}
+	return entries, nil
+}
+
+// checkNesting refuses an entry beneath a symbolic link or a file of the same tree (it would be
+// written through the link).
+func checkNesting(entries []treeEntry, links, seen map[string]bool) error {
 	for _, e := range entries {
 		for dir := path.Dir(e.name); dir != "."; dir = path.Dir(dir) {
 			if links[dir] {
-				return nil, fmt.Errorf("commit %s: %w: %q is beneath the symbolic link %q", co.Hash, ErrTreeRefused, e.name, dir)
+				return fmt.Errorf("%w: %q is beneath the symbolic link %q", ErrTreeRefused, e.name, dir)
 			}
 			if seen[dir] {
-				return nil, fmt.Errorf("commit %s: %w: %q is beneath the file %q", co.Hash, ErrTreeRefused, e.name, dir)
+				return fmt.Errorf("%w: %q is beneath the file %q", ErrTreeRefused, e.name, dir)
 			}
 		}
 	}
-	return entries, nil
+	return nil
 }
 
 // checkEntryName admits a tree entry's name only as a plain relative path.
@@ -137,13 +163,13 @@ func writeEntry(root *os.Root, e treeEntry) error {
 		}
 	}
 	if e.mode == filemode.Symlink {
-		target, err := e.file.Contents()
+		target, err := e.linkTarget()
 		if err != nil {
 			return err
 		}
 		return root.Symlink(target, e.name)
 	}
-	rd, err := e.file.Reader()
+	rd, err := e.reader()
 	if err != nil {
 		return err
 	}
@@ -210,7 +236,7 @@ func verifyCheckout(dir string, entries []treeEntry) error {
 			if err != nil {
 				return err
 			}
-			if want, err := e.file.Contents(); err != nil || info.Mode()&fs.ModeSymlink == 0 || target != want {
+			if want, err := e.linkTarget(); err != nil || info.Mode()&fs.ModeSymlink == 0 || target != want {
 				return fmt.Errorf("%s: not the commit's link", rel)
 			}
 			return nil

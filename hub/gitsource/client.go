@@ -76,6 +76,9 @@ var commitSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // repository wants: the branch head, the pinned tag or commit, or the newest tag satisfying the
 // semver constraint.
 func (c *Client) Resolve(ctx context.Context, repo Repo) (Ref, error) {
+	if IsOCI(repo.URL) {
+		return c.resolveOCI(ctx, repo)
+	}
 	if commitSHA.MatchString(repo.Revision) {
 		return Ref{Name: repo.Revision, Commit: repo.Revision}, nil
 	}
@@ -218,6 +221,12 @@ func (c *Client) lock(key string) func() {
 // cache does not have it. Fetches are shallow for branch and tag heads, and incremental: objects
 // already in the cache are not transferred again.
 func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string, error) {
+	if IsOCI(repo.URL) {
+		if !ociHex.MatchString(commit) {
+			return "", fmt.Errorf("%q is not an artifact digest", commit)
+		}
+		return c.checkoutOCI(ctx, repo, commit)
+	}
 	if !commitSHA.MatchString(commit) {
 		return "", fmt.Errorf("%q is not a commit id", commit)
 	}
@@ -353,8 +362,8 @@ func (c *Client) evict(checkouts string) {
 // commit. A repository following a branch or a commit has no tag to verify: that is refused too.
 func (c *Client) VerifyTag(ctx context.Context, repo Repo, ref Ref) error {
 	v := repo.Verify
-	if v == nil || !v.Tag {
-		return nil
+	if v == nil || !v.Tag || IsOCI(repo.URL) {
+		return nil // an artifact's signatures are checked (refused) by its checkout
 	}
 	refuse := func(object, reason string) error {
 		return &VerificationError{Object: object, Reason: reason, Allowed: v.Keys.Names()}

@@ -7,6 +7,10 @@
 //	ref, err := c.Resolve(ctx, repo)             // branch head, pinned tag/commit, or newest semver tag
 //	path, err := c.Checkout(ctx, repo, ref.Commit)
 //
+// A repository whose URL is oci://registry/path is an OCI artifact instead (oci.go): Resolve
+// finds its tag, newest semver tag or pinned digest, Checkout writes its one gzipped tar layer
+// with the admission of a git tree; BuildArtifact packs a directory into one.
+//
 // With Repo.Verify, Checkout refuses a commit not signed by an allowed key (OpenPGP, or SSH as
 // ssh-keygen -Y sign makes it, parsed and checked here in Go) before writing anything of it, and
 // VerifyTag does the same for the annotated tag a tag-following repository resolves to;

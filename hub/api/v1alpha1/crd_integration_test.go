@@ -129,7 +129,7 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{"gitrepo without repo", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {branch: main}",
 			[]string{"spec.repo", "Required value"}},
 		{"gitrepo with ftp url", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'ftp://example.com/x'}",
-			[]string{"spec.repo", "must be an http(s):// or ssh:// URL"}},
+			[]string{"spec.repo", "must be an http(s):// or ssh:// URL, user@host:path, or oci://registry/path"}},
 		{"gitrepo with branch and revision", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'https://example.com/x', branch: main, revision: v1}",
 			[]string{"spec", "set at most one of branch, revision and semver"}},
 		{"gitrepo verifying with two key lists", gv + "kind: GitRepo\nmetadata: {name: a}\nspec: {repo: 'https://example.com/x', verify: {secretRef: {name: k}, configMapRef: {name: k}}}",

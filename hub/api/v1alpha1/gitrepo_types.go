@@ -7,10 +7,12 @@ import (
 // GitRepoSpec says which repository, ref and paths to deploy, and to which clusters.
 // +kubebuilder:validation:XValidation:rule="[has(self.branch), has(self.revision), has(self.semver)].filter(x, x).size() <= 1",message="set at most one of branch, revision and semver"
 type GitRepoSpec struct {
-	// Repo is the repository URL (https://, http://, ssh:// or scp-like git@host:path).
+	// Repo is the repository URL (https://, http://, ssh:// or scp-like git@host:path), or an
+	// OCI artifact holding the repository, oci://registry/path (followed by revision, a tag or
+	// a sha256: digest, or by semver; secretRef's username and password log in to the registry).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://[^ ]+$') || self.matches('^[A-Za-z0-9._-]+@[^ :]+:[^ ]+$')",message="must be an http(s):// or ssh:// URL, or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh|oci)://[^ ]+$') || self.matches('^[A-Za-z0-9._-]+@[^ :]+:[^ ]+$')",message="must be an http(s):// or ssh:// URL, user@host:path, or oci://registry/path"
 	Repo string `json:"repo"`
 	// Branch to follow. Default: the remote's HEAD branch.
 	// +optional

@@ -1,0 +1,224 @@
+package gitsource
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// newRegistry serves an OCI registry on loopback until the test ends.
+func newRegistry(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// pushDir builds an artifact of files and pushes it as repo:tag; it returns its digest (hex).
+func pushDir(t *testing.T, repo, tag string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, err := BuildArtifact(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return push(t, repo, tag, img)
+}
+
+func push(t *testing.T, repo, tag string, img v1.Image) string {
+	t.Helper()
+	ref, err := name.ParseReference(repo + ":" + tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Hex
+}
+
+// An artifact source is followed by tag, by the newest tag in a semver range, or pinned by
+// digest; its checkout holds exactly the artifact's files, and the same directory pushed twice
+// is the same digest.
+func TestOCIArtifactsByTagSemverAndDigest(t *testing.T) {
+	host := newRegistry(t)
+	repoName := host + "/fleet/shop"
+	c := newClient(t)
+	ctx := context.Background()
+	v100 := pushDir(t, repoName, "1.0.0", map[string]string{"web/cm.yaml": "v: 1\n", "web/fleet.yaml": "defaultNamespace: web\n"})
+	if again := pushDir(t, repoName, "1.0.0-again", map[string]string{"web/cm.yaml": "v: 1\n", "web/fleet.yaml": "defaultNamespace: web\n"}); again != v100 {
+		t.Errorf("the same directory pushed twice: %s and %s", v100, again)
+	}
+	v101 := pushDir(t, repoName, "1.0.1", map[string]string{"web/cm.yaml": "v: 2\n", "web/fleet.yaml": "defaultNamespace: web\n"})
+	pushDir(t, repoName, "2.0.0", map[string]string{"web/cm.yaml": "v: 3\n"})
+
+	for _, tc := range []struct {
+		name string
+		repo Repo
+		want string
+	}{
+		{"semver", Repo{URL: OCIScheme + repoName, Semver: "~1.0"}, v101},
+		{"tag", Repo{URL: OCIScheme + repoName, Revision: "1.0.0"}, v100},
+		{"digest", Repo{URL: OCIScheme + repoName, Revision: "sha256:" + v100}, v100},
+	} {
+		ref, err := c.Resolve(ctx, tc.repo)
+		if err != nil || ref.Commit != tc.want {
+			t.Errorf("%s: %+v, %v; want %s", tc.name, ref, err, tc.want[:12])
+			continue
+		}
+		dir, err := c.Checkout(ctx, tc.repo, ref.Commit)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "web/cm.yaml"))
+		if want := map[string]string{v100: "v: 1\n", v101: "v: 2\n"}[tc.want]; err != nil || string(data) != want {
+			t.Errorf("%s: web/cm.yaml %q, %v; want %q", tc.name, data, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		repo Repo
+		want error
+	}{
+		{Repo{URL: OCIScheme + repoName, Revision: "9.9.9"}, ErrRefNotFound},
+		{Repo{URL: OCIScheme + repoName, Semver: ">=3"}, ErrRefNotFound},
+		{Repo{URL: OCIScheme + repoName, Branch: "main"}, ErrRefNotFound},
+	} {
+		if _, err := c.Resolve(ctx, tc.repo); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.repo, err, tc.want)
+		}
+	}
+	// A digest pinned is not asked of the registry until it is checked out; one it does not
+	// hold fails then.
+	missing := strings.Repeat("ab", 32)
+	if _, err := c.Checkout(ctx, Repo{URL: OCIScheme + repoName, Revision: "sha256:" + missing}, missing); err == nil {
+		t.Error("a digest the registry does not hold was checked out")
+	}
+}
+
+// An artifact is a repository's author's: its archive is admitted as a git tree is. Names that
+// leave the checkout, entries beneath a link, hard links, devices, an entry twice, a layer that
+// is no tar, and an artifact with two content layers are refused, and nothing is written
+// outside the cache.
+func TestHostileArtifactsAreRefused(t *testing.T) {
+	host := newRegistry(t)
+	repoName := host + "/fleet/hostile"
+	c := newClient(t)
+	ctx := context.Background()
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		entries []tar.Header
+		want    string
+	}{
+		{"dot-dot", []tar.Header{{Name: "../../escape.yaml", Typeflag: tar.TypeReg}}, "is not a path inside the repository"},
+		{"absolute", []tar.Header{{Name: filepath.Join(outside, "abs.yaml"), Typeflag: tar.TypeReg}}, "is not a path inside the repository"},
+		{"beneath a link", []tar.Header{{Name: "web", Typeflag: tar.TypeSymlink, Linkname: outside}, {Name: "web/planted.yaml", Typeflag: tar.TypeReg}}, "beneath the symbolic link"},
+		{"hard link", []tar.Header{{Name: "passwd", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}}, "hard link"},
+		{"device", []tar.Header{{Name: "null", Typeflag: tar.TypeChar}}, "device"},
+		{"twice", []tar.Header{{Name: "a.yaml", Typeflag: tar.TypeReg}, {Name: "a.yaml", Typeflag: tar.TypeReg}}, "twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			gz := gzip.NewWriter(&buf)
+			tw := tar.NewWriter(gz)
+			for _, h := range tc.entries {
+				h.Mode = 0o644
+				if err := tw.WriteHeader(&h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = tw.Close()
+			_ = gz.Close()
+			img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(buf.Bytes(), ContentMediaType)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			digest := push(t, repoName, strings.ReplaceAll(tc.name, " ", "-"), img)
+			_, err = c.Checkout(ctx, Repo{URL: OCIScheme + repoName}, digest)
+			if !errors.Is(err, ErrTreeRefused) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want refused: %s", err, tc.want)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+				t.Errorf("written outside the cache: %v", entries)
+			}
+		})
+	}
+	two, _ := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer([]byte("a"), ContentMediaType)}, mutate.Addendum{Layer: static.NewLayer([]byte("b"), ContentMediaType)})
+	notTar, _ := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer([]byte("plain text"), types.OCILayer)})
+	for name, img := range map[string]v1.Image{"two layers": two, "not gzip": notTar} {
+		digest := push(t, repoName, strings.ReplaceAll(name, " ", "-"), img)
+		if _, err := c.Checkout(ctx, Repo{URL: OCIScheme + repoName}, digest); !errors.Is(err, ErrTreeRefused) {
+			t.Errorf("%s: %v, want refused", name, err)
+		}
+	}
+}
+
+// FuzzHostileArtifacts writes archives of any bytes as an artifact's checkout would: whatever
+// names, links, types and sizes the tar headers claim, nothing is written outside the checkout,
+// and an archive that is admitted is exactly what is on disk.
+func FuzzHostileArtifacts(f *testing.F) {
+	seed := func(headers ...tar.Header) []byte {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range headers {
+			h.Mode = 0o644
+			_ = tw.WriteHeader(&h)
+		}
+		_ = tw.Close()
+		return buf.Bytes()
+	}
+	f.Add(seed(tar.Header{Name: "escape", Typeflag: tar.TypeSymlink, Linkname: "OUTSIDE"}, tar.Header{Name: "escape/planted.yaml", Typeflag: tar.TypeReg}))
+	f.Add(seed(tar.Header{Name: "../x", Typeflag: tar.TypeReg}))
+	f.Add(seed(tar.Header{Name: "app/fleet.yaml", Typeflag: tar.TypeReg}, tar.Header{Name: "app/link", Typeflag: tar.TypeSymlink, Linkname: "../../.."}))
+	f.Add(seed(tar.Header{Name: "dir/", Typeflag: tar.TypeDir}, tar.Header{Name: "dir/a", Typeflag: tar.TypeLink, Linkname: "OUTSIDE/secret"}))
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		outside := t.TempDir()
+		var gzipped bytes.Buffer
+		gz := gzip.NewWriter(&gzipped)
+		_, _ = gz.Write(bytes.ReplaceAll(archive, []byte("OUTSIDE"), []byte(outside)))
+		_ = gz.Close()
+		cl := &Client{CacheDir: t.TempDir()}
+		checkouts := filepath.Join(cl.CacheDir, "repos", "fuzz", "checkouts")
+		entries, err := tarEntries(&gzipped, 1<<20)
+		if err == nil {
+			err = writeTree(entries, checkouts, "digest", 1<<20)
+		}
+		assertNothingOutside(t, cl, outside)
+		if err == nil {
+			if verr := verifyCheckout(filepath.Join(checkouts, "digest"), entries); verr != nil {
+				t.Errorf("the checkout is not the archive: %v", verr)
+			}
+		}
+	})
+}
