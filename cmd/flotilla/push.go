@@ -34,7 +34,9 @@ configuration's (~/.docker/config.json).`,
 		Example: `  flotilla push artifact ./fleet oci://registry.example/platform/fleet:1.4.0 --source https://github.com/team/fleet --revision "$(git rev-parse HEAD)"
   echo "$TOKEN" | flotilla push artifact ./fleet oci://ghcr.io/team/fleet:1.4.0 --username team --password-stdin`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), args[0], args[1]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), args[0], args[1])
+		},
 	}
 	f := artifact.Flags()
 	f.StringVar(&o.source, "source", "", "the repository the content comes from (annotation org.opencontainers.image.source)")
