@@ -16,9 +16,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/cosigncli"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
@@ -121,4 +123,47 @@ func TestOCIArtifactSourceFollowsItsSemverRange(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pinned), &now); err != nil || now.Status.Commit != first {
 		t.Errorf("the GitRepo pinned to 1.0.0's digest: commit %s (%v)", now.Status.Commit, err)
 	}
+}
+
+// A GitRepo of an OCI artifact that requires cosign signatures: the signed artifact deploys; a
+// newer unsigned tag is refused (SourceReady Unverified naming the artifact) and the signed
+// revision stays; once the new artifact is signed, the next sync deploys it.
+func TestSignedArtifactsFailClosed(t *testing.T) {
+	reg := newOCIRegistry(t)
+	key := cosigncli.NewKey(t)
+	files := func(color string) map[string]string {
+		return map[string]string{"web/fleet.yaml": "defaultNamespace: web\n", "web/settings.yaml": configMap(color)}
+	}
+	first := reg.push(t, "fleet/signed", "1.0.0", files("blue"))
+	cosigncli.Sign(t, key, reg.host+"/fleet/signed@sha256:"+first)
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	registerCluster(t, c, ns, "c1", nil)
+	keys := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "release-keys", Namespace: ns}, Data: map[string]string{"release.pub": string(key.Public)}}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: "oci://" + reg.host + "/fleet/signed", Semver: ">=1", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Verify:  &v1alpha1.SourceVerification{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: "release-keys"}},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}}}}
+	for _, o := range []client.Object{keys, repo} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key2 := client.ObjectKeyFromObject(repo)
+	waitFor(t, c, key2, "the signed artifact deployed", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == first })
+
+	unsigned := reg.push(t, "fleet/signed", "1.1.0", files("green"))
+	got := waitFor(t, c, key2, "the unsigned artifact refused", func(r *v1alpha1.GitRepo) bool {
+		cond := sourceReady(r)
+		return cond != nil && cond.Reason == v1alpha1.UnverifiedReason && strings.Contains(cond.Message, unsigned[:12])
+	})
+	if !strings.Contains(sourceReady(got).Message, "it has no cosign signature") || got.Status.Commit != first {
+		t.Errorf("SourceReady %q, commit %s", sourceReady(got).Message, got.Status.Commit)
+	}
+	if bds := deploymentsOf(t, c, ns, "shop-web"); bds["c1"].Spec.Staged.Index != 1 {
+		t.Errorf("c1 was staged %+v while the artifact was unsigned", bds["c1"].Spec.Staged)
+	}
+	cosigncli.Sign(t, key, reg.host+"/fleet/signed@sha256:"+unsigned)
+	waitFor(t, c, key2, "the artifact deployed once signed", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == unsigned })
 }

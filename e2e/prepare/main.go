@@ -2,7 +2,7 @@
 // control-plane binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok),
 // built from source into the per-version cache, and the Debian packages the tests drive (chromium
 // for the browser tests, prometheus for the analysis gates, ssh-keygen and gpg that sign commits),
-// and the sops command that encrypts the tests' SOPS files.
+// and the sops and cosign commands that encrypt the tests' SOPS files and sign their artifacts.
 // The README's test command runs it first so that the first build is visible instead
 // of hidden inside a silent test binary; later runs find everything in place and return at once.
 package main
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/e2e/cosigncli"
 	"github.com/flotilla-dev/flotilla/e2e/sopscli"
 )
 
@@ -49,7 +50,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "prepare:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "prepare: control-plane binaries and sops ready in %s (kube-apiserver at %s, sops at %s)\n", time.Since(started).Round(time.Second), bins.APIServer, sops)
+	cosign, err := cosigncli.Ensure(ctx, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prepare:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "prepare: control-plane binaries, sops and cosign ready in %s (kube-apiserver at %s, sops at %s, cosign at %s)\n",
+		time.Since(started).Round(time.Second), bins.APIServer, sops, cosign)
 }
 
 // ensureDebianPackages installs with apt-get the packages whose binary is missing. The package

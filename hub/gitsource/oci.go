@@ -137,11 +137,6 @@ func (c *Client) resolveOCI(ctx context.Context, repo Repo) (Ref, error) {
 // bytes are checked against their digest as they are read (go-containerregistry verifies each
 // blob), so what is written is what the manifest names.
 func (c *Client) checkoutOCI(ctx context.Context, repo Repo, digest string) (string, error) {
-	if repo.Verify != nil {
-		// Cosign signatures of artifacts are not verified yet: a GitRepo that asks for
-		// signatures gets none it cannot check (fail closed).
-		return "", &VerificationError{Object: "artifact sha256:" + shortCommit(digest), Reason: "signatures of OCI artifacts are not verified by this hub; remove spec.verify or use a git source", Allowed: repo.Verify.Keys.Names()}
-	}
 	r, err := ociRepository(repo.URL)
 	if err != nil {
 		return "", err
@@ -162,6 +157,12 @@ func (c *Client) checkoutOCI(ctx context.Context, repo Repo, digest string) (str
 	opts, err := c.ociOptions(ctx, repo)
 	if err != nil {
 		return "", err
+	}
+	if v := repo.Verify; v != nil {
+		// Before anything of the artifact is read: an unsigned one is never checked out.
+		if err := verifyCosign(r, digest, v.Keys, opts); err != nil {
+			return "", err
+		}
 	}
 	img, err := remote.Image(r.Digest("sha256:"+digest), opts...)
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/flotilla-dev/flotilla/e2e/cosigncli"
 )
 
 // newRegistry serves an OCI registry on loopback until the test ends.
@@ -221,4 +223,70 @@ func FuzzHostileArtifacts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Artifacts signed with cosign (the real command, offline): one signed by an allowed key is
+// checked out; an unsigned one, one signed by another key, and one whose signature was copied
+// from another artifact are refused before anything of them is written; adding the other key
+// lets its artifact through.
+func TestOnlyArtifactsSignedByAnAllowedCosignKeyAreCheckedOut(t *testing.T) {
+	host := newRegistry(t)
+	repoName := host + "/fleet/signed"
+	c := newClient(t)
+	ctx := context.Background()
+	key, other := cosigncli.NewKey(t), cosigncli.NewKey(t)
+	ring, err := ParseKeys(map[string][]byte{"release.pub": key.Public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := Repo{URL: OCIScheme + repoName, Verify: &Verification{Commit: true, Keys: ring}}
+	artifact := func(tag string, signer *cosigncli.Key) string {
+		d := pushDir(t, repoName, tag, map[string]string{"web/cm.yaml": "v: " + tag + "\n"})
+		if signer != nil {
+			cosigncli.Sign(t, *signer, repoName+"@sha256:"+d)
+		}
+		return d
+	}
+	signed := artifact("1.0.0", &key)
+	if dir, err := c.Checkout(ctx, repo, signed); err != nil || dir == "" {
+		t.Fatalf("the signed artifact: %v", err)
+	}
+	copied := artifact("1.0.3", nil)
+	sig, err := remote.Image(mustTag(t, repoName+":sha256-"+signed+".sig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, repoName, "sha256-"+copied+".sig", sig)
+	for _, tc := range []struct {
+		name, digest, reason string
+	}{
+		{"unsigned", artifact("1.0.1", nil), "it has no cosign signature"},
+		{"another key", artifact("1.0.2", &other), "none of its 1 cosign signatures verifies"},
+		{"a signature copied from another artifact", copied, "none of its 1 cosign signatures verifies under an allowed key for this digest"},
+	} {
+		_, err := c.Checkout(ctx, repo, tc.digest)
+		var ve *VerificationError
+		if !errors.As(err, &ve) || !strings.Contains(ve.Reason, tc.reason) || !strings.Contains(err.Error(), "release.pub: key SHA256:") {
+			t.Errorf("%s: %v, want refused: %s", tc.name, err, tc.reason)
+		}
+		if checkedOut(t, c, tc.digest) {
+			t.Errorf("%s: written to the cache", tc.name)
+		}
+	}
+	repo.Verify.Keys, err = ParseKeys(map[string][]byte{"release.pub": key.Public, "other.pub": other.Public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkout(ctx, repo, artifact("1.0.4", &other)); err != nil {
+		t.Errorf("after the other key was added: %v", err)
+	}
+}
+
+func mustTag(t *testing.T, ref string) name.Tag {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag
 }

@@ -34,6 +34,7 @@ var providers = []provider{
 	giteaLike{provider: "gogs", event: "X-Gogs-Event", signature: hmacSHA256{header: "X-Gogs-Signature"}},
 	bitbucketServer{},
 	bitbucketCloud{},
+	registryEvents{},
 }
 
 // detect returns the provider a delivery's headers name, or nil.
@@ -255,4 +256,55 @@ func (bitbucketServer) parse(_ http.Header, body []byte) (Push, string, error) {
 		p.URLs = append(p.URLs, l.Href)
 	}
 	return p, "", nil
+}
+
+// registryEvents: the push notifications of an OCI registry speaking the CNCF distribution
+// registry's format (Content-Type application/vnd.docker.distribution.events.v1+json; GitLab's
+// and most self-hosted registries send it). Such a registry sends the headers it is configured
+// with: the Authorization header carries the GitRepo's webhook secret, as "Bearer <secret>" or
+// bare. A pushed tag of repository path on host is a push of refs/tags/<tag> to
+// oci://host/path.
+type registryEvents struct{}
+
+const distributionEvents = "application/vnd.docker.distribution.events.v1+json"
+
+func (registryEvents) name() string { return "registry" }
+func (registryEvents) detects(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), distributionEvents)
+}
+func (registryEvents) verify(h http.Header, _ []byte, secret string) bool {
+	got := h.Get("Authorization")
+	if bearer, ok := strings.CutPrefix(got, "Bearer "); ok {
+		got = bearer
+	}
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(secret)) == 1
+}
+
+func (registryEvents) parse(_ http.Header, body []byte) (Push, string, error) {
+	var p Push
+	var pl struct {
+		Events []struct {
+			Action string `json:"action"`
+			Target struct {
+				Repository string `json:"repository"`
+				Tag        string `json:"tag"`
+			} `json:"target"`
+			Request struct {
+				Host string `json:"host"`
+			} `json:"request"`
+		} `json:"events"`
+	}
+	if err := decode(body, &pl); err != nil {
+		return p, "", err
+	}
+	for _, ev := range pl.Events {
+		if ev.Action == "push" && ev.Target.Tag != "" {
+			p.Ref = "refs/tags/" + ev.Target.Tag
+			if ev.Request.Host != "" && ev.Target.Repository != "" {
+				p.URLs = []string{OCIScheme + ev.Request.Host + "/" + ev.Target.Repository}
+			}
+			return p, "", nil
+		}
+	}
+	return p, "no tag pushed", nil
 }

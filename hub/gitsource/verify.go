@@ -3,6 +3,12 @@ package gitsource
 import (
 	"bufio"
 	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/pem"
@@ -54,6 +60,8 @@ func (e *VerificationError) Unwrap() error { return ErrUnverified }
 type KeyRing struct {
 	pgp openpgp.EntityList
 	ssh []sshKey
+	// pem are the keys of cosign signatures (OCI artifacts).
+	pem []pemKey
 	// names are the keys for people: "<source>: OpenPGP <fingerprint>", "<source>: SSH SHA256:…".
 	names []string
 }
@@ -63,9 +71,16 @@ type sshKey struct {
 	name string
 }
 
+// pemKey is a public key in PEM (cosign.pub): what OCI artifacts are signed with.
+type pemKey struct {
+	key  crypto.PublicKey
+	name string
+}
+
 // ParseKeys reads the public keys of a Secret's or ConfigMap's data: each value an armored
-// OpenPGP public key block (one or more keys), or SSH public keys one per line as in
-// authorized_keys (options and comments allowed, blank lines and # comments skipped). A value
+// OpenPGP public key block (one or more keys), PEM public keys (cosign.pub: ECDSA, RSA or
+// Ed25519, for OCI artifacts), or SSH public keys one per line as in authorized_keys (options
+// and comments allowed, blank lines and # comments skipped). A value
 // that holds neither, or data that holds no key at all, is an error: an empty key list would
 // allow nothing, and saying so is clearer than refusing every commit.
 func ParseKeys(data map[string][]byte) (*KeyRing, error) {
@@ -80,6 +95,17 @@ func ParseKeys(data map[string][]byte) (*KeyRing, error) {
 			for _, e := range entities {
 				ring.pgp = append(ring.pgp, e)
 				ring.names = append(ring.names, fmt.Sprintf("%s: OpenPGP %X", name, e.PrimaryKey.Fingerprint))
+			}
+			continue
+		}
+		if bytes.Contains(value, []byte("-----BEGIN PUBLIC KEY-----")) {
+			keys, err := parsePEMKeys(value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			for _, k := range keys {
+				ring.pem = append(ring.pem, pemKey{key: k.key, name: name + ": " + k.name})
+				ring.names = append(ring.names, name+": "+k.name)
 			}
 			continue
 		}
@@ -263,4 +289,57 @@ func (k *KeyRing) verifySSH(signed []byte, armored string) string {
 		return fmt.Sprintf("its SSH signature by %s does not verify: %v", ssh.FingerprintSHA256(pub), err)
 	}
 	return ""
+}
+
+// parsePEMKeys reads the PUBLIC KEY blocks of a PEM value, each named by the SHA-256 of its DER.
+func parsePEMKeys(data []byte) ([]pemKey, error) {
+	var out []pemKey
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "PUBLIC KEY" {
+			continue
+		}
+		key, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("not a PEM public key: %w", err)
+		}
+		switch key.(type) {
+		case *ecdsa.PublicKey, *rsa.PublicKey, ed25519.PublicKey:
+		default:
+			return nil, fmt.Errorf("a %T is not a signing key cosign uses", key)
+		}
+		sum := sha256.Sum256(block.Bytes)
+		out = append(out, pemKey{key: key, name: "key SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("holds no PEM public key")
+	}
+	return out, nil
+}
+
+// verifyBlob checks a signature over payload with one of the ring's PEM keys, as cosign signs:
+// ECDSA (ASN.1) and RSA (PKCS #1 v1.5) over the payload's SHA-256, Ed25519 over the payload.
+func (k *KeyRing) verifyBlob(payload, sig []byte) bool {
+	digest := sha256.Sum256(payload)
+	for _, pk := range k.pem {
+		switch key := pk.key.(type) {
+		case *ecdsa.PublicKey:
+			if ecdsa.VerifyASN1(key, digest[:], sig) {
+				return true
+			}
+		case *rsa.PublicKey:
+			if rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig) == nil {
+				return true
+			}
+		case ed25519.PublicKey:
+			if ed25519.Verify(key, payload, sig) {
+				return true
+			}
+		}
+	}
+	return false
 }

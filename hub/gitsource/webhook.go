@@ -60,7 +60,9 @@ func (s Subscriber) accepts(h http.Header, body []byte, from provider) bool {
 func (s Subscriber) wants(p Push) bool {
 	switch {
 	case p.Tag() != "":
-		return s.Semver != "" || (s.Revision != "" && s.Revision == p.Tag())
+		// An artifact source with neither follows latest.
+		followsLatest := IsOCI(s.URL) && s.Semver == "" && s.Revision == "" && p.Tag() == "latest"
+		return s.Semver != "" || (s.Revision != "" && s.Revision == p.Tag()) || followsLatest
 	case p.Branch() != "":
 		return s.Semver == "" && s.Revision == "" && (s.Branch == "" || s.Branch == p.Branch())
 	}
@@ -68,7 +70,7 @@ func (s Subscriber) wants(p Push) bool {
 }
 
 // Receiver is the HTTP endpoint for push and tag webhooks of GitHub, GitLab, Bitbucket Cloud,
-// Bitbucket Server, Gitea and Gogs. Each subscriber checks a delivery with its own secret, so
+// Bitbucket Server, Gitea and Gogs, and for the push notifications of OCI registries. Each subscriber checks a delivery with its own secret, so
 // that one GitRepo's secret never decides for another: a delivery triggers the subscribers it
 // is validly signed for (or token, for GitLab), and those that opted out of verification. One
 // that triggers none is refused with 401, whether or not any GitRepo follows the repository;
@@ -106,7 +108,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	from := detect(r.Header)
 	if from == nil {
-		http.Error(w, "unknown webhook provider: expected a GitHub, GitLab, Bitbucket, Gitea or Gogs event header", http.StatusBadRequest)
+		http.Error(w, "unknown webhook provider: expected a GitHub, GitLab, Bitbucket, Gitea or Gogs event header, or a registry's distribution events", http.StatusBadRequest)
 		return
 	}
 	provider := from.name()

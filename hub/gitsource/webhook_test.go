@@ -231,3 +231,50 @@ func FuzzWebhookPayload(f *testing.F) {
 		}
 	})
 }
+
+// A registry's push notification (distribution's format) triggers the artifact sources of the
+// pushed repository that follow the tag: a semver range, that tag, or latest; its secret is in
+// the Authorization header, and a delivery without it, or with another, triggers nothing.
+func TestRegistryPushNotificationsTriggerArtifactSources(t *testing.T) {
+	const repo = "oci://registry.acme.io:5000/fleet/shop"
+	subs := []Subscriber{
+		{Key: "ns/semver", Repo: Repo{URL: repo, Semver: "~1.0"}, Secret: "s3cret"},
+		{Key: "ns/pinned", Repo: Repo{URL: repo, Revision: "1.0.0"}, Secret: "s3cret"},
+		{Key: "ns/latest", Repo: Repo{URL: repo}, Secret: "s3cret"},
+		{Key: "ns/other-secret", Repo: Repo{URL: repo, Semver: ">=1"}, Secret: "theirs"},
+	}
+	var notified []string
+	rc := &Receiver{
+		Subscribers: func(n string) []Subscriber {
+			if n == NormalizeURL(repo) {
+				return subs
+			}
+			return nil
+		},
+		Notify: func(s Subscriber, p Push) { notified = append(notified, s.Key+"@"+p.Ref) },
+	}
+	event := func(action, tag string) string {
+		return `{"events":[{"action":"pull","target":{"repository":"fleet/shop","tag":"0.9.0"},"request":{"host":"registry.acme.io:5000"}},` +
+			`{"action":"` + action + `","target":{"repository":"fleet/shop","tag":"` + tag + `","digest":"sha256:00"},"request":{"host":"registry.acme.io:5000"}}]}`
+	}
+	headers := func(auth string) map[string]string {
+		return map[string]string{"Content-Type": distributionEvents + "; charset=utf-8", "Authorization": auth}
+	}
+	for _, tc := range []struct {
+		name, auth, body string
+		code             int
+		want             []string
+	}{
+		{"a tag in the range", "Bearer s3cret", event("push", "1.0.1"), http.StatusAccepted, []string{"ns/semver@refs/tags/1.0.1"}},
+		{"the pinned tag", "s3cret", event("push", "1.0.0"), http.StatusAccepted, []string{"ns/semver@refs/tags/1.0.0", "ns/pinned@refs/tags/1.0.0"}},
+		{"latest", "Bearer s3cret", event("push", "latest"), http.StatusAccepted, []string{"ns/semver@refs/tags/latest", "ns/latest@refs/tags/latest"}},
+		{"another secret", "Bearer nope", event("push", "1.0.1"), http.StatusUnauthorized, nil},
+		{"no secret", "", event("push", "1.0.1"), http.StatusUnauthorized, nil},
+		{"a pull only", "Bearer s3cret", event("pull", "1.0.1"), http.StatusOK, nil},
+	} {
+		notified = nil
+		if rec := post(rc, headers(tc.auth), tc.body); rec.Code != tc.code || !cmp.Equal(notified, tc.want) {
+			t.Errorf("%s: %d %s, notified %v; want %d, %v", tc.name, rec.Code, rec.Body, notified, tc.code, tc.want)
+		}
+	}
+}
