@@ -169,6 +169,9 @@ func (s *side) render(ctx context.Context, name string, t bundle.Target) (*bundl
 // renderKey groups clusters that render alike on both sides.
 type renderKey struct{ base, head string }
 
+// baseFailed is the base's key for a cluster it does not render for.
+const baseFailed = "\x00base-failed"
+
 type renderGroup struct {
 	key        renderKey
 	base, head *bundle.Rendered
@@ -194,10 +197,14 @@ func compareBundle(ctx context.Context, name string, base, head *side, fleet Fle
 		if hErr != nil {
 			headErr = headErr.add(t.ClusterName, hErr)
 		}
-		if bErr != nil || hErr != nil {
-			continue // a side that does not render cannot be compared
+		if hErr != nil {
+			continue // the head cannot be compared: its failure is the finding
 		}
 		key := renderKey{base: deploymentID(b), head: deploymentID(h)}
+		if bErr != nil {
+			// The head renders what the base could not: all of it is new to the cluster.
+			b, key.base = nil, baseFailed
+		}
 		if key.base == "" && key.head == "" {
 			continue
 		}

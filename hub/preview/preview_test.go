@@ -393,3 +393,17 @@ func BenchmarkCompare(b *testing.B) {
 		})
 	}
 }
+
+// A head that fixes a bundle the base could not render is a change: every object is new to
+// the clusters, and nobody "joins".
+func TestPreviewOfAHeadThatFixesABundle(t *testing.T) {
+	broken := map[string]string{"helm/fleet.yaml": strings.Replace(fleetRepo["helm/fleet.yaml"], "defaultNamespace: helm-web", "defaultNamespace: helm-web\nhelm_typo: 1", 1)}
+	r := compare(t, writeRepo(t, fleetRepo, broken), writeRepo(t, fleetRepo, nil), threeGroups())
+	helm := bundleOf(t, r, "shop-helm")
+	if helm.Status != StatusChanged || helm.BaseFailure == nil || len(helm.Joining) != 0 || len(helm.Groups) != 3 {
+		t.Fatalf("helm: %s, base failure %v, %d joining, %d groups", helm.Status, helm.BaseFailure, len(helm.Joining), len(helm.Groups))
+	}
+	if got := objects(helm.Groups[0]); len(got) != 1 || got[0] != "added Deployment helm-web" {
+		t.Errorf("the prod group's objects: %v", got)
+	}
+}
