@@ -158,8 +158,16 @@ func (c *Checkout) ReadFile(name string, limit int64) ([]byte, error) {
 // ever deployed as if it were the file's content.
 func (c *Checkout) ReadPlain(name string, limit int64) ([]byte, error) {
 	data, err := c.ReadFile(name, limit)
-	if err != nil || !isSOPS(data) {
-		return data, err
+	if err != nil {
+		return nil, err
+	}
+	return c.plain(name, data)
+}
+
+// plain is a file's content as read, decrypted when it is a SOPS file.
+func (c *Checkout) plain(name string, data []byte) ([]byte, error) {
+	if !isSOPS(data) {
+		return data, nil
 	}
 	if c.decryptor == nil {
 		return nil, &FieldError{File: name, Err: ErrEncrypted}

@@ -71,15 +71,13 @@ func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
 			// The file stays in the copy (a kustomization may name it), but what a build reads
 			// of it is its plaintext, or an error saying why there is none.
 			abs := path.Clean("/" + p)
-			plain, err := c.ReadPlain(p, maxFileSize)
-			switch {
-			case !decrypt:
+			if !decrypt {
 				// The sandbox's child: the parent lays the plaintext over this, or says why not.
 				k.refused[abs] = &FieldError{File: p, Err: ErrEncrypted}
-			case err != nil:
+			} else if plain, err := c.plain(p, data); err != nil {
 				// Only a build that reads it fails: other bundles of the repository render.
 				k.refused[abs], k.undecryptable[abs] = err, err
-			default:
+			} else {
 				data = plain
 				k.decrypted[abs] = plain
 			}

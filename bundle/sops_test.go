@@ -9,7 +9,7 @@ import (
 	k8syaml "sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
-	"github.com/flotilla-dev/flotilla/e2e/sopscli"
+	"github.com/flotilla-dev/flotilla/e2e/reftools"
 )
 
 const (
@@ -20,19 +20,19 @@ const (
 // sopsRepo is a repository with a SOPS-encrypted file of each kind a bundle reads: a plain
 // manifest (only its data encrypted, as usual for Secrets), a Helm values file of a chart in the
 // repository, and a resource of a Kustomize base.
-func sopsRepo(t *testing.T, o sopscli.Options) string {
+func sopsRepo(t *testing.T, o reftools.SOPSOptions) string {
 	secret := o
 	secret.EncryptedRegex = "^(data|stringData)$"
 	return writeRepo(t, map[string]string{
 		"plain/fleet.yaml":              "defaultNamespace: plain\n",
-		"plain/secret.yaml":             string(sopscli.Encrypt(t, "secret.yaml", []byte(plainSecret), secret)),
+		"plain/secret.yaml":             string(reftools.SOPSEncrypt(t, "secret.yaml", []byte(plainSecret), secret)),
 		"helm/fleet.yaml":               "defaultNamespace: helm\nhelm:\n  chart: ./chart\n  valuesFiles: [secrets.yaml]\n",
-		"helm/secrets.yaml":             string(sopscli.Encrypt(t, "secrets.yaml", []byte(plainValues), o)),
+		"helm/secrets.yaml":             string(reftools.SOPSEncrypt(t, "secrets.yaml", []byte(plainValues), o)),
 		"helm/chart/Chart.yaml":         "apiVersion: v2\nname: greeter\nversion: 0.1.0\n",
 		"helm/chart/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greeter}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
 		"kz/fleet.yaml":                 "defaultNamespace: kz\nkustomize: {dir: overlay}\n",
 		"kz/base/kustomization.yaml":    "resources: [secret.json]\n",
-		"kz/base/secret.json":           string(sopscli.Encrypt(t, "secret.json", []byte(`{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"}, "stringData": {"token": "json-token-value"}}`), o)),
+		"kz/base/secret.json":           string(reftools.SOPSEncrypt(t, "secret.json", []byte(`{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"}, "stringData": {"token": "json-token-value"}}`), o)),
 		"kz/overlay/kustomization.yaml": "resources: [../base]\nnamePrefix: prod-\n",
 	})
 }
@@ -70,11 +70,11 @@ func TestSOPSFilesRenderDecrypted(t *testing.T) {
 	}
 	pgpKey := gitserver.NewOpenPGPKey(t, "ops")
 	for name, tc := range map[string]struct {
-		encrypt sopscli.Options
+		encrypt reftools.SOPSOptions
 		keys    map[string][]byte
 	}{
-		"age":     {sopscli.Options{Age: []string{id.Recipient().String()}}, map[string][]byte{"ops.agekey": []byte("# ops\n" + id.String() + "\n")}},
-		"openpgp": {sopscli.Options{PGP: []string{pgpKey.Fingerprint}, GnuPGHome: pgpKey.GnuPGHome}, map[string][]byte{"ops.asc": []byte(pgpKey.Private(t))}},
+		"age":     {reftools.SOPSOptions{Age: []string{id.Recipient().String()}}, map[string][]byte{"ops.agekey": []byte("# ops\n" + id.String() + "\n")}},
+		"openpgp": {reftools.SOPSOptions{PGP: []string{pgpKey.Fingerprint}, GnuPGHome: pgpKey.GnuPGHome}, map[string][]byte{"ops.asc": []byte(pgpKey.Private(t))}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			root := sopsRepo(t, tc.encrypt)
@@ -106,7 +106,7 @@ func TestSOPSFilesRenderDecrypted(t *testing.T) {
 func TestSOPSFilesFailClosed(t *testing.T) {
 	id, _ := age.GenerateX25519Identity()
 	other, _ := age.GenerateX25519Identity()
-	root := sopsRepo(t, sopscli.Options{Age: []string{id.Recipient().String()}})
+	root := sopsRepo(t, reftools.SOPSOptions{Age: []string{id.Recipient().String()}})
 	wrong, err := NewDecryptor("secret keys", map[string][]byte{"other.agekey": []byte(other.String())})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestSOPSFilesFailClosed(t *testing.T) {
 	// Altered: the Secret's name (not encrypted, but under the MAC) changed.
 	d, _ := NewDecryptor("secret keys", map[string][]byte{"ops.agekey": []byte(id.String())})
 	altered := writeRepo(t, map[string]string{"plain/fleet.yaml": "defaultNamespace: plain\n",
-		"plain/secret.yaml": strings.Replace(string(sopscli.Encrypt(t, "secret.yaml", []byte(plainSecret), sopscli.Options{Age: []string{id.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"})), "name: db", "name: admin", 1)})
+		"plain/secret.yaml": strings.Replace(string(reftools.SOPSEncrypt(t, "secret.yaml", []byte(plainSecret), reftools.SOPSOptions{Age: []string{id.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"})), "name: db", "name: admin", 1)})
 	sources, _ := Discover(altered, "repo", []string{"plain"})
 	r, _ := NewRenderer(altered, RendererOptions{Decryption: d})
 	defer r.Close()
@@ -180,8 +180,8 @@ func FuzzSOPSFilesFailClosed(f *testing.F) {
 		f.Fatal(err)
 	}
 	plain := []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: fuzz-password-value}\n")
-	f.Add(sopscli.Encrypt(f, "secret.yaml", plain, sopscli.Options{Age: []string{id.Recipient().String()}}))
-	f.Add(sopscli.Encrypt(f, "secret.yaml", plain, sopscli.Options{Age: []string{id.Recipient().String()}, EncryptedRegex: "^stringData$"}))
+	f.Add(reftools.SOPSEncrypt(f, "secret.yaml", plain, reftools.SOPSOptions{Age: []string{id.Recipient().String()}}))
+	f.Add(reftools.SOPSEncrypt(f, "secret.yaml", plain, reftools.SOPSOptions{Age: []string{id.Recipient().String()}, EncryptedRegex: "^stringData$"}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if !isSOPS(data) {
 			return

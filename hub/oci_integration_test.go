@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/e2e/cosigncli"
+	"github.com/flotilla-dev/flotilla/e2e/reftools"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
@@ -130,12 +130,12 @@ func TestOCIArtifactSourceFollowsItsSemverRange(t *testing.T) {
 // revision stays; once the new artifact is signed, the next sync deploys it.
 func TestSignedArtifactsFailClosed(t *testing.T) {
 	reg := newOCIRegistry(t)
-	key := cosigncli.NewKey(t)
+	key := reftools.NewCosignKey(t)
 	files := func(color string) map[string]string {
 		return map[string]string{"web/fleet.yaml": "defaultNamespace: web\n", "web/settings.yaml": configMap(color)}
 	}
 	first := reg.push(t, "fleet/signed", "1.0.0", files("blue"))
-	cosigncli.Sign(t, key, reg.host+"/fleet/signed@sha256:"+first)
+	reftools.CosignSign(t, key, reg.host+"/fleet/signed@sha256:"+first)
 	c, _ := startHub(t, Options{})
 	ns := namespace(t, c)
 	ctx := context.Background()
@@ -164,6 +164,6 @@ func TestSignedArtifactsFailClosed(t *testing.T) {
 	if bds := deploymentsOf(t, c, ns, "shop-web"); bds["c1"].Spec.Staged.Index != 1 {
 		t.Errorf("c1 was staged %+v while the artifact was unsigned", bds["c1"].Spec.Staged)
 	}
-	cosigncli.Sign(t, key, reg.host+"/fleet/signed@sha256:"+unsigned)
+	reftools.CosignSign(t, key, reg.host+"/fleet/signed@sha256:"+unsigned)
 	waitFor(t, c, key2, "the artifact deployed once signed", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == unsigned })
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
-	"github.com/flotilla-dev/flotilla/e2e/sopscli"
+	"github.com/flotilla-dev/flotilla/e2e/reftools"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
@@ -33,7 +33,7 @@ func TestSOPSSecretsDeployDecryptedToTargetedClustersOnly(t *testing.T) {
 	other, _ := age.GenerateX25519Identity()
 	encrypt := func(recipient *age.X25519Identity, pw string) string {
 		plain := "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: " + pw + "}\n"
-		return string(sopscli.Encrypt(t, "secret.yaml", []byte(plain), sopscli.Options{Age: []string{recipient.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"}))
+		return string(reftools.SOPSEncrypt(t, "secret.yaml", []byte(plain), reftools.SOPSOptions{Age: []string{recipient.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"}))
 	}
 	up := gitserver.New(t)
 	up.Commit("main", map[string]string{

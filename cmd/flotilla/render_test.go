@@ -9,7 +9,7 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/flotilla-dev/flotilla/e2e/sopscli"
+	"github.com/flotilla-dev/flotilla/e2e/reftools"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
@@ -72,8 +72,8 @@ func TestRenderDecryptsSOPSFilesAndShowsThemOnlyWhenAsked(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(repo, "db"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	secret := sopscli.Encrypt(t, "secret.yaml", []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: plaintext-of-the-cli}\n"),
-		sopscli.Options{Age: []string{id.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"})
+	secret := reftools.SOPSEncrypt(t, "secret.yaml", []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: plaintext-of-the-cli}\n"),
+		reftools.SOPSOptions{Age: []string{id.Recipient().String()}, EncryptedRegex: "^(data|stringData)$"})
 	writeFile(t, filepath.Join(repo, "db"), "secret.yaml", string(secret))
 	writeFile(t, filepath.Join(repo, "db"), "fleet.yaml", "defaultNamespace: db\n")
 	keyFile := writeFile(t, dir, "keys.txt", "# created: now\n"+id.String()+"\n")

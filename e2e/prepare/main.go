@@ -17,8 +17,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
-	"github.com/flotilla-dev/flotilla/e2e/cosigncli"
-	"github.com/flotilla-dev/flotilla/e2e/sopscli"
+	"github.com/flotilla-dev/flotilla/e2e/reftools"
 )
 
 // debianPackages are the system programs the tests need, by the path each one installs. Only
@@ -45,18 +44,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "prepare:", err)
 		os.Exit(1)
 	}
-	sops, err := sopscli.Ensure(ctx, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "prepare:", err)
-		os.Exit(1)
-	}
-	cosign, err := cosigncli.Ensure(ctx, os.Stderr)
+	tools, err := reftools.Ensure(ctx, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prepare:", err)
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "prepare: control-plane binaries, sops and cosign ready in %s (kube-apiserver at %s, sops at %s, cosign at %s)\n",
-		time.Since(started).Round(time.Second), bins.APIServer, sops, cosign)
+		time.Since(started).Round(time.Second), bins.APIServer, tools["sops"], tools["cosign"])
 }
 
 // ensureDebianPackages installs with apt-get the packages whose binary is missing. The package

@@ -5,15 +5,19 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,7 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/flotilla-dev/flotilla/e2e/cosigncli"
+	"github.com/flotilla-dev/flotilla/e2e/reftools"
+	"github.com/flotilla-dev/flotilla/e2e/testpki"
 )
 
 // newRegistry serves an OCI registry on loopback until the test ends.
@@ -234,16 +239,16 @@ func TestOnlyArtifactsSignedByAnAllowedCosignKeyAreCheckedOut(t *testing.T) {
 	repoName := host + "/fleet/signed"
 	c := newClient(t)
 	ctx := context.Background()
-	key, other := cosigncli.NewKey(t), cosigncli.NewKey(t)
+	key, other := reftools.NewCosignKey(t), reftools.NewCosignKey(t)
 	ring, err := ParseKeys(map[string][]byte{"release.pub": key.Public})
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := Repo{URL: OCIScheme + repoName, Verify: &Verification{Commit: true, Keys: ring}}
-	artifact := func(tag string, signer *cosigncli.Key) string {
+	artifact := func(tag string, signer *reftools.CosignKey) string {
 		d := pushDir(t, repoName, tag, map[string]string{"web/cm.yaml": "v: " + tag + "\n"})
 		if signer != nil {
-			cosigncli.Sign(t, *signer, repoName+"@sha256:"+d)
+			reftools.CosignSign(t, *signer, repoName+"@sha256:"+d)
 		}
 		return d
 	}
@@ -289,4 +294,63 @@ func mustTag(t *testing.T, ref string) name.Tag {
 		t.Fatal(err)
 	}
 	return tag
+}
+
+// A registry served over TLS by a CA of its own, behind a login: an artifact source reaches it
+// only with the CA of its caBundle and its credentials; the system roots, another CA, or no
+// credentials get nothing.
+func TestOCIArtifactsThroughTheirOwnCAAndLogin(t *testing.T) {
+	ca, other := testpki.NewCA(t, "registry-ca"), testpki.NewCA(t, "other-ca")
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "fleet" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+			http.Error(w, "login", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1")}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the point
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "https://")
+
+	img, err := BuildArtifact(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM())
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	ref, _ := name.NewTag(host + "/fleet/tls:1.0.0")
+	if err := remote.Write(ref, img, remote.WithTransport(tr), remote.WithAuth(&authn.Basic{Username: "fleet", Password: "s3cret"})); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	c := newClient(t)
+	for _, tc := range []struct {
+		name string
+		auth *Auth
+		ok   bool
+	}{
+		{"its CA and login", &Auth{CABundle: ca.PEM(), Username: "fleet", Password: "s3cret"}, true},
+		{"system roots", &Auth{Username: "fleet", Password: "s3cret"}, false},
+		{"another CA", &Auth{CABundle: other.PEM(), Username: "fleet", Password: "s3cret"}, false},
+		{"no login", &Auth{CABundle: ca.PEM()}, false},
+	} {
+		repo := Repo{URL: OCIScheme + host + "/fleet/tls", Revision: "1.0.0", Auth: tc.auth}
+		got, err := c.Resolve(context.Background(), repo)
+		if tc.ok && (err != nil || got.Commit != want.Hex) {
+			t.Errorf("%s: %+v, %v", tc.name, got, err)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("%s: resolved %+v", tc.name, got)
+		}
+		if tc.ok {
+			if _, err := c.Checkout(context.Background(), repo, got.Commit); err != nil {
+				t.Errorf("%s: checkout: %v", tc.name, err)
+			}
+		}
+	}
 }
