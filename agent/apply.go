@@ -163,8 +163,12 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			namespaces[o.GetName()] = true
 		}
 	}
+	declared := declaredByCRDs(objs)
 	for _, o := range ordered {
 		m, err := a.mapping(o.GroupVersionKind())
+		if meta.IsNoMatchError(err) && declared[o.GroupVersionKind()] {
+			m, err = a.awaitServed(ctx, o.GroupVersionKind())
+		}
 		if err != nil {
 			fail(MetaOf(o), err)
 			continue
@@ -446,6 +450,23 @@ func (a *Applier) waitEstablished(ctx context.Context, name string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// awaitServed waits for discovery to list a kind that a CRD of this apply declares: the API
+// server marks a CRD Established before its discovery document names the new kinds.
+func (a *Applier) awaitServed(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := a.mapping(gvk)
+		if err == nil || time.Now().After(deadline) {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -82,10 +82,8 @@ const (
 	maxUnservedAPILen = 317
 )
 
-// served checks that the cluster serves every apiVersion and kind of objs, or that a
-// CustomResourceDefinition of the same set declares it. Discovery is read again, once, only
-// when something is missing: a CRD installed since, or a cluster upgraded, is seen then.
-func (a *Applier) served(objs []*unstructured.Unstructured) error {
+// declaredByCRDs is the set of served kinds that the CustomResourceDefinitions among objs declare.
+func declaredByCRDs(objs []*unstructured.Unstructured) map[schema.GroupVersionKind]bool {
 	declared := map[schema.GroupVersionKind]bool{}
 	for _, o := range objs {
 		if o.GetKind() != "CustomResourceDefinition" || o.GroupVersionKind().Group != "apiextensions.k8s.io" {
@@ -101,6 +99,14 @@ func (a *Applier) served(objs []*unstructured.Unstructured) error {
 			}
 		}
 	}
+	return declared
+}
+
+// served checks that the cluster serves every apiVersion and kind of objs, or that a
+// CustomResourceDefinition of the same set declares it. Discovery is read again, once, only
+// when something is missing: a CRD installed since, or a cluster upgraded, is seen then.
+func (a *Applier) served(objs []*unstructured.Unstructured) error {
+	declared := declaredByCRDs(objs)
 	missing := func() []schema.GroupVersionKind {
 		seen := map[schema.GroupVersionKind]bool{}
 		var out []schema.GroupVersionKind
