@@ -206,7 +206,7 @@ func (f *ChartFetcher) allowed(u *url.URL) error {
 // newest) from the repository at repoURL.
 func (f *ChartFetcher) FromRepository(ctx context.Context, repoURL, name, constraint string) (*chart.Chart, error) {
 	f.setup()
-	index, err := f.index(ctx, repoURL)
+	index, err := f.index(ctx, repoURL, false)
 	if err != nil {
 		return nil, err
 	}
@@ -252,8 +252,32 @@ func (f *ChartFetcher) FromURL(ctx context.Context, chartURL string) (*chart.Cha
 	return ch, nil
 }
 
-// index reads a repository's index.yaml, at most once per IndexTTL for each credential identity.
-func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFile, error) {
+// ChartVersion is one version of a chart as its server lists it.
+type ChartVersion struct {
+	Version string
+	// Digest is the archive's sha256 as the repository's index gives it (hex, may be empty).
+	Digest string
+}
+
+// NewestInRepository reads a Helm repository's index now, not from the cache (which it
+// refreshes, so a render that follows sees the same index), and returns the newest version of
+// chart name that satisfies constraint ("" for the newest release).
+func (f *ChartFetcher) NewestInRepository(ctx context.Context, repoURL, name, constraint string) (ChartVersion, error) {
+	f.setup()
+	index, err := f.index(ctx, repoURL, true)
+	if err != nil {
+		return ChartVersion{}, err
+	}
+	cv, err := index.Get(name, constraint)
+	if err != nil {
+		return ChartVersion{}, fmt.Errorf("chart %s %s not found in %s: %w", name, constraint, redact(repoURL), err)
+	}
+	return ChartVersion{Version: cv.Version, Digest: cv.Digest}, nil
+}
+
+// index reads a repository's index.yaml, at most once per IndexTTL for each credential identity
+// unless fresh.
+func (f *ChartFetcher) index(ctx context.Context, repoURL string, fresh bool) (*repo.IndexFile, error) {
 	key := repoURL + "\x00" + f.Access.identity()
 	ttl := f.IndexTTL
 	if ttl <= 0 {
@@ -261,7 +285,7 @@ func (f *ChartFetcher) index(ctx context.Context, repoURL string) (*repo.IndexFi
 	}
 	now := time.Now()
 	f.shared.mu.Lock()
-	if e, ok := f.shared.indexes[key]; ok && now.Sub(e.fetched) < ttl {
+	if e, ok := f.shared.indexes[key]; ok && now.Sub(e.fetched) < ttl && !fresh {
 		f.shared.mu.Unlock()
 		return e.index, nil
 	}
@@ -388,6 +412,14 @@ func (f *ChartFetcher) FromOCI(ctx context.Context, ref, constraint string) (*ch
 	}
 	name := strings.TrimPrefix(ref, "oci://")
 	version := constraint
+	if tag, digest, pinned := strings.Cut(constraint, "@"); pinned {
+		// tag@sha256:…: the manifest of that digest, whatever the tag names now (a HelmOp pins
+		// the version it verified).
+		if !ociManifestDigest.MatchString(digest) {
+			return nil, fmt.Errorf("%s: version %q: a pin is tag@sha256:<64 hex digits>", ref, constraint)
+		}
+		return f.pullOCI(client, ref, name+"@"+digest, tag)
+	}
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(constraint, "v")); err != nil {
 		tags, err := client.Tags(name)
 		if err != nil {
@@ -397,7 +429,14 @@ func (f *ChartFetcher) FromOCI(ctx context.Context, ref, constraint string) (*ch
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
-	res, err := client.Pull(name+":"+version, registry.PullOptWithChart(true))
+	return f.pullOCI(client, ref, name+":"+version, version)
+}
+
+var ociManifestDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// pullOCI pulls the chart of pull (name:tag or name@digest); version names it in errors.
+func (f *ChartFetcher) pullOCI(client *registry.Client, ref, pull, version string) (*chart.Chart, error) {
+	res, err := client.Pull(pull, registry.PullOptWithChart(true))
 	if err != nil {
 		return nil, fmt.Errorf("failed to pull %s:%s: %w", ref, version, err)
 	}

@@ -1,4 +1,5 @@
-// Package hub is the control plane of Flotilla: it turns GitRepos into Bundles and releases
+// Package hub is the control plane of Flotilla: it turns GitRepos (and HelmOps, charts without
+// git) into Bundles and releases
 // BundleDeployments to clusters as each bundle's rollout strategy allows. This package keeps
 // Run, its Options and flags, the hub's version record and the table of controllers; each
 // controller lives in the package of its responsibility, the rollout decisions in package
@@ -45,9 +46,11 @@
 //	sources               | access api/v1alpha1 contentstore deploy       | Bundle Bundle/status Bundle(delete)
 //	                      | events gitsource lifecycle liveness metrics   | BundleDeployment(delete) GitRepo GitRepo/status
 //	                      | model plan reconciler                         |
+//	helmops               | api/v1alpha1 events gitsource lifecycle model | -
+//	                      | reconciler sources                            |
 //	webhooks              | api/v1alpha1 gitsource                        | -
 //	.                     | access analysis api/v1alpha1 clusters         | ConfigMap
-//	                      | contentstore deploy events gitsource          |
+//	                      | contentstore deploy events gitsource helmops  |
 //	                      | lifecycle liveness metrics model notify       |
 //	                      | sources strategy webhooks                     |
 //	report                | api/v1alpha1 model                            | -
@@ -91,6 +94,9 @@
 //	                                                                                     records, staged deployments (deploy),
 //	                                                                                     a Bundle's status.renderFailure
 //	gitrepo-status (sources)          GitRepo           its Bundles                      GitRepo status: the bundles' sum
+//	helmop-source (helmops)           HelmOp            its spec, Clusters, groups,      HelmOp status and finalizer; through the
+//	                                                    restrictions, polls              bundler: its Bundle, as gitrepo-source
+//	helmop-status (helmops)           HelmOp            its Bundle                       HelmOp status: the bundle's sum
 //	commit-status (notify)            GitRepo           its Bundles                      nothing of its own: the forge's commit
 //	                                                                                     statuses (spec.commitStatus); its
 //	                                                                                     provider's Ready condition
@@ -159,11 +165,11 @@ package hub
 
 // The hub's ClusterRole, rule by rule (what each is for is in the README's security model):
 // Flotilla's own kinds, which it reconciles and writes;
-// +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents;fleetrestrictions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos;helmops;bundles;bundledeployments;clusters;clustergroups;clusterregistrationtokens;clusterregistrations;stagedupdatestrategies;stagedupdateruns;approvalrequests;rolloutsequences;contents;fleetrestrictions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flotilla.dev,resources=analysisproviders;notificationproviders;alerts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=notificationproviders/status;alerts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=bundledeployments,verbs=deletecollection
-// +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos/status;bundles/status;bundledeployments/status;clusters/status;clustergroups/status;clusterregistrationtokens/status;clusterregistrations/status;stagedupdateruns/status;approvalrequests/status;rolloutsequences/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flotilla.dev,resources=gitrepos/status;helmops/status;bundles/status;bundledeployments/status;clusters/status;clustergroups/status;clusterregistrationtokens/status;clusterregistrations/status;stagedupdateruns/status;approvalrequests/status;rolloutsequences/status,verbs=get;update;patch
 // the verb of the policy flotilla-cluster-namespace-is-the-hubs, held by nobody else: only it
 // moves a cluster's deployments to another namespace (manifests/policies);
 // +kubebuilder:rbac:groups=flotilla.dev,resources=clusters,verbs=move

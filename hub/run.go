@@ -32,6 +32,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
+	"github.com/flotilla-dev/flotilla/hub/helmops"
 	"github.com/flotilla-dev/flotilla/hub/lifecycle"
 	"github.com/flotilla-dev/flotilla/hub/liveness"
 	"github.com/flotilla-dev/flotilla/hub/metrics"
@@ -272,6 +273,9 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint
 		{"gitrepo status", false, (&sources.RepoStatusReconciler{Client: c}).Setup},
 		{"commit status", false, (&notify.CommitStatusReconciler{Client: c, Dir: notifyDir, DashboardURL: opts.DashboardURL}).Setup},
 		{"gitrepo", false, src.Setup},
+		{"helmop", false, (&helmops.SourceReconciler{Client: c, Bundler: b, OCI: src.Git, Dir: filepath.Join(opts.CacheDir, "helmops"), RecordEvery: src.RecordEvery,
+			UninstallTimeout: src.UninstallTimeout, Now: time.Now, Recorder: recorder}).Setup},
+		{"helmop status", false, (&helmops.StatusReconciler{Client: c}).Setup},
 		{"sequence status", true, (&strategy.SequenceStatusReconciler{Client: c}).Setup},
 		// A cluster's counts alone are written at most every three status delays (15 s by
 		// default), and all clusters' together at most clusterProgressPerSecond.

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -88,4 +89,25 @@ func verifyCosign(r name.Repository, digest string, keys *KeyRing, opts []remote
 		return nil
 	}
 	return refuse(fmt.Sprintf("none of its %d cosign signatures verifies under an allowed key for this digest", checked))
+}
+
+// VerifySignature checks that the OCI artifact of digest (64 hex digits) in repo's registry
+// repository (an oci:// URL) is signed with cosign by a key of repo.Verify, reaching the
+// registry with repo's credentials and CA. Without repo.Verify nothing is checked. A HelmOp
+// verifies an OCI chart with it before rendering the chart pinned to that digest.
+func (c *Client) VerifySignature(ctx context.Context, repo Repo, digest string) error {
+	if repo.Verify == nil {
+		return nil
+	}
+	r, err := ociRepository(repo.URL)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	opts, err := c.ociOptions(ctx, repo)
+	if err != nil {
+		return err
+	}
+	return verifyCosign(r, digest, repo.Verify.Keys, opts)
 }

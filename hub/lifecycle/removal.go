@@ -181,12 +181,13 @@ func (r *BundleRemovalReconciler) finalize(ctx context.Context, bun *v1alpha1.Bu
 	return reconciler.Outcome{Done: err == nil && len(bds) == 0}, err
 }
 
-// RemovalWaits describes what the deletion of a GitRepo's bundles waits for: the clusters
-// whose agents have not confirmed, and when the hub stops waiting. Empty when nothing is left.
-func RemovalWaits(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo, timeout time.Duration) (string, error) {
+// RemovalWaits describes what the deletion of a source's bundles (a GitRepo's, a HelmOp's: those
+// of namespace carrying label=name) waits for: the clusters whose agents have not confirmed,
+// and when the hub stops waiting. Empty when nothing is left.
+func RemovalWaits(ctx context.Context, c client.Reader, namespace, label, name string, timeout time.Duration) (string, error) {
 	var bundles v1alpha1.BundleList
-	if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{model.LabelGitRepo: repo.Name}); err != nil {
-		return "", fmt.Errorf("failed to list the bundles of gitrepo %s: %w", repo.Name, err)
+	if err := c.List(ctx, &bundles, client.InNamespace(namespace), client.MatchingLabels{label: name}); err != nil {
+		return "", fmt.Errorf("failed to list the bundles of %s: %w", name, err)
 	}
 	clusters := map[string]bool{}
 	var until time.Time

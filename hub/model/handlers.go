@@ -134,11 +134,18 @@ func ClusterUpdated(e event.UpdateEvent, changed func(old, new *v1alpha1.Cluster
 }
 
 // GitRepoOfBundle maps a Bundle to its GitRepo, from the label the bundler sets.
-func GitRepoOfBundle(_ context.Context, o client.Object) []reconcile.Request {
-	if name := o.GetLabels()[LabelGitRepo]; name != "" {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+func GitRepoOfBundle(ctx context.Context, o client.Object) []reconcile.Request {
+	return SourceOfBundle(LabelGitRepo)(ctx, o)
+}
+
+// SourceOfBundle maps a Bundle to the source that the label names (LabelGitRepo, LabelHelmOp).
+func SourceOfBundle(label string) func(context.Context, client.Object) []reconcile.Request {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[label]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
 	}
-	return nil
 }
 
 // BundleOfDeployment maps a BundleDeployment to its Bundle, from the labels the bundler sets.

@@ -13,6 +13,7 @@ import (
 // Labels the hub puts on what it creates.
 const (
 	LabelGitRepo         = "flotilla.dev/gitrepo"
+	LabelHelmOp          = "flotilla.dev/helmop"
 	LabelBundle          = "flotilla.dev/bundle"
 	LabelBundleNamespace = "flotilla.dev/bundle-namespace"
 	LabelCluster         = "flotilla.dev/cluster"

@@ -77,6 +77,7 @@ func (s Shard) selector() labels.Selector {
 func (s Shard) CacheScope() map[client.Object]cache.ByObject {
 	scope := map[client.Object]cache.ByObject{
 		&v1alpha1.GitRepo{}: {Label: s.selector()},
+		&v1alpha1.HelmOp{}:  {Label: s.selector()},
 		// Grants are read uncopied (one names hundreds of agents and is read for each
 		// cluster's content): readers copy before they change one.
 		&rbacv1.RoleBinding{}:   {Label: labelExists(LabelContentGrant), UnsafeDisableDeepCopy: ptr.To(true)},

@@ -64,7 +64,37 @@ type Bundler struct {
 	Recorder *events.Recorder
 }
 
+// Origin is what the bundler renders revisions of: a GitRepo, or a HelmOp seen as a repository
+// of one bundle. Its settings are a GitRepo's (targets, paths, chart credentials, history);
+// Object is what Events are told on, and Label the Bundles' label that names it.
+type Origin struct {
+	*v1alpha1.GitRepo
+	Object client.Object
+	Label  string
+	// Revision names one of its revisions in Events: "commit 1a2b3c4", "version 1.2.0".
+	Revision func(id string) string
+	// Checkout returns a directory holding an older revision, for clusters that join a
+	// sequence group or staged run still on it (recordJoiners); nil: none is rendered again.
+	Checkout func(ctx context.Context, id string) (string, error)
+}
+
+// GitRepoOrigin is a GitRepo as the bundler sees it.
+func (b *Bundler) GitRepoOrigin(repo *v1alpha1.GitRepo) Origin {
+	o := Origin{GitRepo: repo, Object: repo, Label: model.LabelGitRepo, Revision: func(id string) string { return "commit " + model.ShortCommit(id) }}
+	if b.Checkout != nil {
+		o.Checkout = func(ctx context.Context, commit string) (string, error) { return b.Checkout(ctx, repo, commit) }
+	}
+	return o
+}
+
+// OnCommit renders a GitRepo's commit (its CommitHandler).
 func (b *Bundler) OnCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout, commit string) error {
+	return b.OnRevision(ctx, b.GitRepoOrigin(repo), checkout, commit)
+}
+
+// OnRevision renders a revision of a source from its checkout into Bundles and stages what it
+// changes; an error keeps what was deployed.
+func (b *Bundler) OnRevision(ctx context.Context, repo Origin, checkout, commit string) error {
 	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
 	if err != nil {
 		return &RenderError{Err: err}
@@ -107,7 +137,8 @@ func (b *Bundler) OnCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 
 // recordStaged tells, in one Event on the GitRepo, which bundles a commit gave a new revision:
 // a commit of fifty bundles is one Event, not fifty.
-func recordStaged(rec *events.Recorder, repo *v1alpha1.GitRepo, commit string, plans []staging) {
+func recordStaged(rec *events.Recorder, repo Origin, commit string, plans []staging) {
+	obj, rev := repo.Object, repo.Revision(commit)
 	var staged []string
 	clusters := 0
 	for _, p := range plans {
@@ -119,16 +150,16 @@ func recordStaged(rec *events.Recorder, repo *v1alpha1.GitRepo, commit string, p
 	switch len(staged) {
 	case 0:
 	case 1:
-		rec.Normal(repo, v1alpha1.EventRevisionStaged, "commit %s: %s staged for %d clusters", model.ShortCommit(commit), staged[0], clusters)
+		rec.Normal(obj, v1alpha1.EventRevisionStaged, "%s: %s staged for %d clusters", rev, staged[0], clusters)
 	default:
 		slices.Sort(staged)
-		rec.Normal(repo, v1alpha1.EventRevisionStaged, "commit %s: new revisions of %d bundles staged: %s", model.ShortCommit(commit), len(staged), model.ListSome(staged, 10))
+		rec.Normal(obj, v1alpha1.EventRevisionStaged, "%s: new revisions of %d bundles staged: %s", rev, len(staged), model.ListSome(staged, 10))
 	}
 }
 
 // record stores each bundle's content, its Bundle with the new revision, and decides what to
 // stage. Bundles are independent: several are written at a time.
-func (b *Bundler) record(ctx context.Context, repo *v1alpha1.GitRepo, commit string, all []rendered) ([]staging, error) {
+func (b *Bundler) record(ctx context.Context, repo Origin, commit string, all []rendered) ([]staging, error) {
 	plans := make([]staging, len(all))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(deploy.StageWorkers)
@@ -185,7 +216,7 @@ func (b *Bundler) Targets(ctx context.Context, namespace string) ([]targetCluste
 // the deployments of clusters no longer targeted. It returns the Bundle, what its latest
 // revision deploys to each cluster (the caller stages that per cluster), and whether that
 // revision is new.
-func (b *Bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit string, r rendered) (*v1alpha1.Bundle, model.RevisionTargets, bool, error) {
+func (b *Bundler) stage(ctx context.Context, repo Origin, commit string, r rendered) (*v1alpha1.Bundle, model.RevisionTargets, bool, error) {
 	src, targets := r.src, r.targets
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
@@ -197,8 +228,8 @@ func (b *Bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 		return nil, nil, false, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
-	if exists && bun.Labels[model.LabelGitRepo] != repo.Name {
-		return nil, nil, false, nameTaken(src, bun.Labels[model.LabelGitRepo]) // taken meanwhile
+	if exists && bun.Labels[repo.Label] != repo.Name {
+		return nil, nil, false, nameTaken(src, &bun) // taken meanwhile
 	}
 	if exists && !bun.DeletionTimestamp.IsZero() {
 		// It left the repository a moment ago and came back: it is staged again once its old
@@ -215,7 +246,7 @@ func (b *Bundler) stage(ctx context.Context, repo *v1alpha1.GitRepo, commit stri
 	for k, v := range src.Fleet.Labels {
 		bun.Labels[k] = v
 	}
-	bun.Labels[model.LabelGitRepo] = repo.Name
+	bun.Labels[repo.Label] = repo.Name
 	model.InheritShard(bun.Labels, repo.Labels)
 	spec, err := bundleSpec(repo, src)
 	if err != nil {
@@ -310,7 +341,7 @@ func (b *Bundler) onlyTargetsChanged(ctx context.Context, bun *v1alpha1.Bundle, 
 	return joined, true
 }
 
-func (b *Bundler) limit(repo *v1alpha1.GitRepo) int {
+func (b *Bundler) limit(repo Origin) int {
 	if repo.Spec.RevisionHistoryLimit != nil {
 		return int(*repo.Spec.RevisionHistoryLimit)
 	}
@@ -321,9 +352,12 @@ func (b *Bundler) limit(repo *v1alpha1.GitRepo) int {
 }
 
 // bundleSpec converts fleet.yaml's rollout settings to the Bundle's API (same JSON).
-func bundleSpec(repo *v1alpha1.GitRepo, src *bundle.Source) (v1alpha1.BundleSpec, error) {
+func bundleSpec(repo Origin, src *bundle.Source) (v1alpha1.BundleSpec, error) {
 	f := &src.Fleet
-	spec := v1alpha1.BundleSpec{GitRepo: repo.Name, Path: src.Dir, Targets: repo.Spec.Targets, Paused: f.Paused || repo.Spec.Paused}
+	spec := v1alpha1.BundleSpec{Path: src.Dir, Targets: repo.Spec.Targets, Paused: f.Paused || repo.Spec.Paused}
+	if repo.Label == model.LabelGitRepo {
+		spec.GitRepo = repo.Name
+	}
 	convert := func(from, to any, field string) error {
 		data, err := json.Marshal(from)
 		if err == nil {
@@ -401,7 +435,7 @@ func contentSet(targets map[string]*bundle.Rendered) string {
 
 // removeStale deletes Bundles of the GitRepo that the commit no longer has, with their
 // BundleDeployments (the agents then prune the workloads).
-func (b *Bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sources []bundle.Source) error {
+func (b *Bundler) removeStale(ctx context.Context, repo Origin, sources []bundle.Source) error {
 	keep := map[string]bool{}
 	for _, s := range sources {
 		if s.Err != nil {
@@ -411,16 +445,16 @@ func (b *Bundler) removeStale(ctx context.Context, repo *v1alpha1.GitRepo, sourc
 		}
 		keep[s.Name] = true
 	}
-	return removeBundles(ctx, b.Client, repo, keep)
+	return RemoveBundles(ctx, b.Client, repo.Namespace, repo.Label, repo.Name, keep)
 }
 
-// removeBundles deletes the GitRepo's Bundles not in keep, with their BundleDeployments: the
-// agents then uninstall what those deployed (unless keepResources), and each deployment and
-// Bundle goes once that is confirmed (package lifecycle). The hub does not count on a garbage
-// collector.
-func removeBundles(ctx context.Context, c client.Client, repo *v1alpha1.GitRepo, keep map[string]bool) error {
+// RemoveBundles deletes a source's Bundles (those of namespace carrying label=name) not in keep,
+// with their BundleDeployments: the agents then uninstall what those deployed (unless
+// keepResources), and each deployment and Bundle goes once that is confirmed (package
+// lifecycle). The hub does not count on a garbage collector.
+func RemoveBundles(ctx context.Context, c client.Client, namespace, label, name string, keep map[string]bool) error {
 	var bundles v1alpha1.BundleList
-	if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{model.LabelGitRepo: repo.Name}); err != nil {
+	if err := c.List(ctx, &bundles, client.InNamespace(namespace), client.MatchingLabels{label: name}); err != nil {
 		return fmt.Errorf("failed to list bundles: %w", err)
 	}
 	var errs []error

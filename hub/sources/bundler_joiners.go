@@ -18,12 +18,12 @@ import (
 // group has reached, which need not be the latest. What the revisions deploy to the other clusters does not change. A revision that
 // cannot be rendered for them (its commit is gone, or no longer renders) stays without them,
 // and they wait for a newer one; that is logged, not an error of the new commit.
-func (b *Bundler) recordJoiners(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, revs []v1alpha1.BundleRevision, joined []string, now rendered) {
-	if b.Checkout == nil || len(joined) == 0 {
+func (b *Bundler) recordJoiners(ctx context.Context, repo Origin, bun *v1alpha1.Bundle, revs []v1alpha1.BundleRevision, joined []string, now rendered) {
+	if repo.Checkout == nil || len(joined) == 0 {
 		return
 	}
 	inUse, err := b.olderRevisionsInUse(ctx, bun)
-	logger := log.FromContext(ctx).WithValues("gitrepo", repo.Namespace+"/"+repo.Name, "bundle", bun.Name)
+	logger := log.FromContext(ctx).WithValues("source", repo.Namespace+"/"+repo.Name, "bundle", bun.Name)
 	if err != nil {
 		logger.Info("clusters that joined get the latest revision only", "clusters", joined, "reason", err.Error())
 		return
@@ -69,12 +69,12 @@ func (b *Bundler) olderRevisionsInUse(ctx context.Context, bun *v1alpha1.Bundle)
 	return inUse, nil
 }
 
-func (b *Bundler) recordJoinersIn(ctx context.Context, repo *v1alpha1.GitRepo, bun *v1alpha1.Bundle, rev *v1alpha1.BundleRevision, joined []string, now rendered) error {
+func (b *Bundler) recordJoinersIn(ctx context.Context, repo Origin, bun *v1alpha1.Bundle, rev *v1alpha1.BundleRevision, joined []string, now rendered) error {
 	record, err := b.Revisions.Targets(ctx, bun, rev.Index)
 	if err != nil {
 		return err
 	}
-	checkout, err := b.Checkout(ctx, repo, rev.Commit)
+	checkout, err := repo.Checkout(ctx, rev.Commit)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ type rendered struct {
 // render renders every bundle for every cluster it targets. A bundle that does not render for
 // one of them is left out and returned among the failed, as Fleet fails that bundle alone: the
 // commit's other bundles roll out. Any other error (the API server's) is the commit's.
-func (b *Bundler) render(ctx context.Context, repo *v1alpha1.GitRepo, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, []bundleFailure, error) {
+func (b *Bundler) render(ctx context.Context, repo Origin, checkout string, sources []bundle.Source, clusters []targetCluster) ([]rendered, []bundleFailure, error) {
 	rr, err := b.newRepoRenderer(ctx, repo, checkout)
 	if err != nil {
 		return nil, nil, err
@@ -103,21 +103,23 @@ func (b *Bundler) overBudget(src *bundle.Source) bundleFailure {
 // ownName refuses a bundle whose name is another GitRepo's Bundle's in the namespace:
 // fleet.yaml's name is the repository author's, and never takes another GitRepo's Bundle over.
 // A Bundle of no GitRepo (made by hand) is not taken over either.
-func (b *Bundler) ownName(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source) *RenderError {
+func (b *Bundler) ownName(ctx context.Context, repo Origin, src *bundle.Source) *RenderError {
 	var bun v1alpha1.Bundle
 	if err := b.Client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}, &bun); err != nil {
 		return nil // none (or unreadable: stage reads it again)
 	}
-	if owner := bun.Labels[model.LabelGitRepo]; owner != repo.Name {
-		return nameTaken(src, owner)
+	if bun.Labels[repo.Label] != repo.Name {
+		return nameTaken(src, &bun)
 	}
 	return nil
 }
 
-func nameTaken(src *bundle.Source, owner string) *RenderError {
-	by := "no GitRepo"
-	if owner != "" {
-		by = "GitRepo " + owner
+func nameTaken(src *bundle.Source, owner *v1alpha1.Bundle) *RenderError {
+	by := "no GitRepo or HelmOp"
+	if name := owner.Labels[model.LabelGitRepo]; name != "" {
+		by = "GitRepo " + name
+	} else if name := owner.Labels[model.LabelHelmOp]; name != "" {
+		by = "HelmOp " + name
 	}
 	return &RenderError{Err: fmt.Errorf("bundle %s (%s): the name is taken by a Bundle of %s in this namespace: give the bundle another name in %s",
 		src.Name, src.Dir, by, orDefault(src.FleetFile, path.Join(src.Dir, bundle.FleetFileName)))}
@@ -130,7 +132,7 @@ type bundleFailure struct {
 }
 
 // renderAll renders one bundle for every cluster it targets.
-func (rr *repoRenderer) renderAll(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, clusters []targetCluster) (rendered, error) {
+func (rr *repoRenderer) renderAll(ctx context.Context, repo Origin, src *bundle.Source, clusters []targetCluster) (rendered, error) {
 	r := rendered{src: src, targets: map[string]*bundle.Rendered{}, clusters: map[string]bundle.Target{}, restrictions: rr.policy.forDeployment()}
 	for _, c := range clusters {
 		res, err := rr.render(ctx, repo, src, c.target)
@@ -147,7 +149,7 @@ func (rr *repoRenderer) renderAll(ctx context.Context, repo *v1alpha1.GitRepo, s
 // commitFailures is the error of a commit some of whose bundles do not render: each failed
 // Bundle that exists records it (status.renderFailure, kept deployed at its last revision), and
 // the GitRepo's Rendered condition names them all. Partial when other bundles rendered.
-func (b *Bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, commit string, failed []bundleFailure, rendered int) error {
+func (b *Bundler) commitFailures(ctx context.Context, repo Origin, commit string, failed []bundleFailure, rendered int) error {
 	if len(failed) == 0 {
 		return nil
 	}
@@ -179,12 +181,12 @@ func (b *Bundler) commitFailures(ctx context.Context, repo *v1alpha1.GitRepo, co
 // setRenderFailure records on the GitRepo's Bundle that the newest commit does not render (nil:
 // it does), when that changes; a Bundle that does not exist yet, or is another's, has nothing
 // to record it on.
-func (b *Bundler) setRenderFailure(ctx context.Context, repo *v1alpha1.GitRepo, name string, failure *v1alpha1.RenderFailure) error {
+func (b *Bundler) setRenderFailure(ctx context.Context, repo Origin, name string, failure *v1alpha1.RenderFailure) error {
 	var bun v1alpha1.Bundle
 	if err := b.Client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, &bun); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if bun.Labels[model.LabelGitRepo] != repo.Name || equality.Semantic.DeepEqual(bun.Status.RenderFailure, failure) {
+	if bun.Labels[repo.Label] != repo.Name || equality.Semantic.DeepEqual(bun.Status.RenderFailure, failure) {
 		return nil
 	}
 	orig := bun.DeepCopy()
@@ -201,8 +203,8 @@ type repoRenderer struct {
 	policy restrictions
 }
 
-func (b *Bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, checkout string) (*repoRenderer, error) {
-	access, err := chartAccess(ctx, b.Client, repo)
+func (b *Bundler) newRepoRenderer(ctx context.Context, repo Origin, checkout string) (*repoRenderer, error) {
+	access, err := ChartAccessOf(ctx, b.Client, repo.GitRepo)
 	if err != nil {
 		return nil, &RenderError{Err: err}
 	}
@@ -211,7 +213,7 @@ func (b *Bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, c
 		return nil, err
 	}
 	values := &valuesResolver{client: b.Client, namespace: repo.Namespace, crossNamespace: b.CrossNamespaceRefs}
-	decryption, err := decryptorOf(ctx, b.Client, repo)
+	decryption, err := decryptorOf(ctx, b.Client, repo.GitRepo)
 	if err != nil {
 		return nil, &RenderError{Err: err}
 	}
@@ -224,7 +226,7 @@ func (b *Bundler) newRepoRenderer(ctx context.Context, repo *v1alpha1.GitRepo, c
 
 // render renders a bundle for one cluster; nil when the bundle does not target it or is not
 // to be deployed there.
-func (rr *repoRenderer) render(ctx context.Context, repo *v1alpha1.GitRepo, src *bundle.Source, t bundle.Target) (*bundle.Rendered, error) {
+func (rr *repoRenderer) render(ctx context.Context, repo Origin, src *bundle.Source, t bundle.Target) (*bundle.Rendered, error) {
 	if !bundle.Selected(model.TargetMatches(repo.Spec.Targets), src.Fleet.OverrideTargets, t) {
 		return nil, nil
 	}

@@ -54,6 +54,20 @@ func (r *RepoStatusReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRe
 // sumBundles sets a GitRepo's bundle count, summed per-cluster states and printer columns from
 // its bundles.
 func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
+	sum := SumBundles(bundles)
+	repo.Status.Bundles, repo.Status.Summary, repo.Status.Display = int32(len(bundles)), sum.Summary, sum.Display
+	displayCondition(repo)
+}
+
+// BundlesSum is what a source (a GitRepo, a HelmOp) shows of its bundles.
+type BundlesSum struct {
+	Summary v1alpha1.StateCounts
+	Display v1alpha1.Display
+}
+
+// SumBundles sums bundles' per-cluster states, and says in a display the most pressing state
+// and why each bundle waits.
+func SumBundles(bundles []v1alpha1.Bundle) BundlesSum {
 	sum := v1alpha1.StateCounts{}
 	var waiting []string
 	var outcome plan.OutcomeState // the most pressing outcome of a failure policy among the bundles (R5.6)
@@ -71,15 +85,15 @@ func sumBundles(repo *v1alpha1.GitRepo, bundles []v1alpha1.Bundle) {
 		}
 	}
 	sort.Strings(waiting)
-	repo.Status.Bundles, repo.Status.Summary = int32(len(bundles)), sum
-	repo.Status.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
-	repo.Status.Display.State = model.WorstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
+	out := BundlesSum{Summary: sum}
+	out.Display.ReadyClusters = fmt.Sprintf("%d/%d", sum.Ready+sum.Modified, sum.DesiredReady)
+	out.Display.State = model.WorstState(rollout.Counts{rollout.Pending: int(sum.Pending), rollout.OutOfSync: int(sum.OutOfSync), rollout.WaitApplied: int(sum.WaitApplied),
 		rollout.ErrApplied: int(sum.ErrApplied), rollout.NotReady: int(sum.NotReady), rollout.Modified: int(sum.Modified), rollout.Ready: int(sum.Ready)})
 	if outcome != "" {
-		repo.Status.Display.State = string(outcome)
+		out.Display.State = string(outcome)
 	}
-	repo.Status.Display.Message = strings.Join(waiting, "; ")
-	displayCondition(repo)
+	out.Display.Message = strings.Join(waiting, "; ")
+	return out
 }
 
 // displayCondition makes a GitRepo's printer columns say what its Ready condition says when

@@ -81,6 +81,26 @@ func (rs restrictions) requireVerification(repo *v1alpha1.GitRepo) error {
 	return nil
 }
 
+// AdmitSource checks a source of namespace that is not a GitRepo (a HelmOp's chart server, url)
+// against its FleetRestrictions before anything is fetched on its behalf: the repository
+// patterns, and requireVerifiedSources (what, such as "a HelmOp without spec.verify", names the
+// source when it verifies no signature).
+func AdmitSource(ctx context.Context, c client.Reader, namespace, url string, verified bool, what string) error {
+	rs, err := restrictionsOf(ctx, c, namespace)
+	if err != nil {
+		return err
+	}
+	if err := rs.allowRepo(url); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.Spec.RequireVerifiedSources && !verified {
+			return &RestrictedError{Restriction: r.Name, What: what + " (requireVerifiedSources)"}
+		}
+	}
+	return nil
+}
+
 // serviceAccount returns the service account a bundle deploys as: its own, which every
 // restriction must allow, or the first restriction's default.
 func (rs restrictions) serviceAccount(own string) (string, error) {

@@ -148,10 +148,10 @@ func (r *SourceReconciler) forget(key string) {
 func (r *SourceReconciler) finalize(ctx context.Context, repo *v1alpha1.GitRepo) (reconciler.Outcome, error) {
 	key := repo.Namespace + "/" + repo.Name
 	r.forget(key)
-	if err := removeBundles(ctx, r.Client, repo, nil); err != nil {
+	if err := RemoveBundles(ctx, r.Client, repo.Namespace, model.LabelGitRepo, repo.Name, nil); err != nil {
 		return reconciler.Outcome{}, fmt.Errorf("failed to remove the bundles of deleted gitrepo %s: %w", key, err)
 	}
-	waits, err := lifecycle.RemovalWaits(ctx, r.Client, repo, r.UninstallTimeout)
+	waits, err := lifecycle.RemovalWaits(ctx, r.Client, repo.Namespace, model.LabelGitRepo, repo.Name, r.UninstallTimeout)
 	if err != nil {
 		return reconciler.Outcome{}, err
 	}

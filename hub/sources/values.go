@@ -69,10 +69,10 @@ func (v *valuesResolver) resolveNamespace(field, ns string) (string, error) {
 	return "", fmt.Errorf("%s.namespace: %q is not the GitRepo's namespace %q: references resolve only there (the hub's --allow-cross-namespace-refs lifts this)", field, ns, v.namespace)
 }
 
-// chartAccess is how a GitRepo's bundles reach chart servers: the credentials of its
+// ChartAccessOf is how a GitRepo's bundles reach chart servers: the credentials of its
 // helmSecretRef (a Secret in its own namespace with username and password), sent only to the
 // servers helmRepoURLRegex matches, and its CA bundle.
-func chartAccess(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo) (bundle.ChartAccess, error) {
+func ChartAccessOf(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo) (bundle.ChartAccess, error) {
 	access := bundle.ChartAccess{CABundle: repo.Spec.CABundle}
 	switch spec := &repo.Spec; {
 	case spec.HelmRepoURL != "":

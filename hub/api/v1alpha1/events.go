@@ -11,6 +11,8 @@ const (
 	EventRevisionStaged    EventReason = "RevisionStaged"
 	EventRenderFailed      EventReason = "RenderFailed"
 	EventSourceUnavailable EventReason = "SourceUnavailable"
+	// On HelmOps (besides RevisionStaged, RenderFailed and SourceUnavailable).
+	EventVersionPickedUp EventReason = "VersionPickedUp"
 	// On Bundles.
 	EventPartitionReleased EventReason = "PartitionReleased"
 	EventRolloutPaused     EventReason = "RolloutPaused"
@@ -54,7 +56,7 @@ const (
 // Action is what was done, for the Event's action field (events.k8s.io/v1 requires one).
 func (r EventReason) Action() string {
 	switch r {
-	case EventCommitPickedUp, EventSourceUnavailable:
+	case EventCommitPickedUp, EventVersionPickedUp, EventSourceUnavailable:
 		return "Sync"
 	case EventRenderFailed, EventRevisionStaged:
 		return "Render"

@@ -19,6 +19,7 @@ var (
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&GitRepo{}, &GitRepoList{},
+		&HelmOp{}, &HelmOpList{},
 		&Bundle{}, &BundleList{},
 		&BundleDeployment{}, &BundleDeploymentList{},
 		&Cluster{}, &ClusterList{},
