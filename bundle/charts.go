@@ -189,6 +189,16 @@ func (f *ChartFetcher) newHTTPClient() *http.Client {
 	}}
 }
 
+// Allows refuses a chart server URL (https://…, oci://…) whose host the operator does not allow:
+// what reaches a chart server by other means (an OCI chart's tags and signatures) asks first.
+func (f *ChartFetcher) Allows(serverURL string) error {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a chart server URL", redact(serverURL))
+	}
+	return f.allowed(u)
+}
+
 // allowed refuses a chart server the operator does not allow.
 func (f *ChartFetcher) allowed(u *url.URL) error {
 	if len(f.AllowedHosts) == 0 {

@@ -61,6 +61,7 @@ func chartArchive(t *testing.T, version string) []byte {
 // counts the index reads it serves.
 type chartRepository struct {
 	url, caPEM string
+	requests   atomic.Int64 // every request, with or without the login
 	indexReads atomic.Int64
 	mu         sync.Mutex
 	archives   map[string][]byte // file name → archive
@@ -72,6 +73,7 @@ func newChartRepository(t *testing.T) *chartRepository {
 	ca := testpki.NewCA(t, "charts-ca")
 	r := &chartRepository{archives: map[string][]byte{}, index: repo.NewIndexFile(), caPEM: string(ca.PEM())}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.requests.Add(1)
 		if u, p, ok := req.BasicAuth(); !ok || u != "charts" || p != "s3cret" {
 			http.Error(w, "login", http.StatusUnauthorized)
 			return
@@ -114,10 +116,22 @@ func (r *chartRepository) publish(t *testing.T, version string) {
 	r.index.SortEntries()
 }
 
+// chartsLogin is the Secret of the chart repository's login.
+func chartsLogin() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "charts-login"}, Type: corev1.SecretTypeBasicAuth,
+		Data: map[string][]byte{corev1.BasicAuthUsernameKey: []byte("charts"), corev1.BasicAuthPasswordKey: []byte("s3cret")}}
+}
+
 // helmOpFleet is a simFleet whose bundle is a HelmOp's: the test plays the agents.
 func helmOpFleet(t *testing.T, clusters map[string]map[string]string, op *v1alpha1.HelmOp, objs ...client.Object) *simFleet {
 	t.Helper()
-	c, _ := startHub(t, Options{StatusDelay: 200 * time.Millisecond})
+	return helmOpFleetOf(t, Options{}, clusters, op, objs...)
+}
+
+func helmOpFleetOf(t *testing.T, opts Options, clusters map[string]map[string]string, op *v1alpha1.HelmOp, objs ...client.Object) *simFleet {
+	t.Helper()
+	opts.StatusDelay, opts.UninstallTimeout = 200*time.Millisecond, 2*time.Second
+	c, _ := startHub(t, opts)
 	f := &simFleet{t: t, c: c, ns: namespace(t, c)}
 	f.bundle = types.NamespacedName{Namespace: f.ns, Name: op.Name}
 	for name, labels := range clusters {
@@ -167,8 +181,6 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 	charts.publish(t, "1.0.0")
 	clusters := clustersNamed(map[string]string{"ring": "main"}, "m1", "m2")
 	clusters["c1"] = map[string]string{"ring": "canary"}
-	login := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "charts-login"}, Type: corev1.SecretTypeBasicAuth,
-		Data: map[string][]byte{corev1.BasicAuthUsernameKey: []byte("charts"), corev1.BasicAuthPasswordKey: []byte("s3cret")}}
 	op := &v1alpha1.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.HelmOpSpec{
 		Helm:             v1alpha1.HelmOpChart{Repo: charts.url, Chart: "web", Version: "~1.0", Values: &apiextensionsv1.JSON{Raw: []byte(`{"color":"teal"}`)}},
 		DefaultNamespace: "web", HelmSecretRef: &v1alpha1.LocalObjectReference{Name: "charts-login"}, CABundle: []byte(charts.caPEM),
@@ -178,7 +190,7 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 			{Name: "canary", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}},
 			{Name: "rest", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "main"}}}}}},
 	}}
-	f := helmOpFleet(t, clusters, op, login)
+	f := helmOpFleet(t, clusters, op, chartsLogin())
 
 	f.releasedExactly(1, "canary", "c1")
 	if got := f.releasedContent("c1"); !strings.Contains(got, `version: 1.0.0`) || !strings.Contains(got, `color: teal`) || !strings.Contains(got, "name: web-settings") {
@@ -218,10 +230,10 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 
 // ociChartRegistry is a registry on loopback over TLS of its own CA.
 type ociChartRegistry struct {
-	host  string
-	ca    []byte
-	helm  *helmregistry.Client
-	pulls atomic.Int64 // manifest reads of the chart's repository
+	host     string
+	ca       []byte
+	helm     *helmregistry.Client
+	requests atomic.Int64
 }
 
 func newOCIChartRegistry(t *testing.T) *ociChartRegistry {
@@ -230,9 +242,7 @@ func newOCIChartRegistry(t *testing.T) *ociChartRegistry {
 	r := &ociChartRegistry{ca: ca.PEM()}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.Contains(req.URL.Path, "/manifests/") {
-			r.pulls.Add(1)
-		}
+		r.requests.Add(1)
 		reg.ServeHTTP(w, req)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1")}}
@@ -300,5 +310,88 @@ func TestHelmOpOfAnOCIChartDeploysOnlySignedVersions(t *testing.T) {
 	f.until("1.1.0 is released once signed", func() bool { return len(f.released(2)) == 1 })
 	if got := f.releasedContent("c1"); !strings.Contains(got, "version: 1.1.0") {
 		t.Errorf("c1's release of 1.1.0:\n%s", got)
+	}
+}
+
+// A HelmOp is a tenant's source like a GitRepo: its namespace's FleetRestrictions admit its
+// chart server before the hub reads anything there (a server outside allowedRepoPatterns, or
+// a chart that verifies no signature where requireVerifiedSources holds, gets no request);
+// deleted, it takes its bundle and deployments with it.
+func TestHelmOpIsRestrictedAndRemovedLikeAGitRepo(t *testing.T) {
+	charts := newChartRepository(t)
+	charts.publish(t, "1.0.0")
+	restriction := &v1alpha1.FleetRestriction{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Spec: v1alpha1.FleetRestrictionSpec{
+		AllowedRepoPatterns: []string{`https://charts\.example\.com/.*`}}}
+	op := &v1alpha1.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.HelmOpSpec{
+		Helm:          v1alpha1.HelmOpChart{Repo: charts.url, Chart: "web"},
+		HelmSecretRef: &v1alpha1.LocalObjectReference{Name: "charts-login"}, CABundle: []byte(charts.caPEM), PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	f := helmOpFleet(t, map[string]map[string]string{"c1": nil}, op, restriction, chartsLogin())
+	key := types.NamespacedName{Namespace: f.ns, Name: "web"}
+	f.helmOp("web", "the chart server is refused", func(o *v1alpha1.HelmOp) bool {
+		c := condition(o.Status.Conditions, v1alpha1.SourceReadyCondition)
+		return c.Reason == v1alpha1.RestrictedReason && strings.Contains(c.Message, "FleetRestriction tenant") && strings.Contains(c.Message, charts.url)
+	})
+	if n := charts.requests.Load(); n != 0 || len(f.deployments()) != 0 {
+		t.Errorf("a refused chart server was read %d times; deployments %v", n, f.deployments())
+	}
+
+	// Admitted by its pattern, but the namespace requires verified sources.
+	var r v1alpha1.FleetRestriction
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: "tenant"}, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Spec.AllowedRepoPatterns, r.Spec.RequireVerifiedSources = []string{`https://127\.0\.0\.1:[0-9]+`}, true
+	if err := f.c.Update(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+	f.helmOp("web", "an unverified chart is refused", func(o *v1alpha1.HelmOp) bool {
+		return strings.Contains(condition(o.Status.Conditions, v1alpha1.SourceReadyCondition).Message, "a HelmOp without spec.verify (requireVerifiedSources)")
+	})
+	if n := charts.requests.Load(); n != 0 {
+		t.Errorf("an unverified chart's server was read %d times", n)
+	}
+
+	r.Spec.RequireVerifiedSources = false
+	if err := f.c.Update(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+	f.helmOp("web", "admitted, 1.0.0 is rendered", func(o *v1alpha1.HelmOp) bool { return o.Status.Version == "1.0.0" })
+	f.until("admitted, 1.0.0 is released", func() bool { return len(f.released(1)) == 1 })
+	f.ready("c1")
+
+	var del v1alpha1.HelmOp
+	if err := f.c.Get(context.Background(), key, &del); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Delete(context.Background(), &del); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the deleted HelmOp goes with its bundle and deployments", func() bool {
+		var bun v1alpha1.Bundle
+		return f.c.Get(context.Background(), key, &del) != nil && f.c.Get(context.Background(), f.bundle, &bun) != nil && len(f.deployments()) == 0
+	})
+}
+
+// The hub's operator bounds the chart servers every HelmOp reaches (--allowed-chart-hosts): an
+// OCI chart elsewhere is refused before its tags or signatures are asked for.
+func TestHelmOpReachesOnlyTheChartHostsTheHubAllows(t *testing.T) {
+	reg := newOCIChartRegistry(t)
+	reg.push(t, "1.0.0")
+	sent := reg.requests.Load()
+	op := &v1alpha1.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.HelmOpSpec{
+		Helm: v1alpha1.HelmOpChart{Repo: "oci://" + reg.host + "/charts/web"}, CABundle: reg.ca, PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	f := helmOpFleetOf(t, Options{AllowedChartHosts: []string{"charts.example.com"}}, map[string]map[string]string{"c1": nil}, op)
+	got := f.helmOp("web", "the registry is refused", func(o *v1alpha1.HelmOp) bool {
+		return condition(o.Status.Conditions, v1alpha1.SourceReadyCondition).Reason == v1alpha1.RestrictedReason
+	})
+	if msg := condition(got.Status.Conditions, v1alpha1.SourceReadyCondition).Message; !strings.Contains(msg, "--allowed-chart-hosts") || !strings.Contains(msg, reg.host) {
+		t.Errorf("SourceReady: %q", msg)
+	}
+	if n := reg.requests.Load() - sent; n != 0 || len(f.deployments()) != 0 {
+		t.Errorf("the refused registry got %d requests; deployments %v", n, f.deployments())
 	}
 }

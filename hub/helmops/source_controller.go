@@ -203,6 +203,11 @@ func (r *SourceReconciler) newest(ctx context.Context, op *v1alpha1.HelmOp) (Ver
 		}
 		return Version{Version: cv.Version, Digest: cv.Digest}, nil
 	}
+	// The registry is reached for tags and signatures before the renderer pulls the chart: the
+	// operator's allowed chart hosts hold for it first.
+	if err := r.Bundler.Charts.Allows(chartRef(op)); err != nil {
+		return Version{}, &hostRefused{err}
+	}
 	repo, err := r.ociRepo(ctx, op)
 	if err != nil {
 		return Version{}, err
@@ -279,6 +284,11 @@ func chartName(op *v1alpha1.HelmOp) string {
 	return op.Spec.Helm.Chart + " from " + gitsource.SanitizeURL(op.Spec.Helm.Repo)
 }
 
+// hostRefused is a chart server the hub's operator does not allow.
+type hostRefused struct{ error }
+
+func (e *hostRefused) Unwrap() error { return e.error }
+
 // specError is a HelmOp's spec that cannot be followed.
 type specError struct{ msg string }
 
@@ -305,7 +315,7 @@ func (r *SourceReconciler) record(ctx context.Context, op *v1alpha1.HelmOp, v Ve
 		}
 	case errors.As(syncErr, &spec):
 		source.Status, source.Reason, source.Message = metav1.ConditionFalse, v1alpha1.InvalidSpecReason, spec.msg
-	case errors.As(syncErr, new(*sources.RestrictedError)):
+	case errors.As(syncErr, new(*sources.RestrictedError)), errors.As(syncErr, new(*hostRefused)):
 		source.Status, source.Reason, source.Message = metav1.ConditionFalse, v1alpha1.RestrictedReason, syncErr.Error()
 	case errors.Is(syncErr, gitsource.ErrUnverified):
 		// The version is not deployed; the one before stays.
