@@ -93,7 +93,7 @@ func (r *SourceReconciler) Setup(mgr ctrl.Manager) error {
 	})
 	ownerOfBundle := model.SourceOfBundle(model.LabelHelmOp)
 	return ctrl.NewControllerManagedBy(mgr).Named("helmop-source").
-		For(&v1alpha1.HelmOp{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleted{}))).
+		For(&v1alpha1.HelmOp{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, model.Deleting{}))).
 		Watches(&v1alpha1.Cluster{}, reRender, builder.WithPredicates(model.ClusterMembershipChanged{})).
 		Watches(&v1alpha1.ClusterGroup{}, reRender, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&v1alpha1.FleetRestriction{}, reRender).
@@ -117,13 +117,6 @@ func (r *SourceReconciler) Setup(mgr ctrl.Manager) error {
 		// hold the others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconciler.Status[v1alpha1.HelmOp, *v1alpha1.HelmOp]{Client: r.Client, Step: r.step, Finalizer: finalizer, Finalize: r.finalize, Gone: r.gone})
-}
-
-// deleted passes the update that marks an object for deletion.
-type deleted struct{ predicate.Funcs }
-
-func (deleted) Update(e event.UpdateEvent) bool {
-	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
 }
 
 func (r *SourceReconciler) gone(_ context.Context, key types.NamespacedName) error {

@@ -164,3 +164,10 @@ func DeploymentPlanChanged(old, new client.Object) bool {
 	n, ok2 := new.(*v1alpha1.BundleDeployment)
 	return !ok1 || !ok2 || !reflect.DeepEqual(bdstate.Deployment(o), bdstate.Deployment(n)) || o.Labels[LabelCluster] != n.Labels[LabelCluster]
 }
+
+// Deleting passes the update that marks an object for deletion.
+type Deleting struct{ predicate.Funcs }
+
+func (Deleting) Update(e event.UpdateEvent) bool {
+	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
+}

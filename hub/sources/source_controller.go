@@ -94,7 +94,7 @@ func (r *SourceReconciler) Setup(mgr ctrl.Manager) error {
 		return out
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("gitrepo-source").
-		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting{}, forwardedWebhook{}))).
+		For(&v1alpha1.GitRepo{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, model.Deleting{}, forwardedWebhook{}))).
 		Watches(&v1alpha1.Cluster{}, reRender, builder.WithPredicates(model.ClusterMembershipChanged{})).
 		Watches(&v1alpha1.FleetRestriction{}, reRender).
 		// A deleted GitRepo waits for its bundles' deployments: each one going may end the wait.
@@ -117,13 +117,6 @@ func (r *SourceReconciler) Setup(mgr ctrl.Manager) error {
 
 // gitRepoFinalizer holds a deleted GitRepo until its Bundles and BundleDeployments are gone.
 const gitRepoFinalizer = "flotilla.dev/gitrepo"
-
-// deleting passes the update that marks an object for deletion.
-type deleting struct{ predicate.Funcs }
-
-func (deleting) Update(e event.UpdateEvent) bool {
-	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
-}
 
 func (r *SourceReconciler) Controller() reconciler.Status[v1alpha1.GitRepo, *v1alpha1.GitRepo] {
 	return reconciler.Status[v1alpha1.GitRepo, *v1alpha1.GitRepo]{Client: r.Client, Step: r.step, Finalizer: gitRepoFinalizer, Finalize: r.finalize, Gone: r.gone}
