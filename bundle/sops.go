@@ -23,6 +23,8 @@ import (
 	"github.com/getsops/sops/v3/config"
 	"github.com/getsops/sops/v3/logging"
 	"github.com/getsops/sops/v3/pgp"
+	sopsdotenv "github.com/getsops/sops/v3/stores/dotenv"
+	sopsini "github.com/getsops/sops/v3/stores/ini"
 	sopsjson "github.com/getsops/sops/v3/stores/json"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	"github.com/sirupsen/logrus"
@@ -111,8 +113,9 @@ func sortedNames(m map[string][]byte) []string {
 // ErrEncrypted: a file is encrypted with SOPS and there are no keys to decrypt it.
 var ErrEncrypted = errors.New("is encrypted with SOPS, and no decryption keys are given (the GitRepo's spec.decryption)")
 
-// sopsMarker finds the metadata SOPS adds at the top level of a YAML or JSON file.
-var sopsMarker = regexp.MustCompile(`(?m)^(sops:|\s*"sops"\s*:)`)
+// sopsMarker finds the metadata SOPS adds at the top level of a YAML or JSON file, among the
+// lines of a dotenv file (sops_mac=…), or as an INI file's section ([sops]).
+var sopsMarker = regexp.MustCompile(`(?m)^(sops:|\s*"sops"\s*:|sops_mac=|\[sops\]\s*$)`)
 
 // isSOPS reports whether a file is encrypted with SOPS: it has the top-level sops metadata and
 // encrypted values.
@@ -127,9 +130,15 @@ func (d *Decryptor) decrypt(file string, data []byte) ([]byte, error) {
 		LoadEncryptedFile([]byte) (sops.Tree, error)
 		EmitPlainFile(sops.TreeBranches) ([]byte, error)
 	}
-	if strings.EqualFold(path.Ext(file), ".json") {
+	format := formatOf(file)
+	switch format {
+	case formatJSON:
 		store = sopsjson.NewStore(&stores.JSON)
-	} else {
+	case formatDotenv:
+		store = sopsdotenv.NewStore(&stores.Dotenv)
+	case formatINI:
+		store = sopsini.NewStore(&stores.INI)
+	default:
 		store = sopsyaml.NewStore(&stores.YAML)
 	}
 	tree, err := store.LoadEncryptedFile(data)
@@ -153,8 +162,30 @@ func (d *Decryptor) decrypt(file string, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.remember(data, plain)
+	d.remember(format, data, plain)
 	return plain, nil
+}
+
+// sopsFormat is how a SOPS file is laid out, by its name as sops itself decides.
+type sopsFormat int
+
+const (
+	formatYAML sopsFormat = iota
+	formatJSON
+	formatDotenv // KEY=value lines, as Kustomize's secretGenerator envs read them
+	formatINI
+)
+
+func formatOf(file string) sopsFormat {
+	switch ext := strings.ToLower(path.Ext(file)); {
+	case ext == ".json":
+		return formatJSON
+	case ext == ".env" || strings.HasPrefix(strings.ToLower(path.Base(file)), ".env"):
+		return formatDotenv
+	case ext == ".ini":
+		return formatINI
+	}
+	return formatYAML
 }
 
 // minRevealed is the shortest decrypted value Reveals looks for: shorter ones ("1", "yes")
@@ -163,10 +194,15 @@ const minRevealed = 4
 
 // remember records the values that were encrypted in a file (a leaf of the ciphertext that is
 // ENC[…]) as the plaintext has them.
-func (d *Decryptor) remember(cipher, plain []byte) {
+func (d *Decryptor) remember(format sopsFormat, cipher, plain []byte) {
 	var c, p any
-	if k8syaml.Unmarshal(cipher, &c) != nil || k8syaml.Unmarshal(plain, &p) != nil {
-		return
+	switch format {
+	case formatDotenv, formatINI:
+		c, p = keyValues(cipher), keyValues(plain)
+	default:
+		if k8syaml.Unmarshal(cipher, &c) != nil || k8syaml.Unmarshal(plain, &p) != nil {
+			return
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -262,4 +298,22 @@ func (d *Decryptor) pgpDataKey(enc string) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(io.LimitReader(md.UnverifiedBody, 1024))
+}
+
+// keyValues reads the key=value lines of a dotenv or INI file, keyed by section and key, as a
+// map remember can walk; comments and other lines are left out.
+func keyValues(data []byte) any {
+	out := map[string]any{}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			section = line
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, ";") {
+			out[section+"\x00"+strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
 }

@@ -1,7 +1,10 @@
 package bundle
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -202,4 +205,70 @@ func FuzzSOPSFilesFailClosed(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Files that Kustomize's secretGenerator reads, encrypted by the sops command as dotenv and as
+// INI, are decrypted as well: the generated Secret holds the plaintext values and nothing of
+// SOPS's metadata, in this process and in the sandbox's child; the decryptor reveals them.
+func TestSOPSDotenvAndINIFilesRenderDecrypted(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := reftools.SOPSOptions{Age: []string{id.Recipient().String()}}
+	root := writeRepo(t, map[string]string{
+		"kz/fleet.yaml": "defaultNamespace: kz\nkustomize: {dir: base}\n",
+		"kz/base/kustomization.yaml": "secretGenerator:\n- {name: env, envs: [api.env]}\n- {name: ini, files: [app.ini]}\n" +
+			"generatorOptions: {disableNameSuffixHash: true}\n",
+		"kz/base/api.env": string(reftools.SOPSEncrypt(t, "api.env", []byte("API_TOKEN=env-token-value\nREGION=eu\n"), o)),
+		"kz/base/app.ini": string(reftools.SOPSEncrypt(t, "app.ini", []byte("[db]\npassword = ini-pass-value\n"), o)),
+	})
+	for _, file := range []string{"kz/base/api.env", "kz/base/app.ini"} {
+		if data, err := os.ReadFile(filepath.Join(root, file)); err != nil || !isSOPS(data) || bytes.Contains(data, []byte("-value")) {
+			t.Fatalf("%s is not a SOPS file as the sops command writes it:\n%s", file, data)
+		}
+	}
+	d, err := NewDecryptor("secret keys", map[string][]byte{"ops.agekey": []byte(id.String() + "\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mode, opts := range map[string]RendererOptions{"in process": {Decryption: d}, "sandbox": {Decryption: d, Sandbox: &Sandbox{}}} {
+		sources, err := Discover(root, "repo", []string{"kz"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRenderer(root, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Render(context.Background(), &sources[0], Target{ClusterName: "c1"})
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		secrets := map[string]map[string]string{}
+		for _, doc := range strings.Split(string(res.Manifest), "\n---\n") {
+			var s struct {
+				Metadata struct{ Name string }
+				Data     map[string][]byte
+			}
+			if err := k8syaml.Unmarshal([]byte(doc), &s); err == nil && s.Metadata.Name != "" {
+				secrets[s.Metadata.Name] = map[string]string{}
+				for k, v := range s.Data {
+					secrets[s.Metadata.Name][k] = string(v)
+				}
+			}
+		}
+		if env := secrets["env"]; env["API_TOKEN"] != "env-token-value" || env["REGION"] != "eu" || len(env) != 2 {
+			t.Errorf("%s: the dotenv Secret %v, want API_TOKEN and REGION only, decrypted", mode, env)
+		}
+		if ini := secrets["ini"]["app.ini"]; !strings.Contains(ini, "password = ini-pass-value") || strings.Contains(ini, "sops") {
+			t.Errorf("%s: the INI Secret holds %q", mode, ini)
+		}
+	}
+	for _, v := range []string{"env-token-value", "ini-pass-value"} {
+		if !d.Reveals([]byte("a log line with " + v)) {
+			t.Errorf("the decryptor does not know %q, a value it decrypted", v)
+		}
+	}
 }
