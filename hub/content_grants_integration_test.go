@@ -211,3 +211,43 @@ func TestSharedGrantIsKeptForTheWholePruneDelay(t *testing.T) {
 		}
 	}
 }
+
+// Issue of slow stagings: a shared grant made for clusters whose deployments are not written
+// yet is kept for as long as the staging renews it, however far past the prune delay, and goes
+// within the delay once the staging ends (nothing references its content here).
+func TestSharedGrantIsKeptWhileItsStagingLasts(t *testing.T) {
+	c := apiClient(t)
+	ctx := context.Background()
+	ns := namespace(t, c)
+	ref := model.ContentRef{Namespace: ns, ID: "s-slow"}
+	const delay = 400 * time.Millisecond
+	if err := access.GrantShared(ctx, c, ref, []string{"cluster-ns-a", "cluster-ns-b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}
+	pruner := &access.ContentGrantReconciler{Client: c, Delay: delay, Now: time.Now}
+	prune := func() (reconcile.Result, bool) {
+		res, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var binding rbacv1.RoleBinding
+		return res, c.Get(ctx, key, &binding) == nil && len(binding.Subjects) == 2
+	}
+	stop := access.KeepShared(ctx, c, []model.ContentRef{ref}, delay)
+	// The pruner runs as soon as it asks to, for five prune delays of staging.
+	for end := time.Now().Add(5 * delay); time.Now().Before(end); {
+		res, kept := prune()
+		if !kept {
+			stop()
+			t.Fatal("the grant was pruned while its staging was renewing it")
+		}
+		time.Sleep(min(res.RequeueAfter, 50*time.Millisecond))
+	}
+	stop()
+	waitUntil(t, "the grant goes once its staging ended", func() bool {
+		res, _ := prune()
+		var binding rbacv1.RoleBinding
+		return res.RequeueAfter == 0 && apierrors.IsNotFound(c.Get(ctx, key, &binding))
+	})
+}

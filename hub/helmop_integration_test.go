@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/testpki"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/report"
 )
 
 // chartArchive packages chart web at version: a ConfigMap naming the version and the color value.
@@ -225,6 +226,15 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 	}
 	if o := f.helmOp("web", "read", func(*v1alpha1.HelmOp) bool { return true }); o.Status.Version != "1.0.1" {
 		t.Errorf("status.version %q after 2.0.0", o.Status.Version)
+	}
+	// flotilla status shows it as it shows a GitRepo.
+	st, err := report.Collect(context.Background(), f.c, f.ns, "web")
+	if err != nil || len(st.GitRepos) != 0 || len(st.HelmOps) != 1 || len(st.HelmOps[0].Bundles) != 1 || st.HelmOps[0].Bundles[0].Revision != 2 {
+		t.Fatalf("flotilla status: %+v, %v", st, err)
+	}
+	var text strings.Builder
+	if err := st.WriteText(&text); err != nil || !strings.Contains(text.String(), "HelmOp "+f.ns+"/web  "+charts.url+" web  version 1.0.1") {
+		t.Errorf("flotilla status:\n%s", text.String())
 	}
 }
 

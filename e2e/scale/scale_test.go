@@ -125,14 +125,36 @@ func fastConfig() *rest.Config {
 	return cfg
 }
 
+// BenchmarkFleet runs fleets of bundles × clusters: by default the sizes CI's machine takes in
+// minutes; SCALE_FLEETS (such as "1x5000,1x10000,50x1000") runs those fleet sizes instead.
 func BenchmarkFleet(b *testing.B) {
-	for _, sc := range []struct{ bundles, clusters int }{{1, 200}, {50, 50}, {10, 500}} {
+	for _, sc := range fleetSizes(b, []fleetSize{{1, 200}, {50, 50}, {10, 500}}) {
 		b.Run(fmt.Sprintf("%dbundles-x-%dclusters", sc.bundles, sc.clusters), func(b *testing.B) {
 			for b.Loop() {
 				runScenario(b, sc.bundles, sc.clusters, false)
 			}
 		})
 	}
+}
+
+// fleetSize is a benchmark's fleet: bundles, each targeting every one of clusters.
+type fleetSize struct{ bundles, clusters int }
+
+// fleetSizes are the sizes SCALE_FLEETS names, or def.
+func fleetSizes(b *testing.B, def []fleetSize) []fleetSize {
+	spec := os.Getenv("SCALE_FLEETS")
+	if spec == "" {
+		return def
+	}
+	var out []fleetSize
+	for _, f := range strings.Split(spec, ",") {
+		var sz fleetSize
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%dx%d", &sz.bundles, &sz.clusters); err != nil || sz.bundles < 1 || sz.clusters < 1 {
+			b.Fatalf("SCALE_FLEETS: %q is not BUNDLESxCLUSTERS", f)
+		}
+		out = append(out, sz)
+	}
+	return out
 }
 
 // BenchmarkFleetWithChecks is BenchmarkFleet's 10 × 500 fleet with a Cluster analysis check on

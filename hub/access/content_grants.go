@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -174,6 +176,50 @@ func GrantShared(ctx context.Context, c client.Client, ref model.ContentRef, clu
 		return fmt.Errorf("failed to grant %s to more agents: %w", key, err)
 	}
 	return nil
+}
+
+// RenewShared marks the shared grants of refs as granted now, so that the prune delay counts
+// from now: a commit whose staging lasts longer than the delay keeps the grants it made for the
+// clusters it has not written yet (their deployments are not there to keep them). One write
+// per grant, whatever the number of its clusters; a grant that is gone is left gone.
+func RenewShared(ctx context.Context, c client.Client, refs []model.ContentRef, now time.Time) error {
+	var errs []error
+	for _, ref := range refs {
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ContentGrantName(ref.ID), Namespace: ref.Namespace}}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotationGrantedAt, now.UTC().Format(time.RFC3339Nano))
+		if err := c.Patch(ctx, binding, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("failed to renew the grant of content %s: %w", ref, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// KeepShared renews the shared grants of refs every half prune delay until the returned stop
+// is called (and has returned): for as long as the deployments they were made for are being
+// written.
+func KeepShared(ctx context.Context, c client.Client, refs []model.ContentRef, pruneDelay time.Duration) (stop func()) {
+	if len(refs) == 0 || pruneDelay <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(max(pruneDelay/2, 100*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				// Grants age on the wall clock, whatever the rollouts' clock says.
+				if err := RenewShared(ctx, c, refs, time.Now()); err != nil && ctx.Err() == nil {
+					log.FromContext(ctx).Info("shared grants not renewed; the staging goes on", "error", err.Error())
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // sharedGrantCovers reports whether the shared grant of ref names the agent of the cluster

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/mod/semver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -29,6 +30,8 @@ import (
 // the state function the hub uses.
 type Status struct {
 	GitRepos []GitRepo `json:"gitRepos"`
+	// HelmOps are the charts deployed without git.
+	HelmOps []HelmOp `json:"helmOps,omitempty"`
 	// HubVersion is the hub's recorded version; OlderAgents the clusters whose agent is older.
 	HubVersion  string   `json:"hubVersion,omitempty"`
 	OlderAgents []string `json:"olderAgents,omitempty"`
@@ -40,6 +43,19 @@ type GitRepo struct {
 	Name          string               `json:"name"`
 	Repo          string               `json:"repo"`
 	Commit        string               `json:"commit,omitempty"`
+	State         string               `json:"state,omitempty"`
+	ReadyClusters string               `json:"readyClusters,omitempty"`
+	Summary       v1alpha1.StateCounts `json:"summary"`
+	Problems      []string             `json:"problems,omitempty"`
+	Bundles       []Bundle             `json:"bundles"`
+}
+
+// HelmOp is one HelmOp and its bundle.
+type HelmOp struct {
+	Namespace     string               `json:"namespace"`
+	Name          string               `json:"name"`
+	Chart         string               `json:"chart"`
+	Version       string               `json:"version,omitempty"`
 	State         string               `json:"state,omitempty"`
 	ReadyClusters string               `json:"readyClusters,omitempty"`
 	Summary       v1alpha1.StateCounts `json:"summary"`
@@ -96,21 +112,33 @@ func Collect(ctx context.Context, c client.Reader, namespace, name string) (*Sta
 		}
 		g := GitRepo{Namespace: repo.Namespace, Name: repo.Name, Repo: repo.Spec.Repo, Commit: repo.Status.Commit, State: repo.Status.Display.State,
 			ReadyClusters: repo.Status.Display.ReadyClusters, Summary: repo.Status.Summary, Bundles: []Bundle{}}
-		g.Problems = Problems(&repo)
-		var bundles v1alpha1.BundleList
-		if err := c.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{model.LabelGitRepo: repo.Name}); err != nil {
+		g.Problems = problems(repo.Status.Conditions)
+		var err error
+		if g.Bundles, err = collectBundles(ctx, c, repo.Namespace, model.LabelGitRepo, repo.Name); err != nil {
 			return nil, err
-		}
-		for i := range bundles.Items {
-			b, err := CollectBundle(ctx, c, &bundles.Items[i])
-			if err != nil {
-				return nil, err
-			}
-			g.Bundles = append(g.Bundles, b)
 		}
 		st.GitRepos = append(st.GitRepos, g)
 	}
-	if name != "" && len(st.GitRepos) == 0 {
+	var ops v1alpha1.HelmOpList
+	if err := c.List(ctx, &ops, client.InNamespace(namespace)); err != nil && !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("failed to list helmops: %w", err)
+	}
+	for _, op := range ops.Items {
+		if name != "" && op.Name != name {
+			continue
+		}
+		h := HelmOp{Namespace: op.Namespace, Name: op.Name, Chart: op.Spec.Helm.Repo, Version: op.Status.Version, State: op.Status.Display.State,
+			ReadyClusters: op.Status.Display.ReadyClusters, Summary: op.Status.Summary, Problems: problems(op.Status.Conditions)}
+		if op.Spec.Helm.Chart != "" {
+			h.Chart += " " + op.Spec.Helm.Chart
+		}
+		var err error
+		if h.Bundles, err = collectBundles(ctx, c, op.Namespace, model.LabelHelmOp, op.Name); err != nil {
+			return nil, err
+		}
+		st.HelmOps = append(st.HelmOps, h)
+	}
+	if name != "" && len(st.GitRepos) == 0 && len(st.HelmOps) == 0 {
 		// As kubectl get says it: a name that names nothing is an error, not an empty report.
 		return nil, fmt.Errorf("namespace %s: %w", namespace, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("gitrepos").GroupResource(), name))
 	}
@@ -119,11 +147,30 @@ func Collect(ctx context.Context, c client.Reader, namespace, name string) (*Sta
 	return st, err
 }
 
+// collectBundles reads the bundles of a source: those of namespace labelled label=name.
+func collectBundles(ctx context.Context, c client.Reader, namespace, label, name string) ([]Bundle, error) {
+	var bundles v1alpha1.BundleList
+	if err := c.List(ctx, &bundles, client.InNamespace(namespace), client.MatchingLabels{label: name}); err != nil {
+		return nil, err
+	}
+	out := []Bundle{}
+	for i := range bundles.Items {
+		b, err := CollectBundle(ctx, c, &bundles.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
 // Problems are the conditions of a GitRepo a person should see: each one not True (but Ready,
 // which the state shows) and a paused rollout, as "Type: message".
-func Problems(repo *v1alpha1.GitRepo) []string {
+func Problems(repo *v1alpha1.GitRepo) []string { return problems(repo.Status.Conditions) }
+
+func problems(conds []metav1.Condition) []string {
 	var out []string
-	for _, cond := range repo.Status.Conditions {
+	for _, cond := range conds {
 		if cond.Status != "True" && cond.Type != v1alpha1.ReadyCondition || cond.Type == v1alpha1.RolloutPausedCondition {
 			out = append(out, cond.Type+": "+cond.Message)
 		}
@@ -196,56 +243,14 @@ func (st *Status) WriteText(out io.Writer) error {
 		for _, p := range repo.Problems {
 			fmt.Fprintf(w, "  ! %s\n", p)
 		}
-		for _, b := range repo.Bundles {
-			fmt.Fprintf(w, "  Bundle %s (%s)  revision %d  %s %s  %s\n", b.Name, b.Path, b.Revision, bar(b.Summary), b.ReadyClusters, b.State)
-			switch {
-			case b.Waiting != "":
-				fmt.Fprintf(w, "    waiting: %s\n", b.Waiting)
-			case b.Now != "":
-				fmt.Fprintf(w, "    now: %s\n", b.Now)
-			}
-			for _, warning := range b.Warnings {
-				fmt.Fprintf(w, "    warning: %s\n", warning)
-			}
-			writeOutcome(w, b)
-			for _, a := range b.Analysis {
-				fmt.Fprintf(w, "    analysis %s\trevision %d\t%s\t%s\t%s\n", a.Check, a.Revision, a.Verdict, verdictCounts(a), analysisDetail(a))
-			}
-			for _, p := range b.Partitions {
-				state := "Ready"
-				if !p.Ready {
-					state = "NotReady"
-				}
-				fmt.Fprintf(w, "    Partition %s\t%d clusters\t%d unavailable (max %d)\t%s\n", p.Name, p.Count, p.Unavailable, p.MaxUnavailable, state)
-			}
-			for _, s := range b.Stages {
-				fmt.Fprintf(w, "    Stage %s\t%d/%d clusters done\t%s\n", s.Name, s.Completed, s.Clusters, s.State)
-			}
-			for _, g := range b.Sequence {
-				for _, r := range g.Revisions {
-					fmt.Fprintf(w, "    Group %s\trevision %d\t%s\t%s\n", g.Name, r.Index, r.State, r.Message)
-				}
-			}
-			_ = w.Flush() // the cluster table aligns on its own, not with the partition lines
-			fmt.Fprintln(w, "    CLUSTER\tSTATE\tSTAGED\tRELEASED\tAPPLIED\tDETAIL")
-			for _, cl := range b.Clusters {
-				released := "-"
-				if cl.Released != nil {
-					released = fmt.Sprint(*cl.Released)
-				}
-				fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", cl.Name, cl.State, cl.Staged, released, cl.Applied, cl.Detail)
-				// The detail names the first object not ready; the next few follow it.
-				for i, r := range cl.NotReady[min(1, len(cl.NotReady)):min(maxNotReadyShown, len(cl.NotReady))] {
-					fmt.Fprintf(w, "    \t\t\t\t\t%s\n", r)
-					if i == maxNotReadyShown-2 && len(cl.NotReady) > maxNotReadyShown {
-						fmt.Fprintf(w, "    \t\t\t\t\t(and %d more objects not ready)\n", len(cl.NotReady)-maxNotReadyShown)
-					}
-				}
-			}
-			if n := b.Summary.Pending; n > 0 {
-				fmt.Fprintf(w, "    (%d more clusters Pending: the rollout has not reached them)\n", n)
-			}
+		writeBundles(w, repo.Bundles)
+	}
+	for _, op := range st.HelmOps {
+		fmt.Fprintf(w, "HelmOp %s/%s  %s  version %s  %s %s\n", op.Namespace, op.Name, op.Chart, op.Version, bar(op.Summary), op.ReadyClusters)
+		for _, p := range op.Problems {
+			fmt.Fprintf(w, "  ! %s\n", p)
 		}
+		writeBundles(w, op.Bundles)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -255,6 +260,61 @@ func (st *Status) WriteText(out io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// writeBundles prints each bundle of a source: why it waits, its partitions, stages or groups,
+// and a table of its clusters.
+func writeBundles(w *tabwriter.Writer, bundles []Bundle) {
+	for _, b := range bundles {
+		fmt.Fprintf(w, "  Bundle %s (%s)  revision %d  %s %s  %s\n", b.Name, b.Path, b.Revision, bar(b.Summary), b.ReadyClusters, b.State)
+		switch {
+		case b.Waiting != "":
+			fmt.Fprintf(w, "    waiting: %s\n", b.Waiting)
+		case b.Now != "":
+			fmt.Fprintf(w, "    now: %s\n", b.Now)
+		}
+		for _, warning := range b.Warnings {
+			fmt.Fprintf(w, "    warning: %s\n", warning)
+		}
+		writeOutcome(w, b)
+		for _, a := range b.Analysis {
+			fmt.Fprintf(w, "    analysis %s\trevision %d\t%s\t%s\t%s\n", a.Check, a.Revision, a.Verdict, verdictCounts(a), analysisDetail(a))
+		}
+		for _, p := range b.Partitions {
+			state := "Ready"
+			if !p.Ready {
+				state = "NotReady"
+			}
+			fmt.Fprintf(w, "    Partition %s\t%d clusters\t%d unavailable (max %d)\t%s\n", p.Name, p.Count, p.Unavailable, p.MaxUnavailable, state)
+		}
+		for _, s := range b.Stages {
+			fmt.Fprintf(w, "    Stage %s\t%d/%d clusters done\t%s\n", s.Name, s.Completed, s.Clusters, s.State)
+		}
+		for _, g := range b.Sequence {
+			for _, r := range g.Revisions {
+				fmt.Fprintf(w, "    Group %s\trevision %d\t%s\t%s\n", g.Name, r.Index, r.State, r.Message)
+			}
+		}
+		_ = w.Flush() // the cluster table aligns on its own, not with the partition lines
+		fmt.Fprintln(w, "    CLUSTER\tSTATE\tSTAGED\tRELEASED\tAPPLIED\tDETAIL")
+		for _, cl := range b.Clusters {
+			released := "-"
+			if cl.Released != nil {
+				released = fmt.Sprint(*cl.Released)
+			}
+			fmt.Fprintf(w, "    %s\t%s\t%d\t%s\t%d\t%s\n", cl.Name, cl.State, cl.Staged, released, cl.Applied, cl.Detail)
+			// The detail names the first object not ready; the next few follow it.
+			for i, r := range cl.NotReady[min(1, len(cl.NotReady)):min(maxNotReadyShown, len(cl.NotReady))] {
+				fmt.Fprintf(w, "    \t\t\t\t\t%s\n", r)
+				if i == maxNotReadyShown-2 && len(cl.NotReady) > maxNotReadyShown {
+					fmt.Fprintf(w, "    \t\t\t\t\t(and %d more objects not ready)\n", len(cl.NotReady)-maxNotReadyShown)
+				}
+			}
+		}
+		if n := b.Summary.Pending; n > 0 {
+			fmt.Fprintf(w, "    (%d more clusters Pending: the rollout has not reached them)\n", n)
+		}
+	}
 }
 
 // olderAgents returns the hub's recorded version (model.HubVersionConfigMap) and the clusters

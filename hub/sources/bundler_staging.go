@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/flotilla-dev/flotilla/bundle"
@@ -65,6 +66,10 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	// A staging slower than the prune delay (a large fleet, a slow API server) keeps the grants
+	// of the clusters it reaches last: without, the pruner would drop them, and each such
+	// cluster would cost a write of its own Role.
+	defer access.KeepShared(ctx, b.Client, slices.Collect(maps.Keys(grants.Shared)), b.GrantPruneDelay)()
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(deploy.StageWorkers)
 	for _, c := range clusters {
