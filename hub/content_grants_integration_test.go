@@ -212,42 +212,47 @@ func TestSharedGrantIsKeptForTheWholePruneDelay(t *testing.T) {
 	}
 }
 
-// Issue of slow stagings: a shared grant made for clusters whose deployments are not written
-// yet is kept for as long as the staging renews it, however far past the prune delay, and goes
-// within the delay once the staging ends (nothing references its content here).
+// A shared grant made for clusters whose deployments are not written yet (a staging slower
+// than the prune delay: a large fleet, a slow API server) is kept by the hub's pruner for as
+// long as the staging renews it, however far past the delay, and goes once the staging ended
+// (nothing references its content here). A grant that is not renewed goes after the delay.
 func TestSharedGrantIsKeptWhileItsStagingLasts(t *testing.T) {
-	c := apiClient(t)
+	const delay = 400 * time.Millisecond
+	c, _ := startHub(t, Options{GrantPruneDelay: delay})
 	ctx := context.Background()
 	ns := namespace(t, c)
-	ref := model.ContentRef{Namespace: ns, ID: "s-slow"}
-	const delay = 400 * time.Millisecond
-	if err := access.GrantShared(ctx, c, ref, []string{"cluster-ns-a", "cluster-ns-b"}, time.Now()); err != nil {
-		t.Fatal(err)
+	gone := func(key types.NamespacedName) bool {
+		var binding rbacv1.RoleBinding
+		return apierrors.IsNotFound(c.Get(ctx, key, &binding))
 	}
-	key := types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}
-	pruner := &access.ContentGrantReconciler{Client: c, Delay: delay, Now: time.Now}
-	prune := func() (reconcile.Result, bool) {
-		res, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key})
-		if err != nil {
+	grant := func(id string) types.NamespacedName {
+		if err := access.GrantShared(ctx, c, model.ContentRef{Namespace: ns, ID: id}, []string{"cluster-ns-a", "cluster-ns-b"}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		var binding rbacv1.RoleBinding
-		return res, c.Get(ctx, key, &binding) == nil && len(binding.Subjects) == 2
+		return types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(id)}
 	}
+	// The hub's pruner at work: a grant nobody renews and nothing references goes.
+	unrenewed := grant("s-unrenewed")
+	waitUntil(t, "a grant nobody renews goes", func() bool { return gone(unrenewed) })
+
+	ref := model.ContentRef{Namespace: ns, ID: "s-slow"}
+	key := grant(ref.ID)
 	stop := access.KeepShared(ctx, c, []model.ContentRef{ref}, delay)
-	// The pruner runs as soon as it asks to, for five prune delays of staging.
-	for end := time.Now().Add(5 * delay); time.Now().Before(end); {
-		res, kept := prune()
-		if !kept {
+	renewals, last := 0, ""
+	// Five prune delays of staging, the grant read as often as the pruner could act on it.
+	for end := time.Now().Add(5 * delay); time.Now().Before(end); time.Sleep(delay / 8) {
+		var binding rbacv1.RoleBinding
+		if err := c.Get(ctx, key, &binding); err != nil || len(binding.Subjects) != 2 {
 			stop()
-			t.Fatal("the grant was pruned while its staging was renewing it")
+			t.Fatalf("the grant was pruned while its staging renewed it: %v, %d subjects", err, len(binding.Subjects))
 		}
-		time.Sleep(min(res.RequeueAfter, 50*time.Millisecond))
+		if at := binding.Annotations["flotilla.dev/granted-at"]; at != last {
+			renewals, last = renewals+1, at
+		}
 	}
 	stop()
-	waitUntil(t, "the grant goes once its staging ended", func() bool {
-		res, _ := prune()
-		var binding rbacv1.RoleBinding
-		return res.RequeueAfter == 0 && apierrors.IsNotFound(c.Get(ctx, key, &binding))
-	})
+	if renewals < 5 {
+		t.Errorf("the grant was renewed %d times in five prune delays", renewals-1)
+	}
+	waitUntil(t, "the grant goes once its staging ended", func() bool { return gone(key) })
 }
