@@ -10,7 +10,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,18 +18,18 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 	helmregistry "helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/repo"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/e2e/helmchart"
 	"github.com/flotilla-dev/flotilla/e2e/reftools"
 	"github.com/flotilla-dev/flotilla/e2e/testpki"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -41,21 +40,8 @@ import (
 // chartArchive packages chart web at version: a ConfigMap naming the version and the color value.
 func chartArchive(t *testing.T, version string) []byte {
 	t.Helper()
-	ch := &chart.Chart{
-		Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "web", Version: version},
-		Values:   map[string]any{"color": "grey"},
-		Templates: []*chart.File{{Name: "templates/settings.yaml", Data: []byte(
-			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-settings}\ndata: {version: {{ .Chart.Version | quote }}, color: {{ .Values.color | quote }}}\n")}},
-	}
-	path, err := chartutil.Save(ch, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return helmchart.Archive(t, "web", version, map[string]any{"color": "grey"}, map[string]string{"settings.yaml": "apiVersion: v1\nkind: ConfigMap\n" +
+		"metadata: {name: {{ .Release.Name }}-settings}\ndata: {version: {{ .Chart.Version | quote }}, color: {{ .Values.color | quote }}}\n"})
 }
 
 // chartRepository is a Helm repository on loopback over TLS of its own CA, behind a login; it
@@ -183,7 +169,7 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 	clusters := clustersNamed(map[string]string{"ring": "main"}, "m1", "m2")
 	clusters["c1"] = map[string]string{"ring": "canary"}
 	op := &v1alpha1.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.HelmOpSpec{
-		Helm:             v1alpha1.HelmOpChart{Repo: charts.url, Chart: "web", Version: "~1.0", Values: &apiextensionsv1.JSON{Raw: []byte(`{"color":"teal"}`)}},
+		Helm:             v1alpha1.HelmOpChart{Repo: charts.url, Chart: "web", Version: "~1.0", Values: &runtime.RawExtension{Raw: []byte(`{"color":"teal"}`)}},
 		DefaultNamespace: "web", HelmSecretRef: &v1alpha1.LocalObjectReference{Name: "charts-login"}, CABundle: []byte(charts.caPEM),
 		PollingInterval: &metav1.Duration{Duration: time.Second},
 		Targets:         []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
@@ -191,7 +177,16 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 			{Name: "canary", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}},
 			{Name: "rest", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "main"}}}}}},
 	}}
-	f := helmOpFleet(t, clusters, op, chartsLogin())
+	// An alert of the HelmOp's events, its bundle's included.
+	hook := newHookReceiver(t, "hook-key")
+	alerting := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook"}, Data: map[string][]byte{"address": []byte(hook.URL), "hmacKey": hook.key}},
+		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Name: "hook"},
+			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGenericHMAC, SecretRef: &v1alpha1.LocalSecretReference{Name: "hook"}}},
+		&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.AlertSpec{
+			ProviderRef: v1alpha1.LocalSecretReference{Name: "hook"}, EventSources: []v1alpha1.EventSource{{Kind: "HelmOp", Name: "web"}}}},
+	}
+	f := helmOpFleet(t, clusters, op, append(alerting, chartsLogin())...)
 
 	f.releasedExactly(1, "canary", "c1")
 	if got := f.releasedContent("c1"); !strings.Contains(got, `version: 1.0.0`) || !strings.Contains(got, `color: teal`) || !strings.Contains(got, "name: web-settings") {
@@ -227,6 +222,10 @@ func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 	if o := f.helmOp("web", "read", func(*v1alpha1.HelmOp) bool { return true }); o.Status.Version != "1.0.1" {
 		t.Errorf("status.version %q after 2.0.0", o.Status.Version)
 	}
+	waitUntil(t, "the alert tells the HelmOp's story and its bundle's", func() bool {
+		told := strings.Join(hook.reasons(), "\n")
+		return strings.Contains(told, "HelmOp/web VersionPickedUp") && strings.Contains(told, "HelmOp/web RevisionStaged") && strings.Contains(told, "Bundle/web PartitionReleased")
+	}, func() string { return strings.Join(hook.reasons(), "\n") })
 	// flotilla status shows it as it shows a GitRepo.
 	st, err := report.Collect(context.Background(), f.c, f.ns, "web")
 	if err != nil || len(st.GitRepos) != 0 || len(st.HelmOps) != 1 || len(st.HelmOps[0].Bundles) != 1 || st.HelmOps[0].Bundles[0].Revision != 2 {

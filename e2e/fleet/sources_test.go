@@ -18,15 +18,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 	helmregistry "helm.sh/helm/v3/pkg/registry"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/helmchart"
 	"github.com/flotilla-dev/flotilla/e2e/testpki"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
@@ -96,19 +95,8 @@ func TestHelmOpRollsOutAChartCanaryFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := func(version string) {
-		ch := &chart.Chart{
-			Metadata:  &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "web", Version: version},
-			Values:    map[string]any{"registry": "example.invalid"},
-			Templates: []*chart.File{{Name: "templates/web.yaml", Data: []byte(webManifest("{{ .Values.registry }}/web:{{ .Chart.Version }}"))}},
-		}
-		path, err := chartutil.Save(ch, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := helmchart.Archive(t, "web", version, map[string]any{"registry": "example.invalid"},
+			map[string]string{"web.yaml": webManifest("{{ .Values.registry }}/web:{{ .Chart.Version }}")})
 		if _, err := pusher.Push(data, host+"/charts/web:"+version); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +105,7 @@ func TestHelmOpRollsOutAChartCanaryFirst(t *testing.T) {
 	f := startFleet(t)
 	zero := intstr.FromInt32(0)
 	op := &v1alpha1.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}, Spec: v1alpha1.HelmOpSpec{
-		Helm:             v1alpha1.HelmOpChart{Repo: "oci://" + host + "/charts", Chart: "web", Version: "~1.0", Values: &apiextensionsv1.JSON{Raw: []byte(`{"registry":"registry.example"}`)}},
+		Helm:             v1alpha1.HelmOpChart{Repo: "oci://" + host + "/charts", Chart: "web", Version: "~1.0", Values: &runtime.RawExtension{Raw: []byte(`{"registry":"registry.example"}`)}},
 		DefaultNamespace: "helmop-shop", CABundle: ca.PEM(), PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
 		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
 		RolloutStrategy: &v1alpha1.RolloutStrategy{MaxUnavailable: &zero, Partitions: []v1alpha1.Partition{

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -26,7 +26,7 @@ func TestFleetFilePinsTheVersionAndKeepsTheHelmOpsSettings(t *testing.T) {
 		err     string
 	}{
 		{"a Helm repository's chart", v1alpha1.HelmOpSpec{
-			Helm:             v1alpha1.HelmOpChart{Repo: "https://charts.example.com/stable", Chart: "web", Version: "~1.0", Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicas":3,"image":{"tag":"v2"}}`)}},
+			Helm:             v1alpha1.HelmOpChart{Repo: "https://charts.example.com/stable", Chart: "web", Version: "~1.0", Values: &runtime.RawExtension{Raw: []byte(`{"replicas":3,"image":{"tag":"v2"}}`)}},
 			DefaultNamespace: "web", RolloutStrategy: &v1alpha1.RolloutStrategy{MaxUnavailable: &zero, Partitions: []v1alpha1.Partition{{Name: "canary", ClusterMatch: v1alpha1.ClusterMatch{ClusterName: "c1"}}}},
 		}, Version{Version: "1.0.3", Digest: "abc"}, func(t *testing.T, f *bundle.FleetYAML) {
 			h := f.Helm
@@ -53,7 +53,7 @@ func TestFleetFilePinsTheVersionAndKeepsTheHelmOpsSettings(t *testing.T) {
 		}, ""},
 		{"an OCI chart without a digest is not pinned to a tag", v1alpha1.HelmOpSpec{Helm: v1alpha1.HelmOpChart{Repo: "oci://registry.example.com/charts/web"}},
 			Version{Version: "2.1.0"}, nil, "no digest to pin"},
-		{"values that are not an object", v1alpha1.HelmOpSpec{Helm: v1alpha1.HelmOpChart{Repo: "https://charts.example.com", Chart: "web", Values: &apiextensionsv1.JSON{Raw: []byte(`[1]`)}}},
+		{"values that are not an object", v1alpha1.HelmOpSpec{Helm: v1alpha1.HelmOpChart{Repo: "https://charts.example.com", Chart: "web", Values: &runtime.RawExtension{Raw: []byte(`[1]`)}}},
 			Version{Version: "1.0.0"}, nil, "spec.helm.values"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 // resolvedFor is how long a provider's secrets are reused before they are read again.
 const resolvedFor = 30 * time.Second
 
-// Cluster is the hub's Directory: alerts, providers, runs, bundles and GitRepos from the
+// Cluster is the hub's Directory: alerts, providers, runs, bundles, GitRepos and HelmOps from the
 // informer cache (Cached), Secrets from the API server (Uncached: the hub caches no Secret).
 type Cluster struct {
 	Cached, Uncached client.Reader
@@ -49,7 +49,7 @@ func (c *Cluster) Alerts(ctx context.Context, ns string) ([]v1alpha1.Alert, erro
 	return list.Items, nil
 }
 
-// Lineage is a run's bundle and a bundle's GitRepo, as the cache has them.
+// Lineage is a run's bundle and a bundle's GitRepo or HelmOp, as the cache has them.
 func (c *Cluster) Lineage(ctx context.Context, t events.Told) []Subject {
 	var out []Subject
 	bundle := ""
@@ -76,6 +76,12 @@ func (c *Cluster) Lineage(ctx context.Context, t events.Told) []Subject {
 		var gr v1alpha1.GitRepo
 		if c.Cached.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: repo}, &gr) == nil {
 			out = append(out, Subject{Kind: "GitRepo", Name: gr.Name, Labels: gr.Labels})
+		}
+	}
+	if name := bun.Labels[model.LabelHelmOp]; name != "" {
+		var op v1alpha1.HelmOp
+		if c.Cached.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: name}, &op) == nil {
+			out = append(out, Subject{Kind: "HelmOp", Name: op.Name, Labels: op.Labels})
 		}
 	}
 	return out

@@ -1,8 +1,8 @@
 package v1alpha1
 
 import (
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // HelmOpSpec deploys one Helm chart from a chart repository or an OCI registry, without git:
@@ -89,7 +89,7 @@ type HelmOpChart struct {
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
-	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+	Values *runtime.RawExtension `json:"values,omitempty"`
 	// TimeoutSeconds bounds the agent's apply of one release.
 	// +optional
 	// +kubebuilder:validation:Minimum=0

@@ -146,10 +146,10 @@ type AlertSpec struct {
 }
 
 // EventSource selects the events of objects of one kind in the alert's namespace, by name
-// ("*" for all) or labels. A GitRepo source takes its bundles' events too, and a Bundle
-// source its runs'.
+// ("*" for all) or labels. A GitRepo or HelmOp source takes its bundles' events too, and a
+// Bundle source its runs'.
 type EventSource struct {
-	// +kubebuilder:validation:Enum=GitRepo;Bundle;StagedUpdateRun;RolloutSequence;Cluster
+	// +kubebuilder:validation:Enum=GitRepo;HelmOp;Bundle;StagedUpdateRun;RolloutSequence;Cluster
 	Kind string `json:"kind"`
 	// Name is the object's name, or "*" (default) for every object of the kind.
 	// +optional
