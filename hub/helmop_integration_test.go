@@ -163,7 +163,7 @@ func condition(conds []metav1.Condition, typ string) metav1.Condition {
 // A HelmOp follows a chart of a Helm repository (its own CA, behind a login) by semver range:
 // each new version in the range is a new revision that rolls out canary first, under the
 // HelmOp's partitions; a version outside the range changes nothing.
-func TestHelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
+func TestR1_7_HelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 	charts := newChartRepository(t)
 	charts.publish(t, "1.0.0")
 	clusters := clustersNamed(map[string]string{"ring": "main"}, "m1", "m2")

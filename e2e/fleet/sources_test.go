@@ -80,7 +80,7 @@ func TestOCIArtifactDeploysToWorkloadClusters(t *testing.T) {
 // does) is deployed to the workload clusters by the hub and their agents; a new chart version
 // rolls out canary first: while the canary's agent is away, the rest are not released it; once
 // the canary is back and has applied it, it reaches the rest.
-func TestHelmOpRollsOutAChartCanaryFirst(t *testing.T) {
+func TestR1_7_HelmOpRollsOutAChartCanaryFirst(t *testing.T) {
 	ca := testpki.NewCA(t, "registry-ca")
 	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1")}}

@@ -65,6 +65,9 @@ type SourceReconciler struct {
 	// rerender counts, per HelmOp, the changes of its clusters that ask for it to be rendered
 	// again (a cluster joined, left or changed labels; a restriction changed).
 	rerender map[types.NamespacedName]int
+	// announced is each HelmOp's last version told as picked up: a version that keeps failing
+	// to render is told once, not at every poll.
+	announced map[types.NamespacedName]Version
 }
 
 // renderedFrom is what a render took: the version, the HelmOp's spec and its clusters' changes.
@@ -75,7 +78,7 @@ type renderedFrom struct {
 }
 
 func (r *SourceReconciler) Setup(mgr ctrl.Manager) error {
-	r.rendered, r.rerender = map[types.NamespacedName]renderedFrom{}, map[types.NamespacedName]int{}
+	r.rendered, r.rerender, r.announced = map[types.NamespacedName]renderedFrom{}, map[types.NamespacedName]int{}, map[types.NamespacedName]Version{}
 	reRender := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var ops v1alpha1.HelmOpList
 		if err := r.Client.List(ctx, &ops, client.InNamespace(o.GetNamespace())); err != nil {
@@ -124,6 +127,7 @@ func (r *SourceReconciler) gone(_ context.Context, key types.NamespacedName) err
 	defer r.mu.Unlock()
 	delete(r.rendered, key)
 	delete(r.rerender, key)
+	delete(r.announced, key)
 	return nil
 }
 
@@ -262,7 +266,12 @@ func (r *SourceReconciler) render(ctx context.Context, op *v1alpha1.HelmOp, v Ve
 	if err := os.WriteFile(filepath.Join(dir, bundle.FleetFileName), data, 0o600); err != nil {
 		return fmt.Errorf("failed to write the fleet.yaml of helmop %s: %w", op.Name, err)
 	}
-	if op.Status.Version != v.Version || op.Status.Digest != v.Digest {
+	key := client.ObjectKeyFromObject(op)
+	r.mu.Lock()
+	announce := r.announced[key] != v && (op.Status.Version != v.Version || op.Status.Digest != v.Digest)
+	r.announced[key] = v
+	r.mu.Unlock()
+	if announce {
 		r.Recorder.Normal(op, v1alpha1.EventVersionPickedUp, "version %s of %s picked up", v.Version, chartName(op))
 	}
 	origin := sources.Origin{GitRepo: repoView(op), Object: op, Label: model.LabelHelmOp, Revision: func(id string) string { return "version " + id }}
