@@ -458,6 +458,13 @@ func compareSequenceWithPlan(t *testing.T, c sequenceCase) {
 			}
 		}
 	}
+	// The hub starts a soak when it sees the group Ready, at its own clock: it must have seen
+	// every report before the clock moves on.
+	hubCountsReady := func() {
+		f.until(fmt.Sprintf("at %s the hub counts %d clusters Ready on revision 2", now, readyOn2), func() bool {
+			return int(f.getBundle().Status.Summary.Ready) == readyOn2
+		})
+	}
 	for i := 0; i < len(plan.Steps); {
 		m := plan.Steps[i]
 		// A report between two moments starts a soak at its own time: the hub must see it
@@ -472,9 +479,7 @@ func compareSequenceWithPlan(t *testing.T, c sequenceCase) {
 			clock.advance(nextReady - now)
 			now = nextReady
 			report()
-			f.until(fmt.Sprintf("at %s the hub counts %d clusters Ready on revision 2", now, readyOn2), func() bool {
-				return int(f.getBundle().Status.Summary.Ready) == readyOn2
-			})
+			hubCountsReady()
 			continue
 		}
 		if m.At > now {
@@ -482,6 +487,7 @@ func compareSequenceWithPlan(t *testing.T, c sequenceCase) {
 			now = m.At
 		}
 		report()
+		hubCountsReady() // a report at a moment starts its soak at that moment too
 		if i > 0 {
 			f.poke()
 		}
