@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,10 @@ func TestRegistrationIsUnderTheOperatorsControl(t *testing.T) {
 	}
 	if len(site.Labels) != 1 || site.Labels["env"] != "staging" || site.Status.Namespace != access.ClusterNamespace(r.ns, "site-a") {
 		t.Errorf("site-a: labels %v namespace %q, want the token's labels and %s", site.Labels, site.Status.Namespace, access.ClusterNamespace(r.ns, "site-a"))
+	}
+	// Created with the access finalizer: a registered cluster costs no write to add it.
+	if !slices.Contains(site.Finalizers, access.ClusterFinalizer) {
+		t.Errorf("site-a: finalizers %v, want %s from its creation (no access controller runs here)", site.Finalizers, access.ClusterFinalizer)
 	}
 	victimPub := reg.Spec.PublicKey
 	victimToken, ok := box.OpenAnonymous(nil, reg.Status.Credentials, (*[32]byte)(victimPub), priv)

@@ -103,7 +103,7 @@ func runDashboard(b *testing.B, clusters int) {
 	files := map[string]string{"web/fleet.yaml": fleetYAML, "web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {v: \"1\"}\n"}
 	// The simulated agents renew their Leases once, and the hub counts them online for the
 	// benchmark's length: the page shows online clusters, as a healthy fleet's.
-	s := startScenario(ctx, b, c, clusters, files, func(o *hub.Options) { o.HeartbeatInterval, o.HeartbeatDeadline = 30*time.Minute, time.Hour })
+	s := startScenario(ctx, b, c, clusters, files, true, func(o *hub.Options) { o.HeartbeatInterval, o.HeartbeatDeadline = 30*time.Minute, time.Hour })
 	defer s.stop()
 	agents := &idleAgents{c: c, ns: s.ns, leases: make([]*coordinationv1.Lease, clusters)}
 	parallel(clusters, func(i int) {

@@ -45,6 +45,7 @@ var (
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
+		environment = env
 		if apiServer, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub"}); err != nil {
 			return err
 		}
@@ -190,7 +191,7 @@ func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 		}
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"1\"}\n", i)
 	}
-	s := startScenario(ctx, b, c, clusters, files)
+	s := startScenario(ctx, b, c, clusters, files, true)
 	defer s.stop()
 	ns, counter, fleet, registration, heapBefore := s.ns, s.counter, s.fleet, s.registration, s.heapBefore
 	var measured atomic.Int64
@@ -276,9 +277,9 @@ type scenario struct {
 }
 
 // startScenario registers clusters, commits files, starts the hub (with options as configure
-// sets them) and the simulated agents, and returns once the hub has settled the registrations. stop stops them and removes what
-// the scenario created.
-func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters int, files map[string]string, configure ...func(*hub.Options)) *scenario {
+// sets them) and, when simulated, the simulated agents, and returns once the hub has settled the
+// registrations. stop stops them and removes what the scenario created.
+func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters int, files map[string]string, simulated bool, configure ...func(*hub.Options)) *scenario {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &scenario{c: c, ns: benchNamespace(b, c, "scale-").Name, counter: &writeCounter{}, fleet: &fleetWatch{}, up: gitserver.New(b), webhook: freeLoopbackAddr(b)}
 	s.up.Commit("main", files)
@@ -290,7 +291,7 @@ func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters 
 	hubCfg := fastConfig()
 	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { s.counter.rt = rt; return s.counter })
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		opts := hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4, WebhookAddr: s.webhook}
@@ -299,7 +300,10 @@ func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters 
 		}
 		_ = hub.Run(ctx, opts)
 	}()
-	go func() { defer wg.Done(); s.fleet.simulateAgents(ctx, b, c, s.ns, clusters) }()
+	if simulated {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.fleet.simulateAgents(ctx, b, c, s.ns, clusters) }()
+	}
 	s.stopHub = sync.OnceFunc(func() { cancel(); wg.Wait() })
 	s.stop = func() {
 		s.stopHub()
@@ -454,11 +458,11 @@ func settle(b *testing.B, counter *writeCounter, atLeast int64) int64 {
 // caches nor acts on it: no controller runs here to collect it.
 func removeScenario(b *testing.B, c client.Client, ns string, clusters int) {
 	ctx := context.Background()
-	for i := range clusters {
+	parallel(clusters, func(i int) {
 		if err := c.DeleteAllOf(ctx, &v1alpha1.BundleDeployment{}, client.InNamespace(access.ClusterNamespace(ns, clusterName(i)))); err != nil {
 			b.Error(err)
 		}
-	}
+	})
 	for _, o := range []client.Object{&v1alpha1.GitRepo{}, &v1alpha1.Bundle{}, &v1alpha1.Cluster{}} {
 		if err := c.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil {
 			b.Error(err)

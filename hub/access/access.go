@@ -56,8 +56,10 @@ type AccessReconciler struct {
 	Heartbeats *liveness.Liveness
 }
 
-// clusterAccessFinalizer holds a deleted Cluster until its agent's access is revoked.
-const clusterAccessFinalizer = "flotilla.dev/cluster-access"
+// ClusterFinalizer holds a deleted Cluster until its agent's access is revoked. The
+// cluster-access controller adds it; registration creates its Clusters with it, which saves
+// each registered cluster that write.
+const ClusterFinalizer = "flotilla.dev/cluster-access"
 
 // accessCoalesce is how long a BundleDeployment change waits before its cluster's Roles are
 // recomputed. Staging a commit touches every bundle of a cluster in a burst; one Role write
@@ -101,7 +103,7 @@ func clusterOf(o client.Object) (reconcile.Request, bool) {
 
 func (r *AccessReconciler) Controller() reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster] {
 	// Conditional: the Cluster's conditions have other writers (cluster-status, removals).
-	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.Client, Lock: true, Step: r.step, Finalizer: clusterAccessFinalizer, Finalize: r.revoke}
+	return reconciler.Status[v1alpha1.Cluster, *v1alpha1.Cluster]{Client: r.Client, Lock: true, Step: r.step, Finalizer: ClusterFinalizer, Finalize: r.revoke}
 }
 
 // revoke takes a deleted Cluster's access away (revokeAccess).

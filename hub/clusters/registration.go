@@ -269,7 +269,8 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 	}
 	if !exists {
 		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
-			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)}}}
+			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)},
+			Finalizers:  []string{access.ClusterFinalizer}}}
 		if err := r.Client.Create(ctx, &cl); err != nil {
 			return reconciler.Outcome{}, fmt.Errorf("failed to create cluster %s: %w", name, err)
 		}

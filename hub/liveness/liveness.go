@@ -248,7 +248,8 @@ func (l *Liveness) LastSeen(c *v1alpha1.Cluster) (time.Time, bool) {
 	return last, !last.IsZero()
 }
 
-// leasesOf reads the agent Leases of c's namespaces from the cache.
+// leasesOf reads the agent Leases of c's namespaces from the cache, not copied: a planning
+// pass asks for every cluster's, and callers only read them.
 func (l *Liveness) leasesOf(c *v1alpha1.Cluster) []*coordinationv1.Lease {
 	var out []*coordinationv1.Lease
 	for _, ns := range []string{c.Status.Namespace, c.Status.PreviousNamespace} {
@@ -256,7 +257,7 @@ func (l *Liveness) leasesOf(c *v1alpha1.Cluster) []*coordinationv1.Lease {
 			continue
 		}
 		var lease coordinationv1.Lease
-		if err := l.Leases.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: v1alpha1.AgentLeaseName}, &lease); err == nil {
+		if err := l.Leases.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: v1alpha1.AgentLeaseName}, &lease, client.UnsafeDisableDeepCopy); err == nil {
 			out = append(out, &lease)
 		}
 	}

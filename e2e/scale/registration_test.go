@@ -1,0 +1,115 @@
+package scale
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/wait"
+	"github.com/flotilla-dev/flotilla/hub"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// BenchmarkRegistrationStorm registers 1,000 clusters at once (SCALE_REGISTRATIONS for
+// another number) the way real agents do: each creates a ClusterRegistration with its own
+// X25519 key and the fleet's registration token, and the real hub grants it (the Cluster, its
+// namespace, the agent's identity and Roles, its Lease, credentials sealed to the key). The hub
+// lets the token grant the whole storm at once (RegistrationBurst), as an operator expecting one
+// sets it. It reports the time until every registration is granted and the hub has settled,
+// against the write floor for as many writes; the hub's writes per cluster, and by kind with
+// SCALE_WRITES.
+func BenchmarkRegistrationStorm(b *testing.B) {
+	clusters := 1000
+	if n, err := strconv.Atoi(os.Getenv("SCALE_REGISTRATIONS")); err == nil && n > 0 {
+		clusters = n
+	}
+	for b.Loop() {
+		runRegistrationStorm(b, clusters)
+	}
+}
+
+func runRegistrationStorm(b *testing.B, clusters int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := benchClient(b)
+	warmUp.Do(func() { writeFloor(b, c, 2000, floorShape{}) })
+	ns := benchNamespace(b, c, "storm-").Name
+	counter := &writeCounter{}
+	hubCfg := fastConfig()
+	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), RegistrationBurst: clusters})
+	}()
+	defer removeScenario(b, c, ns, clusters)
+	defer wg.Wait()
+	defer cancel()
+
+	token := &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "storm", Namespace: ns}}
+	if err := c.Create(ctx, token); err != nil {
+		b.Fatal(err)
+	}
+	wait.Until(b, "the hub issues the registration token", time.Minute, func() bool {
+		return c.Get(ctx, client.ObjectKeyFromObject(token), token) == nil && token.Status.SecretName != ""
+	})
+	before := counter.writes.Load()
+
+	// The agents' keys are made before the clock starts: each agent has its own already.
+	keys := make([][]byte, clusters)
+	for i := range keys {
+		key, err := ecdh.X25519().GenerateKey(rand.Reader)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = key.PublicKey().Bytes()
+	}
+	start := time.Now()
+	parallel(clusters, func(i int) {
+		reg := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("reg-%05d", i), Namespace: ns},
+			Spec: v1alpha1.ClusterRegistrationSpec{ClientID: fmt.Sprintf("client-%05d", i), ClusterName: clusterName(i), TokenName: token.Name, PublicKey: keys[i]}}
+		if err := c.Create(ctx, reg); err != nil {
+			b.Error(err)
+		}
+	})
+	granted := 0
+	wait.Until(b, fmt.Sprintf("%d registrations granted", clusters), 30*time.Minute, func() bool {
+		granted = 0
+		for i := range clusters {
+			var reg v1alpha1.ClusterRegistration
+			if c.Get(ctx, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("reg-%05d", i)}, &reg) == nil && reg.Status.Granted {
+				granted++
+			}
+		}
+		return granted == clusters
+	}, func() string { return fmt.Sprintf("%d granted", granted) })
+	allGranted := time.Since(start)
+	// Then the access controller's part (finalizer, Lease): settled once the hub stops writing.
+	writes := settle(b, counter, counter.writes.Load()) - before
+	settled := time.Since(start) - time.Second // settle waits a quiet second
+	// The floor: as many writes as the hub and the agents' registrations made, eight at a time.
+	floor := writeFloor(b, c, int(writes+int64(clusters))/2, floorShape{})
+
+	if os.Getenv("SCALE_WRITES") != "" {
+		counter.mu.Lock()
+		b.Logf("hub writes by kind (the token's issue included): %v", counter.byKind)
+		counter.mu.Unlock()
+	}
+	b.ReportMetric(allGranted.Seconds(), "granted-s")
+	b.ReportMetric(settled.Seconds(), "settled-s")
+	b.ReportMetric(floor.Seconds(), "floor-s")
+	b.ReportMetric(settled.Seconds()/floor.Seconds(), "settled/floor")
+	b.ReportMetric(float64(writes)/float64(clusters), "hub-writes/cluster")
+}
