@@ -24,7 +24,9 @@
 //
 // The deployer reconciles its cluster's BundleDeployments on the hub's status skeleton
 // (hub/reconciler): it applies, observes and sets the status of a copy; the skeleton writes the
-// status when it changed and calls gone for a deployment the hub removed.
+// status when it changed and calls gone for a deployment the hub removed. A content is read
+// from the hub once (contentstore.Cache): the resyncs that check readiness and drift ask the
+// hub for nothing, so an idle agent's only requests are its Lease renewals.
 //
 // On the hub the agent is its cluster's ServiceAccount and nothing more (README, security
 // model). It renews its own token before it expires (credentials.go), follows its cluster when

@@ -226,6 +226,8 @@ type deployer struct {
 	notMember chan struct{}
 
 	recorder *events.Recorder
+	// contents are the contents read from the hub: a resync reads none again.
+	contents contentstore.Cache
 	// toldNotReady is, per deployment, the applied deployment id it told RevisionNotReady of.
 	toldNotReady map[string]string
 
@@ -430,7 +432,7 @@ func (d *deployer) rollBackToNothing(ctx context.Context, bd *v1alpha1.BundleDep
 
 // objects reads and parses the released content.
 func (d *deployer) objects(ctx context.Context, namespace, contentID string) ([]*unstructured.Unstructured, error) {
-	data, err := contentstore.Read(ctx, d.hubReader, namespace, contentID)
+	data, err := d.contents.Read(ctx, d.hubReader, namespace, contentID)
 	if err != nil {
 		return nil, err
 	}

@@ -44,21 +44,7 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	ctx := context.Background()
 	const bundleNS, clusterNS, workloadNS = "fleet-stale", "cluster-stale", "stale-read"
 	hubClient, local := deployerNamespaces(t, bundleNS, clusterNS, workloadNS)
-	store := contentstore.Store{Client: hubClient}
-	revision := func(index int64, image string) v1alpha1.RevisionRef {
-		id := fmt.Sprintf("content-%d", index)
-		manifest := strings.Replace(deploymentYAML(workloadNS, "web", 2, false), "example.invalid/app:1", image, 1)
-		if _, err := store.Put(ctx, bundleNS, id, []byte(manifest)); err != nil {
-			t.Fatal(err)
-		}
-		return v1alpha1.RevisionRef{Index: index, ContentID: id, DeploymentID: fmt.Sprintf("deployment-%d", index)}
-	}
-	r1, r2 := revision(1, "example.invalid/app:1"), revision(2, "example.invalid/app:2")
-	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: bundleNS + "-web", Namespace: clusterNS},
-		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: bundleNS, Staged: r1, Released: &r1}}
-	if err := hubClient.Create(ctx, bd); err != nil {
-		t.Fatal(err)
-	}
+	bd, r1, r2 := webWithTwoRevisions(t, hubClient, bundleNS, clusterNS, workloadNS, 2)
 	key := client.ObjectKeyFromObject(bd)
 	// The copy the stale pass reads: as created, before any status of the agent.
 	created := bd.DeepCopy()
@@ -194,4 +180,94 @@ func (p *agentPlay) until(what string, holds func(*v1alpha1.BundleDeployment) bo
 		return holds(last)
 	}, func() string { return fmt.Sprintf("status: %+v", last.Status) })
 	return last
+}
+
+// countingReads counts the Content objects read through it.
+type countingReads struct {
+	client.Reader
+	contents int
+}
+
+func (c *countingReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.Content); ok {
+		c.contents++
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// An agent resyncs every deployment every half minute (readiness, drift): with 50 bundles, a
+// read of each one's content at each resync was 100 requests a minute to the hub from an idle
+// agent. A content id names one render, so the agent reads it once: the passes after the
+// apply ask the hub for no content, and a new revision's content is read once more.
+func TestResyncsReadNoContentFromTheHub(t *testing.T) {
+	ctx := context.Background()
+	const bundleNS, clusterNS, workloadNS = "fleet-resync", "cluster-resync", "resync-reads"
+	hubClient, local := deployerNamespaces(t, bundleNS, clusterNS, workloadNS)
+	bd, r1, r2 := webWithTwoRevisions(t, hubClient, bundleNS, clusterNS, workloadNS, 1)
+	reads := &countingReads{Reader: hubClient}
+	d := &deployer{hub: hubClient, hubReader: reads, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+		opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-resync-reads", ResyncInterval: time.Second}}
+	pass := d.controller()
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bd)}
+	read := func() *v1alpha1.BundleDeployment {
+		var now v1alpha1.BundleDeployment
+		if err := hubClient.Get(ctx, req.NamespacedName, &now); err != nil {
+			t.Fatal(err)
+		}
+		return &now
+	}
+	readyOn := func(r v1alpha1.RevisionRef) func() bool {
+		return func() bool {
+			if _, err := pass.Reconcile(ctx, req); err != nil {
+				t.Logf("reconcile: %v", err)
+			}
+			now := read()
+			return now.Status.AppliedDeploymentID == r.DeploymentID && now.Status.Ready
+		}
+	}
+	wait.Until(t, "revision 1 is Ready", time.Minute, readyOn(r1), func() string { return fmt.Sprintf("status: %+v", read().Status) })
+	if reads.contents != 1 {
+		t.Errorf("applying revision 1 read %d Content objects, want 1", reads.contents)
+	}
+	for range 5 { // resyncs: readiness and drift checked again, nothing changed
+		if _, err := pass.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads.contents != 1 {
+		t.Errorf("five resyncs after the apply read %d Content objects in all, want the apply's 1", reads.contents)
+	}
+	released := read()
+	released.Spec.Staged, released.Spec.Released = r2, &r2
+	if err := hubClient.Update(ctx, released); err != nil {
+		t.Fatal(err)
+	}
+	wait.Until(t, "revision 2 is Ready", time.Minute, readyOn(r2), func() string { return fmt.Sprintf("status: %+v", read().Status) })
+	if reads.contents != 2 {
+		t.Errorf("revision 2 read %d Content objects in all, want 2: one per content", reads.contents)
+	}
+}
+
+// webWithTwoRevisions stores two revisions of a Deployment web of the given replicas (images
+// app:1 and app:2) as content on the hub and creates its BundleDeployment with the first
+// released.
+func webWithTwoRevisions(t *testing.T, hubClient client.Client, bundleNS, clusterNS, workloadNS string, replicas int) (*v1alpha1.BundleDeployment, v1alpha1.RevisionRef, v1alpha1.RevisionRef) {
+	t.Helper()
+	ctx := context.Background()
+	store := contentstore.Store{Client: hubClient}
+	revision := func(index int64, image string) v1alpha1.RevisionRef {
+		id := fmt.Sprintf("content-%d", index)
+		manifest := strings.Replace(deploymentYAML(workloadNS, "web", replicas, false), "example.invalid/app:1", image, 1)
+		if _, err := store.Put(ctx, bundleNS, id, []byte(manifest)); err != nil {
+			t.Fatal(err)
+		}
+		return v1alpha1.RevisionRef{Index: index, ContentID: id, DeploymentID: fmt.Sprintf("deployment-%d", index)}
+	}
+	r1, r2 := revision(1, "example.invalid/app:1"), revision(2, "example.invalid/app:2")
+	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: bundleNS + "-web", Namespace: clusterNS},
+		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: bundleNS, Staged: r1, Released: &r1}}
+	if err := hubClient.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	return bd, r1, r2
 }

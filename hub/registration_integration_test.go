@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/clusters"
+	"github.com/flotilla-dev/flotilla/hub/liveness"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
@@ -34,6 +35,9 @@ type registrar struct {
 	now    time.Time
 	tokens *clusters.TokenReconciler
 	regs   *clusters.RegistrationReconciler
+	// access admits the Clusters registrations make, as the hub's cluster-access controller
+	// does before a registration hands out credentials.
+	access *access.AccessReconciler
 }
 
 func newRegistrar(t *testing.T, burst int) *registrar {
@@ -43,6 +47,7 @@ func newRegistrar(t *testing.T, burst int) *registrar {
 	r.tokens = &clusters.TokenReconciler{Client: c, Kube: kube, Endpoint: clusters.AgentEndpoint{Server: hubCluster.Config().Host, Ca: hubCluster.Config().CAData}}
 	r.regs = &clusters.RegistrationReconciler{Client: c, Kube: kube, Now: func() time.Time { return r.now }, TokenTTL: time.Hour,
 		Limits: clusters.TokenLimits{Every: time.Hour, Burst: burst}}
+	r.access = &access.AccessReconciler{Client: c, Uncached: c, Heartbeats: liveness.New(c, 0, 0, nil)}
 	return r
 }
 
@@ -109,17 +114,30 @@ func (r *registrar) register(c client.Client, name, token, cluster, clientID str
 	return r.reconcile(name), pub, priv
 }
 
+// reconcile runs a registration's pass and, while it is not granted, the cluster-access pass of
+// the Cluster it names and its own again: the order the hub's controllers take.
 func (r *registrar) reconcile(name string) *v1alpha1.ClusterRegistration {
 	r.t.Helper()
 	ctx := context.Background()
-	if _, err := r.regs.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
-		r.t.Fatalf("reconcile registration %s: %v", name, err)
+	pass := func() *v1alpha1.ClusterRegistration {
+		if _, err := r.regs.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: name}}); err != nil {
+			r.t.Fatalf("reconcile registration %s: %v", name, err)
+		}
+		var reg v1alpha1.ClusterRegistration
+		if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: name}, &reg); err != nil {
+			r.t.Fatal(err)
+		}
+		return &reg
 	}
-	var reg v1alpha1.ClusterRegistration
-	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: name}, &reg); err != nil {
-		r.t.Fatal(err)
+	reg := pass()
+	cluster := types.NamespacedName{Namespace: r.ns, Name: reg.Spec.RequestedClusterName()}
+	if reg.Status.Granted || r.c.Get(ctx, cluster, &v1alpha1.Cluster{}) != nil {
+		return reg
 	}
-	return &reg
+	if _, err := r.access.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: cluster}); err != nil {
+		r.t.Fatalf("admit cluster %s: %v", cluster.Name, err)
+	}
+	return pass()
 }
 
 func heldFor(reg *v1alpha1.ClusterRegistration) string {

@@ -40,7 +40,8 @@ import (
 // the agent's requests. It reports, per agent, resident memory and CPU idle (over a window of
 // three heartbeats) and while a revision of every bundle rolls out, and the requests it makes to
 // the hub: idle, only the Lease's renewal at each heartbeat (any other request fails the
-// benchmark), and while rolling out.
+// benchmark), and while rolling out. SCALE_AGENT_LOGS names a directory to keep the agents'
+// logs in.
 func BenchmarkRealAgents(b *testing.B) {
 	agents := 3
 	if n, err := strconv.Atoi(os.Getenv("SCALE_REAL_AGENTS")); err == nil && n > 0 {
@@ -105,10 +106,11 @@ func runRealAgents(b *testing.B, agents, bundles int) {
 	idleFrom := time.Now()
 	samplePeak(procs, time.Now().Add(3*heartbeat))
 	idle := time.Since(idleFrom)
-	var idleRSS, idleCPU, idleRequests float64
+	var idleRSS, idleAnon, idleFile, idleCPU, idleRequests float64
 	for _, p := range procs {
 		u := p.usage()
 		idleRSS, idleCPU = max(idleRSS, u.rssMB), max(idleCPU, u.cpu.Seconds()/idle.Seconds())
+		idleAnon, idleFile = max(idleAnon, u.anonMB), max(idleFile, u.fileMB)
 		idleRequests = max(idleRequests, float64(u.requests)/idle.Minutes())
 		if other := u.otherThanLease(); len(other) > 0 {
 			b.Errorf("agent of %s made requests to the hub other than its Lease's renewal while nothing changed: %v", p.cluster, other)
@@ -143,6 +145,8 @@ func runRealAgents(b *testing.B, agents, bundles int) {
 		}
 	}
 	b.ReportMetric(idleRSS, "idle-rss-MB")
+	b.ReportMetric(idleAnon, "idle-rss-anon-MB")
+	b.ReportMetric(idleFile, "idle-rss-file-MB")
 	b.ReportMetric(idleCPU*1000, "idle-cpu-millicores")
 	b.ReportMetric(idleRequests, "idle-hub-req/min")
 	b.ReportMetric(busyRSS, "rollout-peak-rss-MB")
@@ -270,7 +274,11 @@ func startAgentProcess(ctx context.Context, b *testing.B, binary string, w *cont
 	if err := clientcmd.WriteToFile(*cfg, hubKubeconfig); err != nil {
 		b.Fatal(err)
 	}
-	logs, err := os.Create(filepath.Join(dir, "agent.log"))
+	logDir := dir
+	if keep := os.Getenv("SCALE_AGENT_LOGS"); keep != "" {
+		logDir = keep // kept after the benchmark
+	}
+	logs, err := os.Create(filepath.Join(logDir, cluster+".log"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -345,11 +353,14 @@ func frontCA(s *httptest.Server) []byte {
 
 // agentUsage is what an agent used since its last mark.
 type agentUsage struct {
-	rssMB         float64
-	cpu           time.Duration
-	requests      int
-	leaseRenewals int
-	byKind        map[string]int
+	rssMB float64
+	// anonMB is the process's own memory (heap, stacks); fileMB the pages of its binary it
+	// touched, shared with every process of the same binary and reclaimable.
+	anonMB, fileMB float64
+	cpu            time.Duration
+	requests       int
+	leaseRenewals  int
+	byKind         map[string]int
 }
 
 // otherThanLease lists the requests that were not a renewal of the agent's Lease.
@@ -376,7 +387,8 @@ func (p *agentProcess) stopSampling() { close(p.sampling) }
 func (p *agentProcess) usage() agentUsage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	u := agentUsage{rssMB: processRSS(p.cmd.Process.Pid), cpu: agentCPU(p.cmd.Process.Pid) - p.cpuMark, byKind: p.byKind, leaseRenewals: p.byKind["PUT leases"]}
+	pid := p.cmd.Process.Pid
+	u := agentUsage{rssMB: processRSS(pid), anonMB: procStatusMB(pid, "RssAnon"), fileMB: procStatusMB(pid, "RssFile"), cpu: agentCPU(pid) - p.cpuMark, byKind: p.byKind, leaseRenewals: p.byKind["PUT leases"]}
 	for _, n := range p.byKind {
 		u.requests += n
 	}
@@ -405,7 +417,10 @@ func samplePeak(procs []*agentProcess, until time.Time) []float64 {
 }
 
 // processRSS is a process's resident set in MB (VmRSS), 0 once it is gone.
-func processRSS(pid int) float64 {
+func processRSS(pid int) float64 { return procStatusMB(pid, "VmRSS") }
+
+// procStatusMB reads a field in kB of /proc/PID/status, in MB; 0 once the process is gone.
+func procStatusMB(pid int, field string) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -413,7 +428,7 @@ func processRSS(pid int) float64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024
 		}

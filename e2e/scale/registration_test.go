@@ -27,8 +27,8 @@ import (
 // namespace, the agent's identity and Roles, its Lease, credentials sealed to the key). The hub
 // lets the token grant the whole storm at once (RegistrationBurst), as an operator expecting one
 // sets it. It reports the time until every registration is granted and the hub has settled,
-// against the write floor for as many writes; the hub's writes per cluster, and by kind with
-// SCALE_WRITES.
+// against the write floor for as many writes; the hub's writes per cluster (by kind with
+// SCALE_WRITES) and the API server's CPU per cluster.
 func BenchmarkRegistrationStorm(b *testing.B) {
 	clusters := 1000
 	if n, err := strconv.Atoi(os.Getenv("SCALE_REGISTRATIONS")); err == nil && n > 0 {
@@ -76,7 +76,7 @@ func runRegistrationStorm(b *testing.B, clusters int) {
 		}
 		keys[i] = key.PublicKey().Bytes()
 	}
-	start := time.Now()
+	start, apiCPU := time.Now(), apiServerCPU(b)
 	parallel(clusters, func(i int) {
 		reg := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("reg-%05d", i), Namespace: ns},
 			Spec: v1alpha1.ClusterRegistrationSpec{ClientID: fmt.Sprintf("client-%05d", i), ClusterName: clusterName(i), TokenName: token.Name, PublicKey: keys[i]}}
@@ -99,6 +99,7 @@ func runRegistrationStorm(b *testing.B, clusters int) {
 	// Then the access controller's part (finalizer, Lease): settled once the hub stops writing.
 	writes := settle(b, counter, counter.writes.Load()) - before
 	settled := time.Since(start) - time.Second // settle waits a quiet second
+	apiCPU = apiServerCPU(b) - apiCPU
 	// The floor: as many writes as the hub and the agents' registrations made, eight at a time.
 	floor := writeFloor(b, c, int(writes+int64(clusters))/2, floorShape{})
 
@@ -112,4 +113,5 @@ func runRegistrationStorm(b *testing.B, clusters int) {
 	b.ReportMetric(floor.Seconds(), "floor-s")
 	b.ReportMetric(settled.Seconds()/floor.Seconds(), "settled/floor")
 	b.ReportMetric(float64(writes)/float64(clusters), "hub-writes/cluster")
+	b.ReportMetric(apiCPU*1000/float64(clusters), "apiserver-cpu-ms/cluster")
 }

@@ -207,22 +207,24 @@ func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 			b.Fatal(err)
 		}
 	}
-	start := time.Now()
+	start, apiCPU := time.Now(), apiServerCPU(b)
 	s.createRepo(ctx, b)
 	profiled := profileAPIServer(b, fmt.Sprintf("%dx%d", bundles, clusters))
 	fleet.waitAllReady(b, total, 1, start)
 	deploy := time.Since(start)
+	apiCPUDeploy := apiServerCPU(b) - apiCPU
 	writesDeploy := counter.writes.Load() - registration
 	profiled() // after the measurement: the profile may outlast the deployment
 
 	for i := range bundles {
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"2\"}\n", i)
 	}
-	start = time.Now()
+	start, apiCPU = time.Now(), apiServerCPU(b)
 	s.push(b, files)
 	profiled = profileAPIServer(b, fmt.Sprintf("%dx%d-update", bundles, clusters))
 	fleet.waitAllReady(b, total, 2, start)
 	update := time.Since(start)
+	apiCPUUpdate := apiServerCPU(b) - apiCPU
 	writesUpdate := counter.writes.Load() - writesDeploy - registration
 	profiled()
 
@@ -249,6 +251,9 @@ func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 	b.ReportMetric(float64(writesDeploy)/float64(total), "hub-writes/bd-deploy")
 	b.ReportMetric(float64(writesUpdate)/float64(total), "hub-writes/bd-update")
 	b.ReportMetric(float64(heap.HeapInuse-min(heap.HeapInuse, heapBefore.HeapInuse))/(1<<20), "heap-MB")
+	// What the API server spent (its process CPU, agents' reports included): the sizing of a hub.
+	b.ReportMetric(apiCPUDeploy, "apiserver-cpu-s-deploy")
+	b.ReportMetric(apiCPUUpdate, "apiserver-cpu-s-update")
 	if checks {
 		if measured.Load() == 0 {
 			b.Fatal("no check was measured: the benchmark would not show what checks cost")

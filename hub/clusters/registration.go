@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/nacl/box"
 	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -195,25 +198,55 @@ func (l *TokenLimits) wait(tok types.UID, now time.Time) time.Duration {
 }
 
 func (r *RegistrationReconciler) Setup(mgr ctrl.Manager) error {
-	// An approval is written on the Cluster: the registrations that claim it look again.
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ClusterRegistration{}, registrationsByUID, func(o client.Object) []string {
+		return []string{string(o.GetUID())}
+	}); err != nil {
+		return fmt.Errorf("failed to index registrations: %w", err)
+	}
+	// A Cluster wakes the registrations waiting on it: the one that made or claimed it (admitted
+	// or refused by the cluster-access controller), and one an operator approved on it.
 	byCluster := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		if o.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation] == "" {
-			return nil
+		return r.waitingOn(ctx, o)
+	})
+	// The agent's Lease is the last thing the cluster-access controller creates for a new
+	// cluster: its identity and Roles are in place, and the registration can hand out the
+	// agent's credentials.
+	byLease := handler.Funcs{CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if e.Object.GetName() != v1alpha1.AgentLeaseName {
+			return
+		}
+		if cl, ok := model.ClusterInNamespace(ctx, r.Client, e.Object.GetNamespace()); ok {
+			for _, req := range r.waitingOn(ctx, cl) {
+				q.Add(req)
+			}
+		}
+	}}
+	return ctrl.NewControllerManagedBy(mgr).Named("cluster-registration").For(&v1alpha1.ClusterRegistration{}).
+		Watches(&v1alpha1.Cluster{}, byCluster).Watches(&coordinationv1.Lease{}, byLease).Complete(r.Controller())
+}
+
+// registrationsByUID indexes ClusterRegistrations by UID, as Clusters name them.
+const registrationsByUID = "metadata.uid"
+
+// waitingOn lists the registrations not granted yet that a Cluster names: the one that made
+// or claimed it, and the one an operator approved on it.
+func (r *RegistrationReconciler) waitingOn(ctx context.Context, cl client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, uid := range []string{cl.GetAnnotations()[v1alpha1.RegistrationAnnotation], cl.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation]} {
+		if uid == "" {
+			continue
 		}
 		var regs v1alpha1.ClusterRegistrationList
-		if err := r.Client.List(ctx, &regs, client.InNamespace(o.GetNamespace())); err != nil {
-			return nil
+		if err := r.Client.List(ctx, &regs, client.InNamespace(cl.GetNamespace()), client.MatchingFields{registrationsByUID: uid}); err != nil {
+			continue
 		}
-		var out []reconcile.Request
 		for _, reg := range regs.Items {
-			if !reg.Status.Granted && string(reg.UID) == o.GetAnnotations()[v1alpha1.ApprovedRegistrationAnnotation] {
+			if !reg.Status.Granted {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&reg)})
 			}
 		}
-		return out
-	})
-	return ctrl.NewControllerManagedBy(mgr).Named("cluster-registration").For(&v1alpha1.ClusterRegistration{}).
-		Watches(&v1alpha1.Cluster{}, byCluster).Complete(r.Controller())
+	}
+	return out
 }
 
 // Controller is the reconciler: the status skeleton around grant.
@@ -261,12 +294,18 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 		return r.Hold(ctx, reg, v1alpha1.AwaitingApprovalReason, fmt.Sprintf(
 			"cluster %s was created for %s, not %s: this registration claims it once an operator approves it (flotilla cluster approve %s -n %s)", name, made, tok.Name, reg.Name, reg.Namespace))
 	}
-	if wait := r.Limits.wait(tok.UID, r.Now()); wait > 0 {
-		out, err := r.Hold(ctx, reg, v1alpha1.RateLimitedReason,
-			fmt.Sprintf("token %s registered too many clusters lately; this one is granted in %s", tok.Name, wait.Round(time.Second)))
-		out.After = wait
-		return out, err
+	// A registration is counted once, when it makes or claims its Cluster, not again at the
+	// pass that hands out credentials once the Cluster is admitted.
+	ours := exists && cl.Annotations[v1alpha1.RegistrationAnnotation] == string(reg.UID)
+	if !ours {
+		if wait := r.Limits.wait(tok.UID, r.Now()); wait > 0 {
+			out, err := r.Hold(ctx, reg, v1alpha1.RateLimitedReason,
+				fmt.Sprintf("token %s registered too many clusters lately; this one is granted in %s", tok.Name, wait.Round(time.Second)))
+			out.After = wait
+			return out, err
+		}
 	}
+
 	if !exists {
 		cl = v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: maps.Clone(tok.Spec.ClusterLabels),
 			Annotations: map[string]string{v1alpha1.ClientIDAnnotation: reg.Spec.ClientID, v1alpha1.RegistrationAnnotation: string(reg.UID)},
@@ -279,23 +318,26 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 			return reconciler.Outcome{}, err
 		}
 	}
-	if err := access.AdmitCluster(ctx, r.Client, &cl); err != nil {
-		out, _ := r.Hold(ctx, reg, v1alpha1.RegistrationRefusedReason, err.Error())
-		return out, err
+	// The cluster-access controller admits the Cluster and gives its agent an identity, Roles
+	// and a Lease, as it does for every Cluster; doing it here too would write each of them
+	// twice. Its Lease, created last, wakes this registration (Setup).
+	if admitted := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.AdmittedCondition); admitted != nil && admitted.Status == metav1.ConditionFalse {
+		return r.Hold(ctx, reg, v1alpha1.RegistrationRefusedReason, admitted.Message)
 	}
 	clusterNS := cl.Status.Namespace
+	if clusterNS == "" || !r.leaseExists(ctx, clusterNS) {
+		return reconciler.Outcome{}, nil
+	}
 	if takeover {
-		// The cluster's former agent loses its access: its tokens die with its identity.
+		// The cluster's former agent loses its access: its tokens die with its identity, and
+		// the new agent's identity is a new account of the same name.
 		if err := r.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreNotFound(err) != nil {
 			return reconciler.Outcome{}, fmt.Errorf("failed to revoke the former agent of cluster %s: %w", name, err)
 		}
 		log.FromContext(ctx).Info("approved registration takes the cluster over; its former agent is revoked", "cluster", reg.Namespace+"/"+name, "registration", reg.Name, "clientID", reg.Spec.ClientID)
-	}
-	if err := access.GrantAccess(ctx, r.Client, &cl, nil); err != nil {
-		return reconciler.Outcome{}, err
-	}
-	if err := r.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
-		return reconciler.Outcome{}, err
+		if err := r.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.AgentServiceAccount, Namespace: clusterNS}}); client.IgnoreAlreadyExists(err) != nil {
+			return reconciler.Outcome{}, err
+		}
 	}
 	seconds := int64(r.TokenTTL.Seconds())
 	tr, err := r.Kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, access.AgentServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
@@ -313,6 +355,12 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg, _ *v1alpha1.Clu
 		Conditions: reg.Status.Conditions}
 	setReady(&reg.Status.Conditions, true, v1alpha1.SucceededReason, "registered as cluster "+name, reg.Generation)
 	return reconciler.Outcome{}, nil
+}
+
+// leaseExists reports whether the cache shows the agent Lease of a cluster namespace.
+func (r *RegistrationReconciler) leaseExists(ctx context.Context, clusterNS string) bool {
+	var lease coordinationv1.Lease
+	return r.Client.Get(ctx, types.NamespacedName{Namespace: clusterNS, Name: v1alpha1.AgentLeaseName}, &lease, client.UnsafeDisableDeepCopy) == nil
 }
 
 // token returns the registration's token, or why it registers nothing.

@@ -1,6 +1,7 @@
 // Package contentstore keeps rendered manifests on the hub as Content objects: gzip-compressed,
 // named by content id (so equal renders are stored once), split into chunks when larger than an
-// object may be. The hub writes with Store; agents read with Read, using their own client.
+// object may be. The hub writes with Store; agents read with a Cache (each content once) or Read,
+// using their own client.
 package contentstore
 
 import (
@@ -11,6 +12,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,19 +90,39 @@ func (s *Store) Get(ctx context.Context, namespace, id string) ([]byte, error) {
 
 // Read reads content with any reader of Content objects (the agent uses its own client).
 func Read(ctx context.Context, c client.Reader, namespace, id string) ([]byte, error) {
+	stored, err := fetch(ctx, c, namespace, id)
+	if err != nil {
+		return nil, err
+	}
+	return stored.open(id)
+}
+
+// stored is a content as the hub keeps it: its gzip data, chunks joined, and the checksum of
+// what it decompresses to.
+type stored struct {
+	gzip   []byte
+	sha256 string
+}
+
+func fetch(ctx context.Context, c client.Reader, namespace, id string) (stored, error) {
 	var head v1alpha1.Content
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: id}, &head); err != nil {
-		return nil, fmt.Errorf("failed to read content %s: %w", id, err)
+		return stored{}, fmt.Errorf("failed to read content %s: %w", id, err)
 	}
 	data := append([]byte(nil), head.Data...)
 	for i := 1; i < int(head.Chunks); i++ {
 		var part v1alpha1.Content
 		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: chunkName(id, i)}, &part); err != nil {
-			return nil, fmt.Errorf("failed to read content %s chunk %d: %w", id, i, err)
+			return stored{}, fmt.Errorf("failed to read content %s chunk %d: %w", id, i, err)
 		}
 		data = append(data, part.Data...)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	return stored{gzip: data, sha256: head.SHA256}, nil
+}
+
+// open decompresses and verifies the content.
+func (s stored) open(id string) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(s.gzip))
 	if err != nil {
 		return nil, fmt.Errorf("content %s is corrupt: %w", id, err)
 	}
@@ -111,7 +134,7 @@ func Read(ctx context.Context, c client.Reader, namespace, id string) ([]byte, e
 		return nil, fmt.Errorf("content %s is larger than %d MiB", id, maxContent>>20)
 	}
 	sum := sha256.Sum256(out)
-	if hex.EncodeToString(sum[:]) != head.SHA256 {
+	if hex.EncodeToString(sum[:]) != s.sha256 {
 		return nil, fmt.Errorf("content %s does not match its checksum", id)
 	}
 	return out, nil
@@ -122,4 +145,87 @@ func chunkName(id string, i int) string {
 		return id
 	}
 	return fmt.Sprintf("%s-%d", id, i)
+}
+
+// Cache keeps the contents an agent read, compressed, so that its resyncs (readiness and drift,
+// every half minute for every deployment) ask the hub for nothing: a content id names one
+// render, and the hub never writes another under it. It holds at most Budget bytes of gzip
+// data (DefaultCacheBudget when zero), dropping the least recently read first.
+type Cache struct {
+	Budget int
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*cached
+	size    int
+	clock   uint64
+}
+
+type cached struct {
+	stored
+	used uint64
+}
+
+// DefaultCacheBudget holds the compressed contents of a few hundred typical bundles.
+const DefaultCacheBudget = 16 << 20
+
+// Read returns the content from the cache, or reads it with c and keeps it. A failed read is
+// not kept: the agent retries it.
+func (k *Cache) Read(ctx context.Context, c client.Reader, namespace, id string) ([]byte, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: id}
+	k.mu.Lock()
+	e, ok := k.entries[key]
+	if ok {
+		k.clock++
+		e.used = k.clock
+	}
+	k.mu.Unlock()
+	if ok {
+		return e.open(id)
+	}
+	s, err := fetch(ctx, c, namespace, id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.open(id)
+	if err != nil {
+		return nil, err // corrupt: not kept, read again next time
+	}
+	k.keep(key, s)
+	return out, nil
+}
+
+func (k *Cache) keep(key types.NamespacedName, s stored) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.entries == nil {
+		k.entries = map[types.NamespacedName]*cached{}
+	}
+	if old, ok := k.entries[key]; ok {
+		k.size -= len(old.gzip)
+	}
+	k.clock++
+	k.entries[key] = &cached{stored: s, used: k.clock}
+	k.size += len(s.gzip)
+	budget := k.Budget
+	if budget <= 0 {
+		budget = DefaultCacheBudget
+	}
+	for k.size > budget && len(k.entries) > 1 {
+		var oldest types.NamespacedName
+		var at uint64 = math.MaxUint64
+		for key, e := range k.entries {
+			if e.used < at {
+				oldest, at = key, e.used
+			}
+		}
+		k.size -= len(k.entries[oldest].gzip)
+		delete(k.entries, oldest)
+	}
+}
+
+// Len is the number of contents kept.
+func (k *Cache) Len() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.entries)
 }

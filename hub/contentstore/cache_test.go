@@ -1,0 +1,114 @@
+package contentstore
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+)
+
+// contentObjects serves Content objects from memory and counts the reads.
+type contentObjects struct {
+	objects map[client.ObjectKey]v1alpha1.Content
+	reads   int
+}
+
+func (c *contentObjects) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	c.reads++
+	o, ok := c.objects[key]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "flotilla.dev", Resource: "contents"}, key.Name)
+	}
+	o.DeepCopyInto(obj.(*v1alpha1.Content))
+	return nil
+}
+
+func (c *contentObjects) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return fmt.Errorf("not listed")
+}
+
+// put stores manifests as one Content object, with the checksum given (the real one when empty).
+func (c *contentObjects) put(t *testing.T, id, manifests, checksum string) int {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write([]byte(manifests)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if checksum == "" {
+		sum := sha256.Sum256([]byte(manifests))
+		checksum = hex.EncodeToString(sum[:])
+	}
+	if c.objects == nil {
+		c.objects = map[client.ObjectKey]v1alpha1.Content{}
+	}
+	c.objects[client.ObjectKey{Namespace: "fleet", Name: id}] = v1alpha1.Content{Data: buf.Bytes(), Chunks: 1, SHA256: checksum}
+	return buf.Len()
+}
+
+func TestCacheReadsEachContentOnceWithinItsBudget(t *testing.T) {
+	ctx := context.Background()
+	hub := &contentObjects{}
+	size := hub.put(t, "a", "kind: ConfigMap\nmetadata: {name: a}\n", "")
+	hub.put(t, "b", "kind: ConfigMap\nmetadata: {name: b}\n", "")
+	hub.put(t, "c", "kind: ConfigMap\nmetadata: {name: c}\n", "")
+	cache := &Cache{Budget: 2 * size} // two contents of this size
+	read := func(id string) {
+		t.Helper()
+		out, err := cache.Read(ctx, hub, "fleet", id)
+		if err != nil || !strings.Contains(string(out), "name: "+id) {
+			t.Fatalf("content %s: %q, %v", id, out, err)
+		}
+	}
+	read("a")
+	read("a")
+	read("b")
+	read("a")
+	if hub.reads != 2 {
+		t.Errorf("a, a, b, a: %d reads from the hub, want 2", hub.reads)
+	}
+	read("c") // over the budget: b, the least recently read, goes
+	if cache.Len() != 2 {
+		t.Errorf("the cache keeps %d contents, want 2 within its budget", cache.Len())
+	}
+	read("a")
+	read("b")
+	if hub.reads != 4 {
+		t.Errorf("after c, a was kept and b read again: %d reads in all, want 4", hub.reads)
+	}
+}
+
+func TestCacheKeepsNoFailedRead(t *testing.T) {
+	ctx := context.Background()
+	hub := &contentObjects{}
+	if _, err := (&Cache{}).Read(ctx, hub, "fleet", "missing"); !apierrors.IsNotFound(err) {
+		t.Fatalf("a missing content: %v, want NotFound (the agent waits for its grant)", err)
+	}
+	hub.put(t, "tampered", "kind: ConfigMap\n", strings.Repeat("0", 64))
+	cache := &Cache{}
+	for range 2 {
+		if _, err := cache.Read(ctx, hub, "fleet", "tampered"); err == nil || !strings.Contains(err.Error(), "checksum") {
+			t.Fatalf("content that does not match its checksum: %v", err)
+		}
+	}
+	if cache.Len() != 0 || hub.reads != 3 {
+		t.Errorf("failed reads: %d kept, %d reads, want none kept and each failure read again", cache.Len(), hub.reads)
+	}
+	// Fixed on the hub: read and kept.
+	hub.put(t, "tampered", "kind: ConfigMap\n", "")
+	if _, err := cache.Read(ctx, hub, "fleet", "tampered"); err != nil || cache.Len() != 1 {
+		t.Errorf("the content fixed: %v, %d kept", err, cache.Len())
+	}
+}
