@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -58,18 +57,9 @@ func runIdleFleet(b *testing.B) {
 	c := benchClient(b)
 	ns := benchNamespace(b, c, "idle-")
 	register(b, c, ns.Name, idleClusters)
-	counter := &writeCounter{}
-	hubCfg := fastConfig()
-	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), HeartbeatInterval: idleInterval, HeartbeatDeadline: idleDeadline})
-	}()
+	counter, stopHub := startHub(ctx, b, hub.Options{HeartbeatInterval: idleInterval, HeartbeatDeadline: idleDeadline})
 	defer removeScenario(b, c, ns.Name, idleClusters)
-	defer wg.Wait()
-	defer cancel()
+	defer stopHub()
 	// The hub admits the clusters and creates their Leases: 2,000 Roles, bindings, accounts
 	// and Leases at least.
 	settle(b, counter, int64(4*idleClusters))

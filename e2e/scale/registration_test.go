@@ -5,10 +5,8 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,18 +43,9 @@ func runRegistrationStorm(b *testing.B, clusters int) {
 	c := benchClient(b)
 	warmUp.Do(func() { writeFloor(b, c, 2000, floorShape{}) })
 	ns := benchNamespace(b, c, "storm-").Name
-	counter := &writeCounter{}
-	hubCfg := fastConfig()
-	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = hub.Run(ctx, hub.Options{Config: hubCfg, CacheDir: b.TempDir(), RegistrationBurst: clusters})
-	}()
+	counter, stopHub := startHub(ctx, b, hub.Options{RegistrationBurst: clusters})
 	defer removeScenario(b, c, ns, clusters)
-	defer wg.Wait()
-	defer cancel()
+	defer stopHub()
 
 	token := &v1alpha1.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "storm", Namespace: ns}}
 	if err := c.Create(ctx, token); err != nil {

@@ -286,30 +286,25 @@ type scenario struct {
 // registrations. stop stops them and removes what the scenario created.
 func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters int, files map[string]string, simulated bool, configure ...func(*hub.Options)) *scenario {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &scenario{c: c, ns: benchNamespace(b, c, "scale-").Name, counter: &writeCounter{}, fleet: &fleetWatch{}, up: gitserver.New(b), webhook: freeLoopbackAddr(b)}
+	s := &scenario{c: c, ns: benchNamespace(b, c, "scale-").Name, fleet: &fleetWatch{}, up: gitserver.New(b), webhook: freeLoopbackAddr(b)}
 	s.up.Commit("main", files)
 	s.repoURL = s.up.ServeHTTP("", "").URL + "/repo.git"
 	register(b, c, s.ns, clusters)
 
 	runtime.GC()
 	runtime.ReadMemStats(&s.heapBefore)
-	hubCfg := fastConfig()
-	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { s.counter.rt = rt; return s.counter })
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		opts := hub.Options{Config: hubCfg, CacheDir: b.TempDir(), PollWorkers: 4, WebhookAddr: s.webhook}
-		for _, f := range configure {
-			f(&opts)
-		}
-		_ = hub.Run(ctx, opts)
-	}()
-	if simulated {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.fleet.simulateAgents(ctx, b, c, s.ns, clusters) }()
+	opts := hub.Options{PollWorkers: 4, WebhookAddr: s.webhook}
+	for _, f := range configure {
+		f(&opts)
 	}
-	s.stopHub = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	var stopHub func()
+	s.counter, stopHub = startHub(ctx, b, opts)
+	var sims sync.WaitGroup
+	if simulated {
+		sims.Add(1)
+		go func() { defer sims.Done(); s.fleet.simulateAgents(ctx, b, c, s.ns, clusters) }()
+	}
+	s.stopHub = sync.OnceFunc(func() { cancel(); stopHub(); sims.Wait() })
 	s.stop = func() {
 		s.stopHub()
 		removeScenario(b, c, s.ns, clusters) // once the hub stopped
@@ -318,6 +313,19 @@ func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters 
 	// cluster its identity (ServiceAccount, Roles, RoleBindings) and written its status.
 	s.registration = settle(b, s.counter, int64(5*clusters))
 	return s
+}
+
+// startHub runs the real hub with opts (its client and cache directory the benchmark's), its
+// requests counted, until stop is called or ctx ends.
+func startHub(ctx context.Context, b *testing.B, opts hub.Options) (counter *writeCounter, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	counter = &writeCounter{}
+	opts.Config = fastConfig()
+	opts.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
+	opts.CacheDir = b.TempDir()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hub.Run(ctx, opts) }()
+	return counter, sync.OnceFunc(func() { cancel(); <-done })
 }
 
 // createRepo creates the GitRepo that follows the scenario's repository, targeting every
