@@ -131,8 +131,9 @@ func (r *registrar) reconcile(name string) *v1alpha1.ClusterRegistration {
 	}
 	reg := pass()
 	cluster := types.NamespacedName{Namespace: r.ns, Name: reg.Spec.RequestedClusterName()}
-	if reg.Status.Granted || r.c.Get(ctx, cluster, &v1alpha1.Cluster{}) != nil {
-		return reg
+	var cl v1alpha1.Cluster
+	if reg.Status.Granted || r.c.Get(ctx, cluster, &cl) != nil || cl.Annotations[v1alpha1.RegistrationAnnotation] != string(reg.UID) {
+		return reg // granted, or held before it made or claimed its Cluster
 	}
 	if _, err := r.access.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: cluster}); err != nil {
 		r.t.Fatalf("admit cluster %s: %v", cluster.Name, err)
