@@ -226,7 +226,8 @@ type deployer struct {
 	notMember chan struct{}
 
 	recorder *events.Recorder
-	// contents are the contents read from the hub: a resync reads none again.
+	// contents are the contents its deployments run, read from the hub once: a resync reads
+	// none again.
 	contents contentstore.Cache
 	// toldNotReady is, per deployment, the applied deployment id it told RevisionNotReady of.
 	toldNotReady map[string]string
@@ -300,6 +301,7 @@ func (d *deployer) controller() reconciler.Status[v1alpha1.BundleDeployment, *v1
 // member there: a deleted Cluster's deployments go with its namespace, and a moving cluster's
 // are deleted from the old one; neither removes what runs on the cluster.
 func (d *deployer) gone(ctx context.Context, key types.NamespacedName) error {
+	d.contents.Release(key.Name)
 	if member, err := d.stillMember(ctx); !member || err != nil {
 		return err
 	}
@@ -325,7 +327,7 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 		return reconciler.Outcome{}, d.rollBackToNothing(ctx, bd)
 	}
 	if rel != nil && !bd.Spec.Paused {
-		objs, applyErr = d.objects(ctx, bd.Spec.BundleNamespace, rel.ContentID)
+		objs, applyErr = d.objects(ctx, bd.Name, bd.Spec.BundleNamespace, rel.ContentID)
 		switch {
 		case apierrors.IsForbidden(applyErr) || apierrors.IsNotFound(applyErr):
 			// The hub grants access to new content right after releasing it: wait, this is
@@ -430,9 +432,9 @@ func (d *deployer) rollBackToNothing(ctx context.Context, bd *v1alpha1.BundleDep
 	return nil
 }
 
-// objects reads and parses the released content.
-func (d *deployer) objects(ctx context.Context, namespace, contentID string) ([]*unstructured.Unstructured, error) {
-	data, err := d.contents.Read(ctx, d.hubReader, namespace, contentID)
+// objects reads and parses the content deployment name runs.
+func (d *deployer) objects(ctx context.Context, name, namespace, contentID string) ([]*unstructured.Unstructured, error) {
+	data, err := d.contents.Read(ctx, d.hubReader, name, namespace, contentID)
 	if err != nil {
 		return nil, err
 	}
@@ -809,6 +811,7 @@ func (d *deployer) remove(ctx context.Context, bd *v1alpha1.BundleDeployment) er
 	if err := d.uninstall(ctx, bd.Name); err != nil {
 		return fmt.Errorf("failed to uninstall %s: %w", bd.Name, err)
 	}
+	d.contents.Release(bd.Name)
 	reason, msg := v1alpha1.UninstalledReason, "the workloads are removed"
 	if bd.Spec.Options.KeepResources {
 		reason, msg = v1alpha1.ResourcesKeptReason, "the workloads are kept (keepResources) and no longer managed"

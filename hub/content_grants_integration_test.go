@@ -10,12 +10,14 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/model"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -138,7 +140,7 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	if err := c.Create(ctx, bd); err != nil {
 		t.Fatal(err)
 	}
-	if err := access.GrantShared(ctx, c, model.ContentRef{Namespace: ns, ID: shared.ContentID}, []string{cl.Status.Namespace}, time.Now()); err != nil {
+	if err := access.GrantShared(ctx, c, access.SharedGrant{Ref: model.ContentRef{Namespace: ns, ID: shared.ContentID}, ClusterNamespaces: []string{cl.Status.Namespace}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ownContent := func() []string {
@@ -192,7 +194,7 @@ func TestSharedGrantIsKeptForTheWholePruneDelay(t *testing.T) {
 	// Late in a second: truncated to the second, the delay would end 0.9 s early.
 	granted := time.Date(2026, 3, 1, 10, 0, 0, 900_000_000, time.UTC)
 	ref := model.ContentRef{Namespace: ns, ID: "s-1234"}
-	if err := access.GrantShared(ctx, c, ref, []string{"cluster-ns-a", "cluster-ns-b"}, granted); err != nil {
+	if err := access.GrantShared(ctx, c, access.SharedGrant{Ref: ref, ClusterNamespaces: []string{"cluster-ns-a", "cluster-ns-b"}}, granted); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}
@@ -212,47 +214,129 @@ func TestSharedGrantIsKeptForTheWholePruneDelay(t *testing.T) {
 	}
 }
 
-// A shared grant made for clusters whose deployments are not written yet (a staging slower
-// than the prune delay: a large fleet, a slow API server) is kept by the hub's pruner for as
-// long as the staging renews it, however far past the delay, and goes once the staging ended
-// (nothing references its content here). A grant that is not renewed goes after the delay.
-func TestSharedGrantIsKeptWhileItsStagingLasts(t *testing.T) {
-	const delay = 400 * time.Millisecond
-	c, _ := startHub(t, Options{GrantPruneDelay: delay})
+// R1.1: a continuous rollout writes a cluster's deployment only when it reaches the cluster,
+// minutes after the commit staged it at fleet size. The shared grant staging made keeps, past
+// the prune delay, the agents of the clusters the bundle's wanted revision deploys its content
+// to, deployment written or not (each would otherwise cost a write of its own Role when the
+// rollout reaches it); it drops every other agent, and goes once the bundle moved on.
+func TestR1_1_SharedGrantKeepsTheClustersARolloutHasNotReachedYet(t *testing.T) {
+	c, cached := apiClient(t), indexedClient(t)
 	ctx := context.Background()
 	ns := namespace(t, c)
-	gone := func(key types.NamespacedName) bool {
-		var binding rbacv1.RoleBinding
-		return apierrors.IsNotFound(c.Get(ctx, key, &binding))
-	}
-	grant := func(id string) types.NamespacedName {
-		if err := access.GrantShared(ctx, c, model.ContentRef{Namespace: ns, ID: id}, []string{"cluster-ns-a", "cluster-ns-b"}, time.Now()); err != nil {
+	revisions := &model.RevisionStore{Content: &contentstore.Store{Client: c}}
+	clusterNS := map[string]string{}
+	for _, name := range []string{"reached", "later", "other-content", "untargeted"} {
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		if err := c.Create(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
-		return types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(id)}
+		cl.Status.Namespace = namespace(t, c)
+		if err := c.Status().Update(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		clusterNS[name] = cl.Status.Namespace
 	}
-	// The hub's pruner at work: a grant nobody renews and nothing references goes.
-	unrenewed := grant("s-unrenewed")
-	waitUntil(t, "a grant nobody renews goes", func() bool { return gone(unrenewed) })
-
-	ref := model.ContentRef{Namespace: ns, ID: "s-slow"}
-	key := grant(ref.ID)
-	stop := access.KeepShared(ctx, c, []model.ContentRef{ref}, delay)
-	renewals, last := 0, ""
-	// Five prune delays of staging, the grant read as often as the pruner could act on it.
-	for end := time.Now().Add(5 * delay); time.Now().Before(end); time.Sleep(delay / 8) {
+	target := func(index int64, content string) model.RevisionTarget {
+		return model.RevisionTarget{Ref: revisionRef(index, content)}
+	}
+	bun := &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}}
+	if err := c.Create(ctx, bun); err != nil {
+		t.Fatal(err)
+	}
+	setRevision := func(index int64, targets model.RevisionTargets) {
+		t.Helper()
+		id, err := revisions.Put(ctx, ns, targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bun.Spec.Revisions = append(bun.Spec.Revisions, v1alpha1.BundleRevision{RevisionRef: revisionRef(index, fmt.Sprint(index)), TargetsID: id, Created: metav1.Now()})
+		bun.Spec.LatestRevision = index
+		if err := c.Update(ctx, bun); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRevision(1, model.RevisionTargets{"reached": target(1, "1"), "later": target(1, "1"), "other-content": target(1, "other")})
+	// Only the cluster the rollout reached has a deployment.
+	bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: clusterNS["reached"], Labels: map[string]string{model.LabelBundleNamespace: ns, model.LabelBundle: "web"}},
+		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "web", BundleNamespace: ns, Staged: revisionRef(1, "1")}}
+	if err := c.Create(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	ref := model.ContentRef{Namespace: ns, ID: revisionRef(1, "1").ContentID}
+	var all []string
+	for _, name := range []string{"reached", "later", "other-content", "untargeted"} {
+		all = append(all, clusterNS[name])
+	}
+	if err := access.GrantShared(ctx, c, access.SharedGrant{Ref: ref, Bundles: []string{"web"}, ClusterNamespaces: all}, granted); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}
+	pruner := &access.ContentGrantReconciler{Client: cached, Revisions: revisions, Delay: time.Minute, Now: func() time.Time { return granted.Add(time.Hour) }}
+	// The pruner reads the cache: each pass waits until the cache shows what the test wrote.
+	var clusters []client.Object
+	for name := range clusterNS {
+		clusters = append(clusters, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+	}
+	seen := func(grant string) {
+		t.Helper()
+		cacheShows(t, c, cached, append(clusters, bun.DeepCopy(), bd.DeepCopy(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: grant, Namespace: ns}})...)
+	}
+	prune := func() []string {
+		t.Helper()
+		seen(key.Name)
+		if _, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
 		var binding rbacv1.RoleBinding
-		if err := c.Get(ctx, key, &binding); err != nil || len(binding.Subjects) != 2 {
-			stop()
-			t.Fatalf("the grant was pruned while its staging renewed it: %v, %d subjects", err, len(binding.Subjects))
+		if err := c.Get(ctx, key, &binding); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			t.Fatal(err)
 		}
-		if at := binding.Annotations["flotilla.dev/granted-at"]; at != last {
-			renewals, last = renewals+1, at
+		var agents []string
+		for name, cns := range clusterNS {
+			if slices.Contains(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: access.AgentServiceAccount, Namespace: cns}) {
+				agents = append(agents, name)
+			}
 		}
+		slices.Sort(agents)
+		return agents
 	}
-	stop()
-	if renewals < 5 {
-		t.Errorf("the grant was renewed %d times in five prune delays", renewals-1)
+	if got, want := prune(), []string{"later", "reached"}; !slices.Equal(got, want) {
+		t.Errorf("an hour after the grant, while revision 1 rolls out, it names the agents of %v, want %v", got, want)
 	}
-	waitUntil(t, "the grant goes once its staging ended", func() bool { return gone(key) })
+	if !agentMayRead(t, c, clusterNS["later"], ns, ref.ID) || agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID) {
+		t.Errorf("the API server does not enforce the grant as kept: later may read %v, untargeted %v",
+			agentMayRead(t, c, clusterNS["later"], ns, ref.ID), agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID))
+	}
+	// A grant naming another bundle, or none, keeps only the deployments' agents.
+	other := model.ContentRef{Namespace: ns, ID: "s-1-elsewhere"}
+	if err := access.GrantShared(ctx, c, access.SharedGrant{Ref: other, Bundles: []string{"api"}, ClusterNamespaces: all}, granted); err != nil {
+		t.Fatal(err)
+	}
+	seen(access.ContentGrantName(other.ID))
+	if _, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(other.ID)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(other.ID)}, &rbacv1.RoleBinding{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a grant of content no deployment and no wanted revision uses was kept (%v)", err)
+	}
+
+	// The bundle moves on: revision 2 deploys other content; the reached cluster's deployment
+	// still runs revision 1, so its agent alone keeps it.
+	setRevision(2, model.RevisionTargets{"reached": target(2, "2"), "later": target(2, "2")})
+	if got, want := prune(), []string{"reached"}; !slices.Equal(got, want) {
+		t.Errorf("with revision 2 wanted, the grant of revision 1's content names %v, want %v", got, want)
+	}
+	bd.Spec.Staged = revisionRef(2, "2")
+	if err := c.Update(ctx, bd); err != nil {
+		t.Fatal(err)
+	}
+	if got := prune(); got != nil {
+		t.Errorf("with no deployment left on revision 1, its content's grant names %v", got)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}, &rbacv1.Role{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the grant's Role outlived its binding (%v)", err)
+	}
 }

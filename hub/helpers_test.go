@@ -25,6 +25,8 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 func hmacHex(secret, body string) string {
@@ -109,4 +111,52 @@ func (s staleGrants) Get(ctx context.Context, key client.ObjectKey, o client.Obj
 		return apierrors.NewNotFound(rbacv1.Resource("rolebindings"), key.Name)
 	}
 	return s.Client.Get(ctx, key, o, opts...)
+}
+
+// indexedClient is a client that reads, as the hub's controllers do, from an informer cache
+// with the hub's field indexes, and writes to the API server. The cache stops with the test.
+func indexedClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := hubCluster.Config()
+	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := model.IndexDeployments(ctx, informers); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = informers.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("the test's cache did not sync")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// cacheShows waits until cached reads each object (named by namespace and name) at the
+// resource version the API server has now.
+func cacheShows(t *testing.T, live, cached client.Client, objs ...client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		key := client.ObjectKeyFromObject(o)
+		if err := live.Get(ctx, key, o); err != nil {
+			t.Fatalf("%T %s: %v", o, key, err)
+		}
+		want := o.GetResourceVersion()
+		waitUntil(t, fmt.Sprintf("the cache shows %T %s at version %s", o, key, want), func() bool {
+			return cached.Get(ctx, key, o) == nil && o.GetResourceVersion() == want
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/clusters"
 	"github.com/flotilla-dev/flotilla/hub/liveness/livenesstest"
 	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/reconciler"
 	"github.com/flotilla-dev/flotilla/hub/strategy"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -95,8 +96,8 @@ func TestR1_11_StoppedAgentTurnsOfflineWhateverTheWallClock(t *testing.T) {
 			}
 			heartbeat(w0)
 			cl, res := reconcile("the agent reporting")
-			if offline(cl) || cl.Status.Display.State == "WaitingForAgent" || res.RequeueAfter != 7*time.Second {
-				t.Fatalf("a reporting agent: state %s, requeue after %s (want a look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter)
+			if offline(cl) || cl.Status.Display.State == "WaitingForAgent" || res.RequeueAfter != 7*time.Second || res.Priority == nil || *res.Priority != reconciler.UrgentPriority {
+				t.Fatalf("a reporting agent: state %s, requeue after %s with priority %v (want an urgent look one second past the 6 s deadline)", cl.Status.Display.State, res.RequeueAfter, res.Priority)
 			}
 			// The agent stops; at the requeue the hub's wall clock has stepped back a minute.
 			clocks.Wall, clocks.Mono = w0.Add(-time.Minute), res.RequeueAfter

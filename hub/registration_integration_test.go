@@ -338,6 +338,52 @@ func TestAPreCreatedClusterIsClaimedOnlyWithItsToken(t *testing.T) {
 	}
 }
 
+// A registration whose Cluster is not admitted says nothing while that is a moment's wait (no
+// status write: a storm of registrations pays none), says so once it lasts, and is granted as
+// soon as the Cluster is admitted.
+func TestARegistrationSaysWhenItsClusterIsNotAdmittedForLong(t *testing.T) {
+	r := newRegistrar(t, 10)
+	ctx := context.Background()
+	r.issue("edge-tokens")
+	reg := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: r.ns},
+		Spec: v1alpha1.ClusterRegistrationSpec{ClientID: "id-edge-1", ClusterName: "edge-1", TokenName: "edge-tokens", PublicKey: make([]byte, 32)}}
+	if err := r.bearer("edge-tokens").Create(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: r.ns, Name: reg.Name}
+	pass := func() (*v1alpha1.ClusterRegistration, ctrl.Result) {
+		t.Helper()
+		res, err := r.regs.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.ClusterRegistration
+		if err := r.c.Get(ctx, key, &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got, res
+	}
+	r.now = reg.CreationTimestamp.Time
+	got, res := pass()
+	if got.Status.Granted || len(got.Status.Conditions) != 0 || res.RequeueAfter <= 0 {
+		t.Errorf("at once: granted=%v conditions %+v, a look again in %v", got.Status.Granted, got.Status.Conditions, res.RequeueAfter)
+	}
+	written := got.ResourceVersion
+	if got, _ = pass(); got.ResourceVersion != written {
+		t.Errorf("a second pass while the Cluster is being admitted wrote the registration")
+	}
+	r.now = r.now.Add(3 * time.Minute)
+	if got, _ = pass(); got.Status.Granted || !strings.HasPrefix(heldFor(got), v1alpha1.WaitingForAdmissionReason) || !strings.Contains(heldFor(got), "cluster edge-1 is not admitted yet") {
+		t.Errorf("three minutes on: granted=%v, %q", got.Status.Granted, heldFor(got))
+	}
+	if _, err := r.access.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: "edge-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = pass(); !got.Status.Granted || heldFor(got) != "" {
+		t.Errorf("admitted: granted=%v, %q", got.Status.Granted, heldFor(got))
+	}
+}
+
 // A Secret created beforehand under the name a token's Secret had is never taken for it: the
 // hub names the token's Secret itself, and the Secret it names holds the hub's address.
 func TestAPlantedRegistrationSecretIsNotAdopted(t *testing.T) {

@@ -227,8 +227,7 @@ func newSource(mgr ctrl.Manager, opts Options, sh model.Shard, live *liveness.Li
 	b := &sources.Bundler{Client: mgr.GetClient(), Shard: sh, Uncached: mgr.GetAPIReader(), Live: live, CrossNamespaceRefs: opts.AllowCrossNamespaceRefs, Content: content,
 		Revisions: &model.RevisionStore{Content: content}, Released: &deploy.Releases{}, Staging: deploy.NewStagingNow(), Writes: make(deploy.WriteSlots, model.PositiveOr(opts.WritesInFlight, deploy.DefaultWritesInFlight)),
 		Charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
-		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: rolloutClock(opts), Recorder: recorder,
-		GrantPruneDelay: model.PositiveOr(opts.GrantPruneDelay, access.DefaultGrantPruneDelay)}
+		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: rolloutClock(opts), Recorder: recorder}
 	src.OnCommit = b.OnCommit
 	b.Checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {
 		from, err := src.RepoFor(ctx, repo)
@@ -286,7 +285,7 @@ func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint
 		{"registration token", true, (&clusters.TokenReconciler{Client: c, Kube: kube, Endpoint: endpoint, TTL: opts.RegistrationTokenTTL}).Setup},
 		{"registration", true, (&clusters.RegistrationReconciler{Client: c, Kube: kube, Now: time.Now, TokenTTL: model.PositiveOr(opts.AgentTokenTTL, clusters.DefaultAgentTokenTTL),
 			Limits: clusters.TokenLimits{Every: model.PositiveOr(opts.RegistrationInterval, clusters.DefaultRegistrationInterval), Burst: model.PositiveOr(opts.RegistrationBurst, clusters.DefaultRegistrationBurst)}}).Setup},
-		{"content grant", true, (&access.ContentGrantReconciler{Client: c, Now: time.Now, Delay: b.GrantPruneDelay}).Setup},
+		{"content grant", true, (&access.ContentGrantReconciler{Client: c, Revisions: b.Revisions, Now: time.Now, Delay: model.PositiveOr(opts.GrantPruneDelay, access.DefaultGrantPruneDelay)}).Setup},
 		// Collecting is never urgent: a pass per namespace at most every quarter of the grace
 		// period (30 s by default), so a rollout's deployment writes do not make it a hot path.
 		{"content collector", true, (&lifecycle.ContentCollector{Client: c, Revisions: b.Revisions, Now: time.Now, Grace: contentGrace, Delay: min(max(contentGrace/4, time.Second), 30*time.Second)}).Setup},

@@ -41,12 +41,12 @@ type fleetWatch struct {
 
 // revisionGoal is what waitAllReady waits for: every deployment on rev, ready.
 type revisionGoal struct {
-	rev                                int64
-	total                              int
-	start                              time.Time
-	staged, released, ready            map[string]bool
-	firstStaged, allStaged, allRelease time.Duration
-	done                               chan struct{}
+	rev                                              int64
+	total                                            int
+	start                                            time.Time
+	staged, released, ready                          map[string]bool
+	firstStaged, allStaged, firstRelease, allRelease time.Duration
+	done                                             chan struct{}
 }
 
 func (g *revisionGoal) record(key string, bd *v1alpha1.BundleDeployment) {
@@ -62,6 +62,9 @@ func (g *revisionGoal) record(key string, bd *v1alpha1.BundleDeployment) {
 	}
 	if bd.Spec.Released != nil && bd.Spec.Released.Index == g.rev && !g.released[key] {
 		g.released[key] = true
+		if len(g.released) == 1 {
+			g.firstRelease = since
+		}
 		if len(g.released) == g.total {
 			g.allRelease = since
 		}
@@ -93,9 +96,10 @@ func (f *fleetWatch) observe(bd *v1alpha1.BundleDeployment) {
 	}
 }
 
-// waitAllReady waits until every deployment of the fleet runs revision rev, ready, and logs
-// when the first and the last were staged, released and ready (counted from start).
-func (f *fleetWatch) waitAllReady(b *testing.B, total int, rev int64, start time.Time) {
+// waitAllReady waits until every deployment of the fleet runs revision rev, ready, logs when
+// the first and the last were staged, released and ready, and returns when the first was
+// released (counted from start).
+func (f *fleetWatch) waitAllReady(b *testing.B, total int, rev int64, start time.Time) (firstRelease time.Duration) {
 	g := &revisionGoal{rev: rev, total: total, start: start, staged: map[string]bool{}, released: map[string]bool{}, ready: map[string]bool{}, done: make(chan struct{})}
 	f.mu.Lock()
 	f.goal = g
@@ -121,11 +125,12 @@ func (f *fleetWatch) waitAllReady(b *testing.B, total int, rev int64, start time
 			f.mu.Unlock()
 		}
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if os.Getenv("SCALE_WRITES") != "" {
-		f.mu.Lock()
-		b.Logf("revision %d: first staged %v, all staged %v, all released %v, all ready %v", rev, g.firstStaged, g.allStaged, g.allRelease, time.Since(start))
-		f.mu.Unlock()
+		b.Logf("revision %d: first staged %v, all staged %v, first released %v, all released %v, all ready %v", rev, g.firstStaged, g.allStaged, g.firstRelease, g.allRelease, time.Since(start))
 	}
+	return g.firstRelease
 }
 
 // describeStuck counts the fleet's deployments by how far they got towards g and shows a few

@@ -30,10 +30,7 @@ import (
 // dashboard server's heap for the view (its informers of 10,000 Clusters and deployments
 // included), and the pushes and bytes a second the page received during the update.
 func BenchmarkDashboard(b *testing.B) {
-	clusters := 10000
-	if n, err := strconv.Atoi(os.Getenv("SCALE_DASHBOARD_CLUSTERS")); err == nil && n > 0 {
-		clusters = n
-	}
+	clusters := envCount(b, "SCALE_DASHBOARD_CLUSTERS", 10000)
 	for b.Loop() {
 		runDashboard(b, clusters)
 	}

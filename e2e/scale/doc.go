@@ -10,7 +10,11 @@
 // its webhook), the API server's write floor for the same number of objects (create each,
 // write its status once) measured in the same run, the same floor with objects shaped like the
 // hub's deployments and the agents' reports, that shaped floor watched as the hub and an agent
-// watch deployments, the hub's writes per BundleDeployment and its heap. BenchmarkWriteKinds measures each kind of deployment write alone. Set SCALE_WRITES=1
+// watch deployments, the hub's writes per BundleDeployment and its heap. BenchmarkStrategies
+// reports the same for one bundle rolled out by a staged run of five stages and by a sequence
+// of three groups (SCALE_STRATEGY_CLUSTERS clusters); BenchmarkRestart restarts the hub under
+// a deployed fleet and reports its resync (time, writes, heap) and its first release after it.
+// BenchmarkWriteKinds measures each kind of deployment write alone. Set SCALE_WRITES=1
 // for the writes by kind and the per-revision timeline, SCALE_HEAP_PROFILE=path for a heap
 // profile, and FLOTILLA_APISERVER_PROFILING=1 SCALE_APISERVER_PROFILE=path for a CPU profile
 // of the API server over each first deployment and update (SCALE_APISERVER_PROFILE_SECONDS,

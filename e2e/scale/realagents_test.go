@@ -43,10 +43,7 @@ import (
 // benchmark), and while rolling out. SCALE_AGENT_LOGS names a directory to keep the agents'
 // logs in.
 func BenchmarkRealAgents(b *testing.B) {
-	agents := 3
-	if n, err := strconv.Atoi(os.Getenv("SCALE_REAL_AGENTS")); err == nil && n > 0 {
-		agents = n
-	}
+	agents := envCount(b, "SCALE_REAL_AGENTS", 3)
 	for b.Loop() {
 		runRealAgents(b, agents, 50)
 	}
@@ -244,6 +241,8 @@ type agentProcess struct {
 	cluster string
 	cmd     *exec.Cmd
 	front   *httptest.Server
+	// frontCA is the CA of front's certificate, which the agent's kubeconfig trusts.
+	frontCA []byte
 	exited  chan struct{}
 
 	mu       sync.Mutex
@@ -267,7 +266,7 @@ func startAgentProcess(ctx context.Context, b *testing.B, binary string, w *cont
 	dir := b.TempDir()
 	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: p.front.URL, CertificateAuthorityData: frontCA(p.front)}
+	cfg.Clusters["hub"] = &clientcmdapi.Cluster{Server: p.front.URL, CertificateAuthorityData: p.frontCA}
 	cfg.AuthInfos["agent"] = &clientcmdapi.AuthInfo{Token: creds.BearerToken}
 	cfg.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "agent"}
 	cfg.CurrentContext = "hub"
@@ -310,7 +309,7 @@ func (p *agentProcess) stop(b *testing.B) {
 
 // agentFront is the agent's way to the hub: a TLS server of its own CA on its own loopback
 // address that forwards each request, with the agent's own credentials and nothing else, to
-// the hub's API server, counting it.
+// the hub's API server, counting it. p.frontCA is set to the front's CA.
 func agentFront(b *testing.B, p *agentProcess) *httptest.Server {
 	hubCfg := apiServer.Config()
 	target, err := url.Parse(hubCfg.Host)
@@ -339,16 +338,8 @@ func agentFront(b *testing.B, p *agentProcess) *httptest.Server {
 	ca := testpki.NewCA(b, "front of "+p.cluster)
 	front.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(b, "127.0.0.1")}}
 	front.StartTLS()
-	frontCAs.Store(front, ca.PEM())
+	p.frontCA = ca.PEM()
 	return front
-}
-
-// frontCAs keeps each front's CA for the kubeconfig that trusts it.
-var frontCAs sync.Map
-
-func frontCA(s *httptest.Server) []byte {
-	pem, _ := frontCAs.Load(s)
-	return pem.([]byte)
 }
 
 // agentUsage is what an agent used since its last mark.

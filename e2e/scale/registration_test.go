@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,10 +27,7 @@ import (
 // against the write floor for as many writes; the hub's writes per cluster (by kind with
 // SCALE_WRITES) and the API server's CPU per cluster.
 func BenchmarkRegistrationStorm(b *testing.B) {
-	clusters := 1000
-	if n, err := strconv.Atoi(os.Getenv("SCALE_REGISTRATIONS")); err == nil && n > 0 {
-		clusters = n
-	}
+	clusters := envCount(b, "SCALE_REGISTRATIONS", 1000)
 	for b.Loop() {
 		runRegistrationStorm(b, clusters)
 	}

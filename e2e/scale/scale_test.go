@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +82,13 @@ func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return w.rt.RoundTrip(r)
 }
 
+// count is how many requests of method and resource (as resourceOf names it) were made.
+func (w *writeCounter) count(methodAndResource string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byKind[methodAndResource]
+}
+
 // resourceOf reduces an API path to its resource (and subresource).
 func resourceOf(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
@@ -132,10 +141,24 @@ func BenchmarkFleet(b *testing.B) {
 	for _, sc := range fleetSizes(b, []fleetSize{{1, 200}, {50, 50}, {10, 500}}) {
 		b.Run(fmt.Sprintf("%dbundles-x-%dclusters", sc.bundles, sc.clusters), func(b *testing.B) {
 			for b.Loop() {
-				runScenario(b, sc.bundles, sc.clusters, false)
+				runScenario(b, fleetSpec{bundles: sc.bundles, clusters: sc.clusters})
 			}
 		})
 	}
+}
+
+// envCount is the positive number the environment variable name holds, or def when it is unset;
+// anything else fails the benchmark.
+func envCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s: %q is not a positive number", name, v)
+	}
+	return n
 }
 
 // fleetSize is a benchmark's fleet: bundles, each targeting every one of clusters.
@@ -164,14 +187,93 @@ func fleetSizes(b *testing.B, def []fleetSize) []fleetSize {
 // writes per BundleDeployment must be BenchmarkFleet's.
 func BenchmarkFleetWithChecks(b *testing.B) {
 	for b.Loop() {
-		runScenario(b, 10, 500, true)
+		runScenario(b, fleetSpec{bundles: 10, clusters: 500, checks: true})
 	}
 }
 
-func runScenario(b *testing.B, bundles, clusters int, checks bool) {
+// BenchmarkStrategies rolls one bundle out over SCALE_STRATEGY_CLUSTERS clusters (1,000 by
+// default; the size is 10,000) with each strategy that stages every cluster at once and
+// releases them in steps: a staged run of five stages (ring r0 … r4, each stage all at once,
+// started by the revision: autoRun) and a sequence of three groups (r0; r1 and r2; r3 and r4;
+// no soak). It reports what BenchmarkFleet does: the steps wait for the agents' reports, so
+// the time against the watched floor is what a step costs beyond the writes.
+func BenchmarkStrategies(b *testing.B) {
+	clusters := max(envCount(b, "SCALE_STRATEGY_CLUSTERS", 1000), rings)
+	for _, strategy := range []rolloutKind{stagedRun, sequence} {
+		b.Run(fmt.Sprintf("%s-x-%dclusters", strategy, clusters), func(b *testing.B) {
+			for b.Loop() {
+				runScenario(b, fleetSpec{bundles: 1, clusters: clusters, rollout: strategy})
+			}
+		})
+	}
+}
+
+// rolloutKind is how a scenario's bundles roll out.
+type rolloutKind string
+
+const (
+	continuous rolloutKind = ""
+	stagedRun  rolloutKind = "staged-5-stages"
+	sequence   rolloutKind = "sequence-3-groups"
+)
+
+// rings is how many rings (label ring=r0 …) the clusters are spread over, round robin.
+const rings = 5
+
+func ringOf(i int) string { return fmt.Sprintf("r%d", i%rings) }
+
+// fleetSpec is a benchmark's fleet: bundles, each targeting every one of clusters, rolled out
+// as rollout says, with a Cluster analysis check on each bundle when checks is set.
+type fleetSpec struct {
+	bundles, clusters int
+	checks            bool
+	rollout           rolloutKind
+}
+
+// fleetYAML is bundle i's fleet.yaml.
+func (f fleetSpec) fleetYAML(i int) string {
+	out := fmt.Sprintf("defaultNamespace: scale-%d\n", i)
+	switch f.rollout {
+	case stagedRun:
+		out += "stagedUpdate: {strategy: rings, autoRun: true}\n"
+	case sequence:
+		out += "sequence: {name: rings}\n"
+	}
+	if f.checks {
+		out += "rolloutStrategy:\n  analysis:\n" +
+			"  - {name: errors, provider: verdicts, interval: 30s, query: 'errors of {{ .Cluster.Name }}', condition: 'result.errors == 0'}\n"
+	}
+	return out
+}
+
+// strategyObjects are the objects the fleet's rollout names, in namespace ns.
+func (f fleetSpec) strategyObjects(ns string) []client.Object {
+	all := intstr.FromString("100%")
+	zero := &metav1.Duration{}
+	switch f.rollout {
+	case stagedRun:
+		var stages []v1alpha1.StageConfig
+		for r := range rings {
+			stages = append(stages, v1alpha1.StageConfig{Name: ringOf(r), Selector: "ring=" + ringOf(r), MaxConcurrency: &all})
+		}
+		return []client.Object{&v1alpha1.StagedUpdateStrategy{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: ns},
+			Spec: v1alpha1.StagedUpdateStrategySpec{Stages: stages}}}
+	case sequence:
+		return []client.Object{&v1alpha1.RolloutSequence{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: ns}, Spec: v1alpha1.RolloutSequenceSpec{
+			Groups: []v1alpha1.SequenceGroup{
+				{Name: "first", Selector: "ring=r0", Soak: zero},
+				{Name: "second", Upstream: "first", Selector: "ring in (r1, r2)", Soak: zero},
+				{Name: "rest", Upstream: "second", Selector: "ring in (r3, r4)", Soak: zero},
+			}}}}
+	}
+	return nil
+}
+
+func runScenario(b *testing.B, spec fleetSpec) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := benchClient(b)
+	bundles, clusters, checks := spec.bundles, spec.clusters, spec.checks
 	total := bundles * clusters
 
 	// A fresh API server is slower for its first few thousand writes: warm it up first, or the
@@ -184,11 +286,7 @@ func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 	files := map[string]string{}
 	for i := range bundles {
 		// Without a fleet.yaml anywhere the repository root would be one bundle.
-		files[fmt.Sprintf("b%02d/fleet.yaml", i)] = fmt.Sprintf("defaultNamespace: scale-%d\n", i)
-		if checks {
-			files[fmt.Sprintf("b%02d/fleet.yaml", i)] += "rolloutStrategy:\n  analysis:\n" +
-				"  - {name: errors, provider: verdicts, interval: 30s, query: 'errors of {{ .Cluster.Name }}', condition: 'result.errors == 0'}\n"
-		}
+		files[fmt.Sprintf("b%02d/fleet.yaml", i)] = spec.fleetYAML(i)
 		files[fmt.Sprintf("b%02d/cm.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\ndata: {v: \"1\"}\n", i)
 	}
 	s := startScenario(ctx, b, c, clusters, files, true)
@@ -207,7 +305,13 @@ func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 			b.Fatal(err)
 		}
 	}
+	for _, o := range spec.strategyObjects(ns) {
+		if err := c.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
 	start, apiCPU := time.Now(), apiServerCPU(b)
+	roleUpdates := counter.count("PUT roles")
 	s.createRepo(ctx, b)
 	profiled := profileAPIServer(b, fmt.Sprintf("%dx%d", bundles, clusters))
 	fleet.waitAllReady(b, total, 1, start)
@@ -227,6 +331,13 @@ func runScenario(b *testing.B, bundles, clusters int, checks bool) {
 	apiCPUUpdate := apiServerCPU(b) - apiCPU
 	writesUpdate := counter.writes.Load() - writesDeploy - registration
 	profiled()
+	// Each bundle's content goes to every cluster: granted once for all (two writes per bundle
+	// and revision) whenever that is fewer writes than a Role per cluster. An own Role written
+	// then is a shared grant lost on the way (pruned before the rollout reached the cluster).
+	roleUpdates = counter.count("PUT roles") - roleUpdates
+	if 2*bundles < clusters && roleUpdates > 0 {
+		b.Errorf("the hub updated %d clusters' own Roles although each bundle's content is granted once for all its clusters", roleUpdates)
+	}
 
 	var heap runtime.MemStats
 	runtime.GC()
@@ -279,6 +390,17 @@ type scenario struct {
 	// stopHub stops the hub and the simulated agents (once); stop does and removes what the
 	// scenario created.
 	stopHub, stop func()
+	// The hub runs with opts until hubCtx ends or stopHubOnly is called (restartHub).
+	opts        hub.Options
+	hubCtx      context.Context
+	stopHubOnly func()
+}
+
+// restartHub stops the scenario's hub and starts another with the same options, its requests
+// counted afresh, while the agents go on: a hub restarted, or a standby taking over.
+func (s *scenario) restartHub(b *testing.B) {
+	s.stopHubOnly()
+	s.counter, s.stopHubOnly = startHub(s.hubCtx, b, s.opts)
 }
 
 // startScenario registers clusters, commits files, starts the hub (with options as configure
@@ -297,14 +419,14 @@ func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters 
 	for _, f := range configure {
 		f(&opts)
 	}
-	var stopHub func()
-	s.counter, stopHub = startHub(ctx, b, opts)
+	s.opts, s.hubCtx = opts, ctx
+	s.counter, s.stopHubOnly = startHub(ctx, b, opts)
 	var sims sync.WaitGroup
 	if simulated {
 		sims.Add(1)
 		go func() { defer sims.Done(); s.fleet.simulateAgents(ctx, b, c, s.ns, clusters) }()
 	}
-	s.stopHub = sync.OnceFunc(func() { cancel(); stopHub(); sims.Wait() })
+	s.stopHub = sync.OnceFunc(func() { cancel(); s.stopHubOnly(); sims.Wait() })
 	s.stop = func() {
 		s.stopHub()
 		removeScenario(b, c, s.ns, clusters) // once the hub stopped
@@ -453,13 +575,18 @@ func writeHeapProfile(b *testing.B, path string) {
 // settle waits until the hub made at least atLeast writes and then none for a second, and returns
 // how many it made. A hub that writes nothing for two minutes before that fails it.
 func settle(b *testing.B, counter *writeCounter, atLeast int64) int64 {
+	return settleFor(b, counter, atLeast, time.Second)
+}
+
+// settleFor is settle with quiet as the time without a write that counts as settled.
+func settleFor(b *testing.B, counter *writeCounter, atLeast int64, quiet time.Duration) int64 {
 	last, quietSince := counter.writes.Load(), time.Now()
 	for time.Since(quietSince) < 2*time.Minute {
 		time.Sleep(100 * time.Millisecond)
 		switch n := counter.writes.Load(); {
 		case n != last:
 			last, quietSince = n, time.Now()
-		case n >= atLeast && time.Since(quietSince) >= time.Second:
+		case n >= atLeast && time.Since(quietSince) >= quiet:
 			return n
 		}
 	}
@@ -508,12 +635,12 @@ func removeScenario(b *testing.B, c client.Client, ns string, clusters int) {
 
 func clusterName(i int) string { return fmt.Sprintf("c%04d", i) }
 
-// register creates n Clusters and admits them, as registration does.
+// register creates n Clusters, spread over the rings, and admits them, as registration does.
 func register(b *testing.B, c client.Client, ns string, n int) {
 	ctx := context.Background()
 	parallel(n, func(i int) {
 		name := clusterName(i)
-		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"ring": ringOf(i)}}}
 		if err := c.Create(ctx, cl); err != nil {
 			b.Error(err)
 			return

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -44,6 +45,12 @@ import (
 // It keeps sub-second precision: truncated to the second, a grant made late in a second could
 // be pruned up to a second early, before the deployments it was made for reach the cache.
 const annotationGrantedAt = "flotilla.dev/granted-at"
+
+// annotationGrantedFor names the bundles (comma-separated, sorted) whose staging made a shared
+// grant: while a bundle's wanted revision deploys the content to a cluster, the pruner keeps
+// that cluster's agent, deployment written or not. A continuous rollout writes a cluster's
+// deployment only when it reaches the cluster, which at fleet size is minutes after staging.
+const annotationGrantedFor = "flotilla.dev/granted-for"
 
 // DefaultGrantPruneDelay is how long a shared grant waits before it drops the agents that no
 // longer deploy its content, and the whole grant when none does (Options.GrantPruneDelay).
@@ -131,95 +138,77 @@ func agentSubject(clusterNS string) rbacv1.Subject {
 	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: clusterNS}
 }
 
-// GrantShared lets the agents of the clusters in clusterNamespaces read ref: it creates the
-// content's Role and RoleBinding, or adds the agents its RoleBinding lacks. Nothing is written
-// when every agent is granted already.
-func GrantShared(ctx context.Context, c client.Client, ref model.ContentRef, clusterNamespaces []string, now time.Time) error {
-	name := ContentGrantName(ref.ID)
-	key := types.NamespacedName{Namespace: ref.Namespace, Name: name}
+// SharedGrant is a content granted once to the agents of several clusters.
+type SharedGrant struct {
+	Ref model.ContentRef
+	// Bundles are those whose staging grants it (see annotationGrantedFor).
+	Bundles []string
+	// ClusterNamespaces are the namespaces of the clusters whose agents read it.
+	ClusterNamespaces []string
+}
+
+// GrantShared lets the agents of the grant's clusters read its content: it creates the
+// content's Role and RoleBinding, or adds the agents and bundles its RoleBinding lacks.
+// Nothing is written when every agent and bundle is named already.
+func GrantShared(ctx context.Context, c client.Client, g SharedGrant, now time.Time) error {
+	name := ContentGrantName(g.Ref.ID)
+	key := types.NamespacedName{Namespace: g.Ref.Namespace, Name: name}
 	var binding rbacv1.RoleBinding
 	err := c.Get(ctx, key, &binding)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	subjects := slices.Clone(binding.Subjects) // binding may be the cache's
-	for _, ns := range clusterNamespaces {
+	for _, ns := range g.ClusterNamespaces {
 		if s := agentSubject(ns); !slices.Contains(subjects, s) {
 			subjects = append(subjects, s)
 		}
 	}
-	granted := map[string]string{annotationGrantedAt: now.UTC().Format(time.RFC3339Nano)}
+	had := grantedFor(&binding)
+	bundles := sets.New(had...).Insert(g.Bundles...)
+	annotations := map[string]string{annotationGrantedAt: now.UTC().Format(time.RFC3339Nano)}
+	if bundles.Len() > 0 {
+		annotations[annotationGrantedFor] = strings.Join(sets.List(bundles), ",")
+	}
 	if apierrors.IsNotFound(err) {
-		names, err := contentNames(ctx, c, ref)
+		names, err := contentNames(ctx, c, g.Ref)
 		if err != nil {
 			return err
 		}
-		labels := map[string]string{model.LabelContentGrant: ref.ID}
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels},
+		labels := map[string]string{model.LabelContentGrant: g.Ref.ID}
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Ref.Namespace, Labels: labels},
 			Rules: []rbacv1.PolicyRule{contentRule(names)}}
 		if err := c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("failed to create role %s/%s: %w", ref.Namespace, name, err)
+			return fmt.Errorf("failed to create role %s/%s: %w", g.Ref.Namespace, name, err)
 		}
-		binding = rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ref.Namespace, Labels: labels, Annotations: granted},
+		binding = rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Ref.Namespace, Labels: labels, Annotations: annotations},
 			Subjects: subjects, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
 		if err := c.Create(ctx, &binding); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("failed to create role binding %s/%s: %w", ref.Namespace, name, err)
+			return fmt.Errorf("failed to create role binding %s/%s: %w", g.Ref.Namespace, name, err)
 		}
 		return nil
 	}
-	if len(subjects) == len(binding.Subjects) {
+	if len(subjects) == len(binding.Subjects) && bundles.Len() == len(had) {
 		return nil
 	}
 	patched := binding.DeepCopy()
-	patched.Subjects, patched.Annotations = subjects, granted
+	patched.Subjects = subjects
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	maps.Copy(patched.Annotations, annotations)
 	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("failed to grant %s to more agents: %w", key, err)
 	}
 	return nil
 }
 
-// RenewShared marks the shared grants of refs as granted now, so that the prune delay counts
-// from now: a commit whose staging lasts longer than the delay keeps the grants it made for the
-// clusters it has not written yet (their deployments are not there to keep them). One write
-// per grant, whatever the number of its clusters; a grant that is gone is left gone.
-func RenewShared(ctx context.Context, c client.Client, refs []model.ContentRef, now time.Time) error {
-	var errs []error
-	for _, ref := range refs {
-		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ContentGrantName(ref.ID), Namespace: ref.Namespace}}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotationGrantedAt, now.UTC().Format(time.RFC3339Nano))
-		if err := c.Patch(ctx, binding, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("failed to renew the grant of content %s: %w", ref, err))
-		}
+// grantedFor lists the bundles a shared grant was made for.
+func grantedFor(binding *rbacv1.RoleBinding) []string {
+	if v := binding.Annotations[annotationGrantedFor]; v != "" {
+		return strings.Split(v, ",")
 	}
-	return errors.Join(errs...)
-}
-
-// KeepShared renews the shared grants of refs every half prune delay until the returned stop
-// is called (and has returned): for as long as the deployments they were made for are being
-// written.
-func KeepShared(ctx context.Context, c client.Client, refs []model.ContentRef, pruneDelay time.Duration) (stop func()) {
-	if len(refs) == 0 || pruneDelay <= 0 {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(max(pruneDelay/2, 100*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				// Grants age on the wall clock, whatever the rollouts' clock says.
-				if err := RenewShared(ctx, c, refs, time.Now()); err != nil && ctx.Err() == nil {
-					log.FromContext(ctx).Info("shared grants not renewed; the staging goes on", "error", err.Error())
-				}
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	return nil
 }
 
 // sharedGrantCovers reports whether the shared grant of ref names the agent of the cluster
@@ -252,12 +241,14 @@ func contentNames(ctx context.Context, c client.Reader, ref model.ContentRef) ([
 	return names, nil
 }
 
-// ContentGrantReconciler prunes shared grants: it drops the agents whose deployments no longer
-// reference the content, and the grant once none does.
+// ContentGrantReconciler prunes shared grants: it drops the agents of clusters that neither
+// have a deployment referencing the content nor are to get it from the wanted revision of a
+// bundle the grant was made for, and the grant once no agent is left.
 type ContentGrantReconciler struct {
-	Client client.Client
-	Now    func() time.Time
-	Delay  time.Duration
+	Client    client.Client
+	Revisions *model.RevisionStore
+	Now       func() time.Time
+	Delay     time.Duration
 }
 
 func (r *ContentGrantReconciler) Setup(mgr ctrl.Manager) error {
@@ -286,15 +277,12 @@ func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	var bds v1alpha1.BundleDeploymentList
-	if err := r.Client.List(ctx, &bds, client.MatchingFields{model.DeploymentsByContent: model.ContentRef{Namespace: binding.Namespace, ID: id}.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to list the deployments of content %s: %w", id, err)
+	ref := model.ContentRef{Namespace: binding.Namespace, ID: id}
+	reading, err := r.agentsReading(ctx, ref, grantedFor(&binding))
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	deploying := sets.New[string]()
-	for i := range bds.Items {
-		deploying.Insert(bds.Items[i].Namespace)
-	}
-	kept := slices.DeleteFunc(slices.Clone(binding.Subjects), func(s rbacv1.Subject) bool { return !deploying.Has(s.Namespace) || s != agentSubject(s.Namespace) })
+	kept := slices.DeleteFunc(slices.Clone(binding.Subjects), func(s rbacv1.Subject) bool { return !reading.Has(s.Namespace) || s != agentSubject(s.Namespace) })
 	switch {
 	case len(kept) == 0:
 		for _, o := range []client.Object{&binding, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: binding.Name, Namespace: binding.Namespace}}} {
@@ -310,4 +298,65 @@ func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// agentsReading lists the cluster namespaces whose agents need ref: those with a deployment
+// referencing it, and those of the clusters the wanted revision of one of bundles deploys it
+// to (a continuous rollout that has not reached them yet).
+func (r *ContentGrantReconciler) agentsReading(ctx context.Context, ref model.ContentRef, bundles []string) (sets.Set[string], error) {
+	var bds v1alpha1.BundleDeploymentList
+	if err := r.Client.List(ctx, &bds, client.MatchingFields{model.DeploymentsByContent: ref.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("failed to list the deployments of content %s: %w", ref.ID, err)
+	}
+	reading := sets.New[string]()
+	for i := range bds.Items {
+		reading.Insert(bds.Items[i].Namespace)
+	}
+	var clusterNS map[string]string // cluster name → namespace, read once when needed
+	for _, name := range bundles {
+		var bun v1alpha1.Bundle
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: name}, &bun); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("failed to read bundle %s: %w", name, err)
+		}
+		if !bun.DeletionTimestamp.IsZero() || r.Revisions == nil {
+			continue
+		}
+		targets, err := r.Revisions.Targets(ctx, &bun, model.WantedRevision(&bun))
+		var missing *model.MissingRevisionError
+		if errors.As(err, &missing) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to read what bundle %s deploys: %w", name, err)
+		}
+		for cluster, t := range targets {
+			if t.Ref.ContentID != ref.ID {
+				continue
+			}
+			if clusterNS == nil {
+				if clusterNS, err = r.clusterNamespaces(ctx, ref.Namespace); err != nil {
+					return nil, err
+				}
+			}
+			if ns := clusterNS[cluster]; ns != "" {
+				reading.Insert(ns)
+			}
+		}
+	}
+	return reading, nil
+}
+
+func (r *ContentGrantReconciler) clusterNamespaces(ctx context.Context, fleetNS string) (map[string]string, error) {
+	var clusters v1alpha1.ClusterList
+	if err := r.Client.List(ctx, &clusters, client.InNamespace(fleetNS), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("failed to list the clusters of %s: %w", fleetNS, err)
+	}
+	out := make(map[string]string, len(clusters.Items))
+	for i := range clusters.Items {
+		out[clusters.Items[i].Name] = clusters.Items[i].Status.Namespace
+	}
+	return out, nil
 }

@@ -145,7 +145,9 @@ func (r *ClusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.UninstalledCondition); cond != nil && reported && lastSeen.After(cond.LastTransitionTime.Time) {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.UninstalledCondition)
 	}
-	out := reconciler.Outcome{After: requeue}
+	// Noticing a deadline passing goes before the counts queued by a busy rollout: a stopped
+	// agent is Offline within a bounded time however loaded the hub is.
+	out := reconciler.Outcome{After: requeue, Urgent: online}
 	if !reconciler.StatusChanged(orig, c) {
 		return out, nil
 	}
@@ -156,7 +158,7 @@ func (r *ClusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	startsRollout := old != nil && old.Reason == v1alpha1.SucceededReason && ready.Reason == v1alpha1.ProgressingReason
 	significant := old == nil || old.Reason != ready.Reason && !startsRollout
 	if wait := r.Progress.Hold(c.UID, significant, time.Now()); wait > 0 { // paced on the wall clock, whatever Options.Clock says
-		return reconciler.Outcome{After: model.Sooner(requeue, wait), Hold: true}, nil
+		return reconciler.Outcome{After: model.Sooner(requeue, wait), Urgent: online && requeue > 0 && requeue <= wait, Hold: true}, nil
 	}
 	out.Written = func() {
 		switch {

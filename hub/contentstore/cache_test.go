@@ -67,7 +67,7 @@ func TestCacheReadsEachContentOnceWithinItsBudget(t *testing.T) {
 	cache := &Cache{Budget: 2 * size} // two contents of this size
 	read := func(id string) {
 		t.Helper()
-		out, err := cache.Read(ctx, hub, "fleet", id)
+		out, err := cache.Read(ctx, hub, "bd-"+id, "fleet", id)
 		if err != nil || !strings.Contains(string(out), "name: "+id) {
 			t.Fatalf("content %s: %q, %v", id, out, err)
 		}
@@ -93,13 +93,13 @@ func TestCacheReadsEachContentOnceWithinItsBudget(t *testing.T) {
 func TestCacheKeepsNoFailedRead(t *testing.T) {
 	ctx := context.Background()
 	hub := &contentObjects{}
-	if _, err := (&Cache{}).Read(ctx, hub, "fleet", "missing"); !apierrors.IsNotFound(err) {
+	if _, err := (&Cache{}).Read(ctx, hub, "web", "fleet", "missing"); !apierrors.IsNotFound(err) {
 		t.Fatalf("a missing content: %v, want NotFound (the agent waits for its grant)", err)
 	}
 	hub.put(t, "tampered", "kind: ConfigMap\n", strings.Repeat("0", 64))
 	cache := &Cache{}
 	for range 2 {
-		if _, err := cache.Read(ctx, hub, "fleet", "tampered"); err == nil || !strings.Contains(err.Error(), "checksum") {
+		if _, err := cache.Read(ctx, hub, "web", "fleet", "tampered"); err == nil || !strings.Contains(err.Error(), "checksum") {
 			t.Fatalf("content that does not match its checksum: %v", err)
 		}
 	}
@@ -108,7 +108,65 @@ func TestCacheKeepsNoFailedRead(t *testing.T) {
 	}
 	// Fixed on the hub: read and kept.
 	hub.put(t, "tampered", "kind: ConfigMap\n", "")
-	if _, err := cache.Read(ctx, hub, "fleet", "tampered"); err != nil || cache.Len() != 1 {
+	if _, err := cache.Read(ctx, hub, "web", "fleet", "tampered"); err != nil || cache.Len() != 1 {
 		t.Errorf("the content fixed: %v, %d kept", err, cache.Len())
+	}
+}
+
+// The cache keeps what the deployments run now: a content is dropped when the last deployment
+// reading it moves to another or is gone, not kept until the budget pushes it out.
+func TestCacheDropsContentNoDeploymentRuns(t *testing.T) {
+	ctx := context.Background()
+	hub := &contentObjects{}
+	for _, id := range []string{"r1", "r2"} {
+		hub.put(t, id, "kind: ConfigMap\nmetadata: {name: "+id+"}\n", "")
+	}
+	cache := &Cache{}
+	read := func(holder, id string) {
+		t.Helper()
+		if out, err := cache.Read(ctx, hub, holder, "fleet", id); err != nil || !strings.Contains(string(out), "name: "+id) {
+			t.Fatalf("%s reads %s: %q, %v", holder, id, out, err)
+		}
+	}
+	read("web", "r1")
+	read("api", "r1") // two deployments of one content
+	read("web", "r2") // web moves on; api still runs r1
+	if cache.Len() != 2 {
+		t.Errorf("r1 run by api, r2 by web: %d kept, want 2", cache.Len())
+	}
+	read("api", "r2")
+	if cache.Len() != 1 {
+		t.Errorf("no deployment runs r1: %d kept, want 1", cache.Len())
+	}
+	read("api", "r2")
+	read("web", "r2")
+	if hub.reads != 2 {
+		t.Errorf("%d reads from the hub, want one per content", hub.reads)
+	}
+	cache.Release("web")
+	if cache.Len() != 1 {
+		t.Errorf("api still runs r2: %d kept", cache.Len())
+	}
+	cache.Release("api")
+	cache.Release("api") // released twice: nothing more happens
+	if cache.Len() != 0 {
+		t.Errorf("every deployment gone: %d kept", cache.Len())
+	}
+}
+
+// A content kept is verified once, when read from the hub: later reads are decompressed only.
+func TestCacheVerifiesAContentWhenItReadsIt(t *testing.T) {
+	ctx := context.Background()
+	hub := &contentObjects{}
+	hub.put(t, "r1", "kind: ConfigMap\n", "")
+	cache := &Cache{}
+	if _, err := cache.Read(ctx, hub, "web", "fleet", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	// What the hub holds does not matter any more; what the cache holds was verified.
+	hub.put(t, "r1", "kind: Secret\n", strings.Repeat("0", 64))
+	out, err := cache.Read(ctx, hub, "web", "fleet", "r1")
+	if err != nil || string(out) != "kind: ConfigMap\n" || hub.reads != 1 {
+		t.Errorf("a second read: %q, %v, %d reads from the hub", out, err, hub.reads)
 	}
 }

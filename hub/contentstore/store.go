@@ -122,6 +122,19 @@ func fetch(ctx context.Context, c client.Reader, namespace, id string) (stored, 
 
 // open decompresses and verifies the content.
 func (s stored) open(id string) ([]byte, error) {
+	out, err := s.decompress(id)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(out)
+	if hex.EncodeToString(sum[:]) != s.sha256 {
+		return nil, fmt.Errorf("content %s does not match its checksum", id)
+	}
+	return out, nil
+}
+
+// decompress decompresses the content, bounded, without checking its checksum.
+func (s stored) decompress(id string) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(s.gzip))
 	if err != nil {
 		return nil, fmt.Errorf("content %s is corrupt: %w", id, err)
@@ -133,10 +146,6 @@ func (s stored) open(id string) ([]byte, error) {
 	if len(out) > maxContent {
 		return nil, fmt.Errorf("content %s is larger than %d MiB", id, maxContent>>20)
 	}
-	sum := sha256.Sum256(out)
-	if hex.EncodeToString(sum[:]) != s.sha256 {
-		return nil, fmt.Errorf("content %s does not match its checksum", id)
-	}
 	return out, nil
 }
 
@@ -147,40 +156,47 @@ func chunkName(id string, i int) string {
 	return fmt.Sprintf("%s-%d", id, i)
 }
 
-// Cache keeps the contents an agent read, compressed, so that its resyncs (readiness and drift,
-// every half minute for every deployment) ask the hub for nothing: a content id names one
-// render, and the hub never writes another under it. It holds at most Budget bytes of gzip
-// data (DefaultCacheBudget when zero), dropping the least recently read first.
+// Cache keeps the contents an agent's deployments run, compressed, so that its resyncs
+// (readiness and drift, every half minute for every deployment) ask the hub for nothing: a
+// content id names one render, and the hub never writes another under it. Each read names its
+// holder (a deployment); a content no holder reads any more is dropped at once (Release, or
+// the holder reading another), and the cache holds at most Budget bytes of gzip data
+// (DefaultCacheBudget when zero), dropping the least recently read first.
 type Cache struct {
 	Budget int
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*cached
-	size    int
-	clock   uint64
+	// heldBy is the content each holder read last.
+	heldBy map[string]types.NamespacedName
+	size   int
+	clock  uint64
 }
 
 type cached struct {
 	stored
-	used uint64
+	used    uint64
+	holders int
 }
 
 // DefaultCacheBudget holds the compressed contents of a few hundred typical bundles.
 const DefaultCacheBudget = 16 << 20
 
-// Read returns the content from the cache, or reads it with c and keeps it. A failed read is
-// not kept: the agent retries it.
-func (k *Cache) Read(ctx context.Context, c client.Reader, namespace, id string) ([]byte, error) {
+// Read returns the content from the cache, or reads it with c and keeps it for holder. A failed
+// read is not kept: the agent retries it. A kept content was verified when it was read; it is
+// only decompressed again.
+func (k *Cache) Read(ctx context.Context, c client.Reader, holder, namespace, id string) ([]byte, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: id}
 	k.mu.Lock()
 	e, ok := k.entries[key]
 	if ok {
 		k.clock++
 		e.used = k.clock
+		k.holdLocked(holder, key)
 	}
 	k.mu.Unlock()
 	if ok {
-		return e.open(id)
+		return e.decompress(id)
 	}
 	s, err := fetch(ctx, c, namespace, id)
 	if err != nil {
@@ -190,22 +206,63 @@ func (k *Cache) Read(ctx context.Context, c client.Reader, namespace, id string)
 	if err != nil {
 		return nil, err // corrupt: not kept, read again next time
 	}
-	k.keep(key, s)
+	k.keep(holder, key, s)
 	return out, nil
 }
 
-func (k *Cache) keep(key types.NamespacedName, s stored) {
+// Release drops holder's content unless another holder reads it: its deployment is gone.
+func (k *Cache) Release(holder string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.releaseLocked(holder)
+}
+
+func (k *Cache) releaseLocked(holder string) {
+	key, ok := k.heldBy[holder]
+	if !ok {
+		return
+	}
+	delete(k.heldBy, holder)
+	if e, ok := k.entries[key]; ok {
+		if e.holders--; e.holders <= 0 {
+			k.size -= len(e.gzip)
+			delete(k.entries, key)
+		}
+	}
+}
+
+// holdLocked records that holder reads key now, releasing what it read before.
+func (k *Cache) holdLocked(holder string, key types.NamespacedName) {
+	if prev, ok := k.heldBy[holder]; ok && prev == key {
+		return
+	}
+	k.releaseLocked(holder)
+	if k.heldBy == nil {
+		k.heldBy = map[string]types.NamespacedName{}
+	}
+	k.heldBy[holder] = key
+	if e, ok := k.entries[key]; ok {
+		e.holders++
+	}
+}
+
+func (k *Cache) keep(holder string, key types.NamespacedName, s stored) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.entries == nil {
 		k.entries = map[types.NamespacedName]*cached{}
 	}
 	if old, ok := k.entries[key]; ok {
-		k.size -= len(old.gzip)
+		// Read twice at once: the first kept it.
+		k.clock++
+		old.used = k.clock
+		k.holdLocked(holder, key)
+		return
 	}
 	k.clock++
 	k.entries[key] = &cached{stored: s, used: k.clock}
 	k.size += len(s.gzip)
+	k.holdLocked(holder, key)
 	budget := k.Budget
 	if budget <= 0 {
 		budget = DefaultCacheBudget
@@ -220,6 +277,11 @@ func (k *Cache) keep(key types.NamespacedName, s stored) {
 		}
 		k.size -= len(k.entries[oldest].gzip)
 		delete(k.entries, oldest)
+		for h, key := range k.heldBy {
+			if key == oldest {
+				delete(k.heldBy, h) // it reads the content from the hub again
+			}
+		}
 	}
 }
 

@@ -30,6 +30,9 @@ type Object[T any] interface {
 type Outcome struct {
 	// After: look again after this long (a deadline, a write held back); 0: on events only.
 	After time.Duration
+	// Urgent: the look again is a deadline others wait on (an agent's heartbeat deadline):
+	// it goes before the routine work queued when it is due.
+	Urgent bool
 	// Hold: the status changed but is not written now (progress counts within their
 	// throttle); After says when to look again.
 	Hold bool
@@ -118,7 +121,7 @@ func (s Status[T, PT]) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	orig := obj.DeepCopyObject().(PT)
 	out, stepErr := step(ctx, obj, orig)
 	if out.Hold || !StatusChanged(orig, obj) {
-		return ctrl.Result{RequeueAfter: out.After}, stepErr
+		return out.result(), stepErr
 	}
 	// The patch's base is the object as the step left it (its own writes of the object's
 	// metadata included) with the status as read: the patch carries the status alone.
@@ -134,7 +137,20 @@ func (s Status[T, PT]) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if out.Written != nil {
 		out.Written()
 	}
-	return ctrl.Result{RequeueAfter: out.After}, stepErr
+	return out.result(), stepErr
+}
+
+// UrgentPriority is the work queue priority of an urgent look again: above the default (0)
+// of events, and far above the low priority of the objects a controller lists at its start.
+const UrgentPriority = 100
+
+func (out Outcome) result() ctrl.Result {
+	res := ctrl.Result{RequeueAfter: out.After}
+	if out.Urgent && out.After > 0 {
+		urgent := UrgentPriority
+		res.Priority = &urgent
+	}
+	return res
 }
 
 // finalize is the step of a deleted object: Finalize, and once it is done the finalizer's

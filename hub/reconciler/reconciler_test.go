@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 )
 
 func TestOnlyConflicts(t *testing.T) {
@@ -27,5 +31,27 @@ func TestOnlyConflicts(t *testing.T) {
 		if got := onlyConflicts(c.err); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// An urgent look again is queued above events (priority 0) and above the objects a controller
+// lists at its start (the priority queue's low priority); any other keeps the queue's default.
+func TestUrgentLooksGoFirst(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		out      Outcome
+		priority *int
+	}{
+		{"a deadline others wait on", Outcome{After: time.Minute, Urgent: true}, ptr.To(UrgentPriority)},
+		{"a write held back", Outcome{After: time.Minute, Hold: true}, nil},
+		{"urgent but nothing to look at again", Outcome{Urgent: true}, nil},
+	} {
+		res := c.out.result()
+		if res.RequeueAfter != c.out.After || !equality.Semantic.DeepEqual(res.Priority, c.priority) {
+			t.Errorf("%s: %+v", c.name, res)
+		}
+	}
+	if UrgentPriority <= handler.LowPriority || UrgentPriority <= 0 {
+		t.Errorf("urgent priority %d is not above events (0) and a start's listing (%d)", UrgentPriority, handler.LowPriority)
 	}
 }

@@ -62,9 +62,6 @@ type Bundler struct {
 	// revisions are rendered from their own commits for clusters that join (recordJoiners).
 	Checkout func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error)
 	Recorder *events.Recorder
-	// GrantPruneDelay is the content-grant controller's (Options.GrantPruneDelay): the shared
-	// grants a staging makes are renewed within it while the staging lasts.
-	GrantPruneDelay time.Duration
 }
 
 // Origin is what the bundler renders revisions of: a GitRepo, or a HelmOp seen as a repository

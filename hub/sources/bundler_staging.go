@@ -41,6 +41,15 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 		}
 	}
 	grants := access.PlanGrants(staged)
+	bundlesOf := map[model.ContentRef][]string{}
+	for _, p := range plans {
+		for _, t := range p.recorded {
+			ref := model.ContentRef{Namespace: p.bundle.Namespace, ID: t.Ref.ContentID}
+			if _, shared := grants.Shared[ref]; shared && !slices.Contains(bundlesOf[ref], p.bundle.Name) {
+				bundlesOf[ref] = append(bundlesOf[ref], p.bundle.Name)
+			}
+		}
+	}
 	if !b.Shard.FleetWide() {
 		// Another shard's agents are granted by the default shard, which sees every shard's
 		// deployments (their agents retry content they cannot read yet).
@@ -56,7 +65,8 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 			}
 			return b.Writes.Do(gctx, func() error {
 				// Grants age on the wall clock, whatever the rollouts' clock says.
-				if err := access.GrantShared(gctx, b.Client, ref, agents, time.Now()); err != nil {
+				grant := access.SharedGrant{Ref: ref, Bundles: bundlesOf[ref], ClusterNamespaces: agents}
+				if err := access.GrantShared(gctx, b.Client, grant, time.Now()); err != nil {
 					return fmt.Errorf("failed to grant content %s to its clusters: %w", ref.ID, err)
 				}
 				return nil
@@ -66,10 +76,6 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	// A staging slower than the prune delay (a large fleet, a slow API server) keeps the grants
-	// of the clusters it reaches last: without, the pruner would drop them, and each such
-	// cluster would cost a write of its own Role.
-	defer access.KeepShared(ctx, b.Client, slices.Collect(maps.Keys(grants.Shared)), b.GrantPruneDelay)()
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(deploy.StageWorkers)
 	for _, c := range clusters {

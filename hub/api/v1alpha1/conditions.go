@@ -98,6 +98,9 @@ const (
 	// agent missed its heartbeat deadline (R1.11).
 	AgentNotConnectedReason = "AgentNotConnected"
 	OfflineReason           = "Offline"
+	// WaitingForAdmissionReason (ClusterRegistration Ready): its Cluster has not been given
+	// a namespace, an identity and a Lease for longer than a registration normally takes.
+	WaitingForAdmissionReason = "WaitingForAdmission"
 	// DeletingReason (GitRepo Ready): the GitRepo is deleted and waits for its clusters to
 	// remove its workloads; the message names them.
 	DeletingReason = "Deleting"
