@@ -272,7 +272,8 @@ func TestR1_1_SharedGrantKeepsTheClustersARolloutHasNotReachedYet(t *testing.T) 
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(ref.ID)}
-	pruner := &access.ContentGrantReconciler{Client: cached, Revisions: revisions, Delay: time.Minute, Now: func() time.Time { return granted.Add(time.Hour) }}
+	now := granted.Add(time.Hour)
+	pruner := &access.ContentGrantReconciler{Client: cached, Revisions: revisions, Delay: time.Minute, Now: func() time.Time { return now }}
 	// The pruner reads the cache: each pass waits until the cache shows what the test wrote.
 	var clusters []client.Object
 	for name := range clusterNS {
@@ -284,6 +285,7 @@ func TestR1_1_SharedGrantKeepsTheClustersARolloutHasNotReachedYet(t *testing.T) 
 	}
 	prune := func() []string {
 		t.Helper()
+		now = now.Add(2 * time.Minute) // past the prune delay since the last pass
 		seen(key.Name)
 		if _, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)
@@ -305,6 +307,19 @@ func TestR1_1_SharedGrantKeepsTheClustersARolloutHasNotReachedYet(t *testing.T) 
 	}
 	if got, want := prune(), []string{"later", "reached"}; !slices.Equal(got, want) {
 		t.Errorf("an hour after the grant, while revision 1 rolls out, it names the agents of %v, want %v", got, want)
+	}
+	// Its own patch wakes the pruner: within the prune delay it looks again later, writing nothing.
+	seen(key.Name)
+	var before rbacv1.RoleBinding
+	if err := c.Get(ctx, key, &before); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := pruner.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil || res.RequeueAfter != time.Minute {
+		t.Errorf("right after a prune: requeue after %v (%v), want the rest of the prune delay", res.RequeueAfter, err)
+	}
+	var after rbacv1.RoleBinding
+	if err := c.Get(ctx, key, &after); err != nil || after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("a pass right after a prune wrote the grant (%v)", err)
 	}
 	if !agentMayRead(t, c, clusterNS["later"], ns, ref.ID) || agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID) {
 		t.Errorf("the API server does not enforce the grant as kept: later may read %v, untargeted %v",

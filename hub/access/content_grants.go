@@ -46,6 +46,12 @@ import (
 // be pruned up to a second early, before the deployments it was made for reach the cache.
 const annotationGrantedAt = "flotilla.dev/granted-at"
 
+// annotationPrunedAt is when the pruner last dropped agents from a shared grant: it prunes
+// again a prune delay later at the earliest. Its own patch wakes it, and a rollout moving
+// clusters off the content one by one would otherwise have it rewrite the grant (a RoleBinding
+// naming up to every agent of the fleet, a megabyte at 10,000) after each move.
+const annotationPrunedAt = "flotilla.dev/pruned-at"
+
 // annotationGrantedFor names the bundles (comma-separated, sorted) whose staging made a shared
 // grant: while a bundle's wanted revision deploys the content to a cluster, the pruner keeps
 // that cluster's agent, deployment written or not. A continuous rollout writes a cluster's
@@ -272,9 +278,11 @@ func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if id == "" {
 		return ctrl.Result{}, nil
 	}
-	if granted, err := time.Parse(time.RFC3339Nano, binding.Annotations[annotationGrantedAt]); err == nil {
-		if wait := granted.Add(r.Delay).Sub(r.Now()); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
+	for _, at := range []string{annotationGrantedAt, annotationPrunedAt} {
+		if t, err := time.Parse(time.RFC3339Nano, binding.Annotations[at]); err == nil {
+			if wait := t.Add(r.Delay).Sub(r.Now()); wait > 0 {
+				return ctrl.Result{RequeueAfter: wait}, nil
+			}
 		}
 	}
 	ref := model.ContentRef{Namespace: binding.Namespace, ID: id}
@@ -293,9 +301,14 @@ func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	case len(kept) < len(binding.Subjects):
 		patched := binding.DeepCopy()
 		patched.Subjects = kept
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		patched.Annotations[annotationPrunedAt] = r.Now().UTC().Format(time.RFC3339Nano)
 		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to prune the grant of content %s: %w", id, err)
 		}
+		return ctrl.Result{RequeueAfter: r.Delay}, nil // what moved meanwhile
 	}
 	return ctrl.Result{}, nil
 }
