@@ -168,10 +168,12 @@ func ContentRefsChanged(old, updated client.Object) bool {
 	return !slices.Equal(ContentRefsOf(old), ContentRefsOf(updated))
 }
 
-// RunsOfBundle lists the StagedUpdateRuns of a bundle.
+// RunsOfBundle lists the StagedUpdateRuns of a bundle, read-only: they are the cache's, not
+// copies (a run's status names each of its clusters, and a namespace's runs were copied on
+// every planning pass).
 func RunsOfBundle(ctx context.Context, c client.Reader, namespace, bundle string) ([]v1alpha1.StagedUpdateRun, error) {
 	var list v1alpha1.StagedUpdateRunList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("failed to list runs: %w", err)
 	}
 	runs := list.Items[:0]

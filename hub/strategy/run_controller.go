@@ -70,10 +70,12 @@ func (r *RunReconciler) Setup(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ar.Namespace, Name: ar.Spec.Run}}}
 	})
 	// A bundle or a cluster paused or resumed (R1.13), an agent back online (R1.11): the
-	// clusters they held may start.
+	// clusters they held may start. The runs are read uncopied (keep only reads): this runs on
+	// every deployment's change, and a run's status names each of its clusters (a profile of a
+	// run over 10,000 clusters had these copies at an eighth of the hub's CPU).
 	runsOf := func(ctx context.Context, ns string, keep func(*v1alpha1.StagedUpdateRun) bool) []reconcile.Request {
 		var runs v1alpha1.StagedUpdateRunList
-		if err := r.Client.List(ctx, &runs, client.InNamespace(ns)); err != nil {
+		if err := r.Client.List(ctx, &runs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		var out []reconcile.Request
