@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -298,6 +299,8 @@ func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				return ctrl.Result{}, fmt.Errorf("failed to delete the grant of content %s: %w", id, err)
 			}
 		}
+		// An agent that loses access says why it cannot read; the hub says why it took it.
+		log.FromContext(ctx).Info("shared content grant removed: no agent needs it", "content", ref.String(), "agents", len(binding.Subjects), "bundles", grantedFor(&binding))
 	case len(kept) < len(binding.Subjects):
 		patched := binding.DeepCopy()
 		patched.Subjects = kept
@@ -308,6 +311,8 @@ func (r *ContentGrantReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(&binding, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to prune the grant of content %s: %w", id, err)
 		}
+		log.FromContext(ctx).Info("shared content grant pruned: agents that neither run the content nor are to get it dropped",
+			"content", ref.String(), "dropped", len(binding.Subjects)-len(kept), "kept", len(kept), "bundles", grantedFor(&binding))
 		return ctrl.Result{RequeueAfter: r.Delay}, nil // what moved meanwhile
 	}
 	return ctrl.Result{}, nil
