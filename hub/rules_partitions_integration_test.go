@@ -1,15 +1,21 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // The rules of continuous rollouts (§1) through the real hub; the planner's own tests cover
@@ -167,4 +173,79 @@ func TestR1_10_ARolloutMovesOnEventsAloneWhileTheClockStandsStill(t *testing.T) 
 	if got := still.now(); !got.Equal(start) {
 		t.Fatalf("the clock moved to %s", got)
 	}
+}
+
+// R1.8, R1.10: a release the API server refuses is neither lost nor in the others' way. A pass's
+// batch is written while the next pass plans, and that pass counts the batch as released: a
+// refused write must be forgotten for a later pass to release its cluster again. The clock
+// stands still, so the hub's memory of a release never expires on its own: only forgetting
+// the refused one releases its cluster once the API server accepts it.
+func TestR1_8_AReleaseTheAPIServerRefusesIsReleasedOnceItAccepts(t *testing.T) {
+	ctx := context.Background()
+	admin := apiClient(t)
+	// Named to come last: the rollout controller releases it in the last batch, after the
+	// bundler's first pass (which writes the first batch with the revision's staging).
+	const refused = "z-refused-by-the-api-server"
+	policy := refuseDeploymentsOf(t, admin, refused)
+
+	still := &simClock{at: time.Now()}
+	f := newSimFleet(t, Options{Clock: still.now}, "defaultNamespace: web\nrolloutStrategy: {maxUnavailable: 5, maxNew: 2}\n",
+		clustersNamed(nil, "a", refused, "b", "c", "d"))
+	f.until("every cluster but the refused one is released", func() bool {
+		return slices.Equal(f.released(1), []string{"a", "b", "c", "d"})
+	})
+	if _, ok := f.deployments()[refused]; ok {
+		t.Fatalf("the API server refused %s's deployment, yet it exists\n%s", refused, f.dump())
+	}
+	if err := admin.Delete(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	f.until("the refused cluster is released once the API server accepts its deployment", func() bool {
+		return len(f.released(1)) == 5
+	})
+	f.ready("a", refused, "b", "c", "d")
+	f.until("revision 1 completes", func() bool {
+		o := f.getBundle().Status.Outcome
+		return o != nil && o.Revision == 1 && o.Outcome == v1alpha1.OutcomeCompleted
+	})
+}
+
+// refuseDeploymentsOf makes the API server refuse every write of a BundleDeployment for the
+// named cluster (a ValidatingAdmissionPolicy, as an operator's policy or quota would) until the
+// returned policy is deleted, and waits until it does.
+func refuseDeploymentsOf(t *testing.T, c client.Client, cluster string) client.Object {
+	t.Helper()
+	ctx := context.Background()
+	name := "refuse-" + cluster
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{v1alpha1.GroupVersion.Version}, Resources: []string{"bundledeployments"}},
+		}}}},
+		Validations: []admissionregistrationv1.Validation{{
+			Expression: fmt.Sprintf("!has(object.metadata.labels) || !('%s' in object.metadata.labels) || object.metadata.labels['%s'] != '%s'", model.LabelCluster, model.LabelCluster, cluster),
+			Message:    "refused for the test",
+		}},
+	}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+		PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+	}}
+	for _, o := range []client.Object{policy, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range []client.Object{binding, policy} {
+			_ = client.IgnoreNotFound(c.Delete(ctx, o))
+		}
+	})
+	probe := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default", Labels: map[string]string{model.LabelCluster: cluster}},
+		Spec: v1alpha1.BundleDeploymentSpec{Bundle: "b", BundleNamespace: "n", Staged: v1alpha1.RevisionRef{Index: 1, ContentID: "c", DeploymentID: "d"}}}
+	waitUntil(t, "the API server enforces the policy", func() bool {
+		err := c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "refused for the test")
+	})
+	return policy
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -41,6 +42,10 @@ type ClusterOptions struct {
 	// on another cluster fails to dial an in-cluster address. The kubeconfig names its
 	// certificates by file.
 	External bool
+	// APIServerCPU throttles the API server to this many cores of CPU time (a cgroup CPU
+	// quota, as a container's CPU limit), as a slow or overloaded API server: every client
+	// waits longer for every answer. Needs writable cgroups (root). Default: unlimited.
+	APIServerCPU float64
 }
 
 // externalIP is the loopback address external clusters are reached at.
@@ -64,6 +69,10 @@ type Cluster struct {
 	pki       *pki
 	procs     []*process // in start order; stopped in reverse
 	forwarder *forwarder
+	// cpuCgroup is the cgroup that limits the API server's CPU (ClusterOptions.APIServerCPU).
+	cpuCgroup string
+	// cleanups run once the processes have stopped.
+	cleanups []func()
 }
 
 // Config returns an admin client config for the cluster.
@@ -117,6 +126,19 @@ func (c *Cluster) Stop() {
 		c.forwarder.stop()
 		c.forwarder = nil
 	}
+	for _, f := range c.cleanups {
+		f()
+	}
+	c.cleanups = nil
+}
+
+// APIServerThrottled is how many scheduling periods the kernel throttled the API server in and
+// for how long in all, since it started: its CPU limit at work (ClusterOptions.APIServerCPU).
+func (c *Cluster) APIServerThrottled() (periods int64, seconds float64, err error) {
+	if c.cpuCgroup == "" {
+		return 0, 0, errors.New("the API server of " + c.Name + " has no CPU limit")
+	}
+	return cpuThrottled(c.cpuCgroup)
 }
 
 func startCluster(ctx context.Context, bins *Binaries, etcdURL, dir string, opts ClusterOptions) (*Cluster, error) {
@@ -149,7 +171,7 @@ func startCluster(ctx context.Context, bins *Binaries, etcdURL, dir string, opts
 	if err := c.writeKubeconfig(); err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(ctx, bins.APIServer, etcdURL, port); err != nil {
+	if err := c.startAPIServer(ctx, bins.APIServer, etcdURL, port, opts.APIServerCPU); err != nil {
 		return c, err
 	}
 	if opts.Kind == Workload {
@@ -179,7 +201,7 @@ func (c *Cluster) writeKubeconfig() error {
 	return nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, binary, etcdURL string, port int) error {
+func (c *Cluster) startAPIServer(ctx context.Context, binary, etcdURL string, port int, cpu float64) error {
 	p := c.pki
 	proc, err := startProcess("kube-apiserver", c.dir, binary,
 		"--etcd-servers="+etcdURL,
@@ -206,6 +228,14 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary, etcdURL string, po
 		return err
 	}
 	c.procs = append(c.procs, proc)
+	if cpu > 0 {
+		c.cpuCgroup = fmt.Sprintf("flotilla-%s-apiserver-%d", c.Name, proc.cmd.Process.Pid)
+		remove, err := limitCPU(proc.cmd.Process.Pid, c.cpuCgroup, cpu)
+		if err != nil {
+			return err
+		}
+		c.cleanups = append(c.cleanups, remove)
+	}
 	client, err := c.httpClient()
 	if err != nil {
 		return err

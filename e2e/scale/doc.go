@@ -19,6 +19,9 @@
 // profile, and FLOTILLA_APISERVER_PROFILING=1 SCALE_APISERVER_PROFILE=path for a CPU profile
 // of the API server over each first deployment and update (SCALE_APISERVER_PROFILE_SECONDS,
 // default 30). SCALE_AGENT_EVENTS=1 makes the simulated agents also record the Events an agent
-// with --events=all records of each release. A fleet that makes no progress for two minutes fails the benchmark with the
-// states of the deployments that are not ready. Figures: README "Measured".
+// with --events=all records of each release. SCALE_APISERVER_CPU=n throttles the API server
+// every benchmark runs against to n cores of CPU time (a cgroup CPU quota: needs root), a slow
+// API server for every client alike, floors included; the benchmarks then report how long the
+// kernel held it back. A fleet that makes no progress for two minutes fails the benchmark with
+// the states of the deployments that are not ready. Figures: README "Measured".
 package scale

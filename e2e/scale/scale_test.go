@@ -48,7 +48,11 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(controlplane.RunTests(m, func(ctx context.Context, env *controlplane.Environment) (err error) {
 		environment = env
-		if apiServer, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub"}); err != nil {
+		cpu, err := apiServerCPULimit()
+		if err != nil {
+			return err
+		}
+		if apiServer, err = env.StartCluster(ctx, controlplane.ClusterOptions{Name: "hub", APIServerCPU: cpu}); err != nil {
 			return err
 		}
 		return controlplane.InstallFlotillaAPI(ctx, apiServer.Config())
@@ -150,15 +154,51 @@ func BenchmarkFleet(b *testing.B) {
 // envCount is the positive number the environment variable name holds, or def when it is unset;
 // anything else fails the benchmark.
 func envCount(b *testing.B, name string, def int) int {
+	n, err := positiveEnv(name, def)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// apiServerThrottled is how long the kernel has held the API server back for its CPU limit,
+// 0 without one.
+func apiServerThrottled(b *testing.B) float64 {
+	if os.Getenv("SCALE_APISERVER_CPU") == "" {
+		return 0
+	}
+	_, seconds, err := apiServer.APIServerThrottled()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return seconds
+}
+
+// apiServerCPULimit is SCALE_APISERVER_CPU: the cores of CPU time the API server is limited
+// to, 0 for none.
+func apiServerCPULimit() (float64, error) {
+	v := os.Getenv("SCALE_APISERVER_CPU")
+	if v == "" {
+		return 0, nil
+	}
+	cores, err := strconv.ParseFloat(v, 64)
+	if err != nil || cores <= 0 {
+		return 0, fmt.Errorf("SCALE_APISERVER_CPU: %q is not a positive number of cores", v)
+	}
+	return cores, nil
+}
+
+// positiveEnv is the positive number the environment variable name holds, or def when unset.
+func positiveEnv(name string, def int) (int, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return def
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		b.Fatalf("%s: %q is not a positive number", name, v)
+		return 0, fmt.Errorf("%s: %q is not a positive number", name, v)
 	}
-	return n
+	return n, nil
 }
 
 // fleetSize is a benchmark's fleet: bundles, each targeting every one of clusters.
@@ -311,6 +351,7 @@ func runScenario(b *testing.B, spec fleetSpec) {
 		}
 	}
 	start, apiCPU := time.Now(), apiServerCPU(b)
+	throttled0 := apiServerThrottled(b)
 	roleUpdates := counter.count("PUT roles")
 	s.createRepo(ctx, b)
 	profiled := profileAPIServer(b, fmt.Sprintf("%dx%d", bundles, clusters))
@@ -367,6 +408,11 @@ func runScenario(b *testing.B, spec fleetSpec) {
 	// What the API server spent (its process CPU, agents' reports included): the sizing of a hub.
 	b.ReportMetric(apiCPUDeploy, "apiserver-cpu-s-deploy")
 	b.ReportMetric(apiCPUUpdate, "apiserver-cpu-s-update")
+	if throttled := apiServerThrottled(b) - throttled0; throttled > 0 {
+		// The API server's CPU limit at work (SCALE_APISERVER_CPU): how long the kernel held
+		// it back over the deployment and the update.
+		b.ReportMetric(throttled, "apiserver-throttled-s")
+	}
 	if checks {
 		if measured.Load() == 0 {
 			b.Fatal("no check was measured: the benchmark would not show what checks cost")

@@ -219,10 +219,11 @@ func grantedFor(binding *rbacv1.RoleBinding) []string {
 }
 
 // sharedGrantCovers reports whether the shared grant of ref names the agent of the cluster
-// whose namespace is clusterNS (one cache read).
+// whose namespace is clusterNS (one cache read, not copied: a grant of a 10,000-cluster fleet
+// names 10,000 agents, and every release asks).
 func sharedGrantCovers(ctx context.Context, c client.Reader, ref model.ContentRef, clusterNS string) bool {
 	var binding rbacv1.RoleBinding
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ContentGrantName(ref.ID)}, &binding); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ContentGrantName(ref.ID)}, &binding, client.UnsafeDisableDeepCopy); err != nil {
 		return false
 	}
 	return slices.Contains(binding.Subjects, agentSubject(clusterNS))

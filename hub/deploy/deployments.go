@@ -299,6 +299,16 @@ func (r *Releases) Unseen(key types.NamespacedName, now time.Time) (v1alpha1.Rev
 	return rel.ref, ok
 }
 
+// Forget drops the release of deploymentID to key: its write failed, and the cluster is to be
+// planned again.
+func (r *Releases) Forget(key types.NamespacedName, deploymentID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rel, ok := r.at[key]; ok && rel.ref.DeploymentID == deploymentID {
+		delete(r.at, key)
+	}
+}
+
 // Seen forgets what the cache shows released.
 func (r *Releases) Seen(bd *v1alpha1.BundleDeployment) {
 	if bd.Spec.Released == nil {

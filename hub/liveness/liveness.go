@@ -212,10 +212,14 @@ func (l *Liveness) judge(key heartbeatKey, value *time.Time, deadline time.Durat
 // the heartbeat in c's status. An agent that never reported is not online. c may be an object
 // older than the hub's latest view (an update's old object): its status is judged on its own.
 func (l *Liveness) Check(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration) {
+	return l.check(c, l.leasesOf(c), now)
+}
+
+func (l *Liveness) check(c *v1alpha1.Cluster, leases []*coordinationv1.Lease, now time.Time) (online bool, left time.Duration) {
 	deadline := l.heartbeatDeadline(c)
 	key, value, _ := heartbeatOf(c)
 	online, left = l.judge(key, value, deadline, now)
-	for _, lease := range l.leasesOf(c) {
+	for _, lease := range leases {
 		key, value, _ := heartbeatOf(lease)
 		if ok, leaseLeft := l.judge(key, value, deadline, now); ok {
 			online, left = true, max(left, leaseLeft)
@@ -224,23 +228,35 @@ func (l *Liveness) Check(c *v1alpha1.Cluster, now time.Time) (online bool, left 
 	return online, left
 }
 
+// Look is Check, and when c's agent is not online, LastSeen, from one read of its Leases: a
+// planning pass asks it of every cluster of its bundle.
+func (l *Liveness) Look(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration, lastSeen time.Time, reported bool) {
+	leases := l.leasesOf(c)
+	if online, left = l.check(c, leases, now); online {
+		return online, left, time.Time{}, true
+	}
+	lastSeen, reported = lastSeenOf(c, leases)
+	return false, 0, lastSeen, reported
+}
+
 // Offline reports whether c's agent missed its deadline (R1.11). One that never reported is
 // not offline: it is pending.
 func (l *Liveness) Offline(c *v1alpha1.Cluster, now time.Time) bool {
-	if online, _ := l.Check(c, now); online {
-		return false
-	}
-	_, reported := l.LastSeen(c)
-	return reported
+	online, _, _, reported := l.Look(c, now)
+	return !online && reported
 }
 
 // LastSeen is the latest heartbeat c's agent claimed, and whether it ever reported.
 func (l *Liveness) LastSeen(c *v1alpha1.Cluster) (time.Time, bool) {
+	return lastSeenOf(c, l.leasesOf(c))
+}
+
+func lastSeenOf(c *v1alpha1.Cluster, leases []*coordinationv1.Lease) (time.Time, bool) {
 	var last time.Time
 	if c.Status.AgentLastSeen != nil {
 		last = c.Status.AgentLastSeen.Time
 	}
-	for _, lease := range l.leasesOf(c) {
+	for _, lease := range leases {
 		if r := lease.Spec.RenewTime; r != nil && r.After(last) {
 			last = r.Time
 		}

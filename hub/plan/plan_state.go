@@ -81,14 +81,11 @@ func GatherPlan(ctx context.Context, c client.Reader, live *liveness.Liveness, n
 			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
 		}
 		sort.Strings(t.Groups)
-		if ok, left := live.Check(c, now); ok {
+		// A cluster that never reported is not offline, just pending.
+		if ok, left, seen, reported := live.Look(c, now); ok {
 			st.Requeue = model.Sooner(st.Requeue, left+time.Second)
-		} else {
-			var seen time.Time
-			seen, t.Offline = live.LastSeen(c) // a cluster that never reported is not offline, just pending
-			if t.Offline {
-				MarkOffline(t.Deployment, seen)
-			}
+		} else if t.Offline = reported; t.Offline {
+			MarkOffline(t.Deployment, seen)
 		}
 		in.Targets = append(in.Targets, t)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -65,6 +65,8 @@ type RolloutReconciler struct {
 	Recorder *events.Recorder
 	// Analysis measures the checks the rollouts judge (§7).
 	Analysis *analysis.Runner
+
+	inFlight batchesInFlight
 }
 
 // Progress counts alone are written at most every progressEvery per bundle, and at most
@@ -144,27 +146,43 @@ const passCoalesce = 200 * time.Millisecond
 var deploymentToBundle = handler.EnqueueRequestsFromMapFunc(model.BundleOfDeployment)
 
 // step plans one pass for a bundle, writes the releases and sets the bundle's status (written
-// by the skeleton, or held back while only progress counts changed).
+// by the skeleton, or held back while only progress counts changed). The releases of the
+// bundle's previous pass may still be in flight (releaseBatch): they are waited for once this
+// pass's own are under way, and this pass's are left in flight when the next pass comes at
+// once (a maxNew batch), else waited for before the pass ends.
 func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, error) {
+	key := client.ObjectKeyFromObject(bun)
+	prev := r.inFlight.take(key)
+	out, batch, err := r.pass(ctx, bun, orig)
+	err = errors.Join(err, prev.wait())
+	if err == nil && batch != nil && out.After == nextBatch {
+		r.inFlight.put(key, batch)
+		return out, nil
+	}
+	return out, errors.Join(err, batch.wait())
+}
+
+// pass is one planning pass: gather → rollout.Plan → act. It returns the releases it started.
+func (r *RolloutReconciler) pass(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, *releaseBatch, error) {
 	owner := bundleOwner(analysis.KindRollout, bun)
 	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) || bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
 		r.Analysis.Track(owner, nil, nil) // this controller judges none of its checks (any more)
 	}
 	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) {
-		return reconciler.Outcome{}, nil // being removed (BundleRemovalReconciler), or another shard's
+		return reconciler.Outcome{}, nil, nil // being removed (BundleRemovalReconciler), or another shard's
 	}
 	completed := func() { recordCompletion(r.Recorder, orig, bun) }
 	if bun.Spec.StagedUpdate != nil {
 		if err := autoRuns(ctx, r.Client, bun); err != nil {
-			return reconciler.Outcome{}, err
+			return reconciler.Outcome{}, nil, err
 		}
 		return reconciler.Outcome{Written: func() {
 			completed()
 			plan.RecordOutcome(r.Recorder, orig, bun)
-		}}, r.reportStaged(ctx, bun) // staged runs release
+		}}, nil, r.reportStaged(ctx, bun) // staged runs release
 	}
 	if bun.Spec.Sequence != nil {
-		return reconciler.Outcome{}, nil // released by the sequence controller
+		return reconciler.Outcome{}, nil, nil // released by the sequence controller
 	}
 	// Clusters of the revision's record that have no deployment yet are Pending (§0): the
 	// rollout has not reached them. Releasing one creates its deployment.
@@ -173,21 +191,21 @@ func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 	switch {
 	case errors.As(err, &missing) && bun.Spec.TargetRevision != nil:
 		setStalled(bun, missing.Error()) // nothing to roll back to
-		return reconciler.Outcome{}, nil
+		return reconciler.Outcome{}, nil, nil
 	case errors.As(err, &missing):
 		recorded = nil // no revision yet, or one from before records: only existing deployments take part
 	case err != nil:
-		return reconciler.Outcome{}, err
+		return reconciler.Outcome{}, nil, err
 	}
 	st, err := plan.GatherPlan(ctx, r.Client, r.Live, r.Now(), bun, recorded)
 	if err != nil {
-		return reconciler.Outcome{}, err
+		return reconciler.Outcome{}, nil, err
 	}
 	st.CountUnseen(r.Released, bun, r.Now())
 	in, requeue := st.In, st.Requeue
 	if bun.Spec.TargetRevision != nil {
 		if err := r.pin(ctx, bun, st, recorded); err != nil {
-			return reconciler.Outcome{}, err
+			return reconciler.Outcome{}, nil, err
 		}
 	}
 	targets := targetIndex(in.Targets)
@@ -203,28 +221,18 @@ func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 			// after its write, restores.
 			SetOutcome(bun, in.Revision, "", decision.Failure, st.Bds, r.Now())
 		plan.ApplyOutcome(bun)
-		return reconciler.Outcome{After: nextBatch, Written: func() { plan.RecordOutcome(r.Recorder, orig, bun) }}, nil
+		return reconciler.Outcome{After: nextBatch, Written: func() { plan.RecordOutcome(r.Recorder, orig, bun) }}, nil, nil
 	}
 	// Measured from now on: what this pass judges (a failure's pass above keeps measuring until
 	// the next, which rolls back).
 	r.Analysis.Track(owner, decision.Analysis, targets.Labels)
-	wrote, err := r.release(ctx, bun, st, recorded, decision)
-	if err != nil {
-		return reconciler.Outcome{}, err
-	}
+	batch := r.release(ctx, bun, st, recorded, decision)
 	if err := plan.RestoreDeployments(ctx, r.Client, r.Writes, st.Bds, decision.Restore, r.Now()); err != nil {
-		return reconciler.Outcome{}, err
-	}
-	if wrote > 0 {
-		released := make(map[string]bool, len(decision.Release))
-		for _, c := range decision.Release {
-			released[c] = true
-		}
-		deploy.RecordReleases(r.Recorder, bun, in.Revision, decision, func(c string) bool { return released[c] })
+		return reconciler.Outcome{}, batch, err
 	}
 	wait, significant := r.report(bun, orig, in, decision, st.Bds)
 	requeue = model.Sooner(model.Sooner(requeue, wait), decision.RequeueAfter)
-	if decision.More && wrote > 0 {
+	if decision.More && batch.launched > 0 {
 		// The partition has clusters beyond this batch: the next pass checks its threshold
 		// with this batch counted (CountUnseen) and releases the next one (R1.8), without
 		// waiting for the batch's own events to come back (R1.10).
@@ -239,7 +247,7 @@ func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 		if significant {
 			r.recordTransitions(orig, bun)
 		}
-	}}, nil
+	}}, batch, nil
 }
 
 // nextBatch is when a pass that released a maxNew batch plans the next one: at once.
@@ -281,11 +289,16 @@ func (r *RolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 // release lets the agents of the clusters the planner released apply the revision. A Pending
 // cluster gets its deployment, and one whose staging is behind (the cache lags the bundler, or
 // the bundler stopped mid-commit) is staged from the revision's record: each in one write.
-// It returns how many releases it wrote (a create the cache does not show yet is not one).
-func (r *RolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *plan.PlanState, recorded model.RevisionTargets, d *rollout.Decision) (int, error) {
+//
+// The writes go out in the background and release returns at once with them in flight: the
+// next pass plans while they are written (see releaseBatch). Each release is remembered
+// (Released) before its write, so that pass counts it as released (CountUnseen) and does not
+// hand it out again; a write that fails is forgotten, and its cluster planned again.
+func (r *RolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *plan.PlanState, recorded model.RevisionTargets, d *rollout.Decision) *releaseBatch {
 	revision, bds := st.In.Revision, st.Bds
 	type write struct {
-		cluster string
+		key     types.NamespacedName
+		cluster *v1alpha1.Cluster
 		bd      *v1alpha1.BundleDeployment // nil: create
 		target  model.RevisionTarget
 	}
@@ -299,49 +312,125 @@ func (r *RolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 		case bd == nil || bd.Spec.Staged.Index != revision:
 			// Pending, or not staged yet: from the record, unless the bundler is writing it.
 			if isRecorded && !r.Staging.Active(client.ObjectKeyFromObject(bun)) && !r.Released.Pending(deploy.DeploymentKey(bun, cl), rec.Ref.DeploymentID, now) {
-				todo = append(todo, write{name, bd, rec})
+				todo = append(todo, write{deploy.DeploymentKey(bun, cl), cl, bd, rec})
 			}
 		case bd.Spec.Released != nil && *bd.Spec.Released == bd.Spec.Staged ||
 			r.Released.Pending(client.ObjectKeyFromObject(bd), bd.Spec.Staged.DeploymentID, now):
 			// released already; the cache may not show it yet
 		default:
-			todo = append(todo, write{name, bd, model.RevisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}})
+			todo = append(todo, write{client.ObjectKeyFromObject(bd), cl, bd, model.RevisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}})
 		}
 	}
-	// A pass releases up to maxNew clusters: their writes go out together.
-	var wrote atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(deploy.StageWorkers)
+	var removes []*v1alpha1.BundleDeployment
+	for _, name := range d.Remove {
+		if bd := bds[name]; bd != nil {
+			removes = append(removes, bd)
+		}
+	}
+	batch := &releaseBatch{launched: len(todo), done: make(chan struct{})}
+	if len(todo) == 0 && len(removes) == 0 {
+		close(batch.done)
+		return batch
+	}
 	for _, w := range todo {
+		r.Released.Add(w.key, w.target.Ref, now)
+	}
+	// The writes outlive this pass: they read a copy of the bundle, whose status the
+	// reconciler's skeleton writes meanwhile.
+	bun = bun.DeepCopy()
+	// One write refused (a quota or an admission policy of the cluster's namespace) does not
+	// stop the others: every error is kept, and only the refused clusters are planned again.
+	written := make([]bool, len(todo))
+	errs := make([]error, len(todo)+len(removes))
+	var g errgroup.Group
+	g.SetLimit(deploy.StageWorkers)
+	for i, w := range todo {
 		g.Go(func() error {
-			cl := st.Clusters[w.cluster]
-			err := r.Writes.Do(gctx, func() error {
-				_, err := deploy.GrantAndWrite(gctx, r.Client, r.Uncached, bun, cl, w.bd, w.target, true, now)
+			err := r.Writes.Do(ctx, func() error {
+				_, err := deploy.GrantAndWrite(ctx, r.Client, r.Uncached, bun, w.cluster, w.bd, w.target, true, now)
 				return err
 			})
+			if err != nil {
+				r.Released.Forget(w.key, w.target.Ref.DeploymentID)
+			}
 			switch {
 			case w.bd == nil && apierrors.IsAlreadyExists(err):
-				return nil // created by a pass the cache does not show yet
+				// created by a pass the cache does not show yet
 			case err != nil:
-				return fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster, err)
+				errs[i] = fmt.Errorf("failed to release %s to %s: %w", bun.Name, w.cluster.Name, err)
+			default:
+				written[i] = true
 			}
-			r.Released.Add(deploy.DeploymentKey(bun, cl), w.target.Ref, r.Now())
-			wrote.Add(1)
 			return nil
 		})
 	}
-	for _, name := range d.Remove {
-		if bd := bds[name]; bd != nil {
-			g.Go(func() error {
-				if err := r.Client.Delete(gctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("failed to remove %s from %s: %w", bd.Spec.Bundle, name, err)
-				}
-				return nil
-			})
-		}
+	for i, bd := range removes {
+		g.Go(func() error {
+			if err := r.Client.Delete(ctx, bd.DeepCopy()); client.IgnoreNotFound(err) != nil {
+				errs[len(todo)+i] = fmt.Errorf("failed to remove %s from %s: %w", bd.Spec.Bundle, bd.Labels[model.LabelCluster], err)
+			}
+			return nil
+		})
 	}
-	err := g.Wait()
-	return int(wrote.Load()), err
+	go func() {
+		defer close(batch.done)
+		_ = g.Wait() // the writes report through errs
+		batch.err = errors.Join(errs...)
+		released := map[string]bool{}
+		for i, w := range todo {
+			if written[i] {
+				released[w.cluster.Name] = true
+			}
+		}
+		if len(released) > 0 {
+			deploy.RecordReleases(r.Recorder, bun, revision, d, func(c string) bool { return released[c] })
+		}
+	}()
+	return batch
+}
+
+// releaseBatch is one pass's release writes. A bundle's next pass plans while they are in
+// flight and waits for them only once its own are under way: at 10,000 clusters a pass takes
+// as long as a batch of maxNew writes, and planning after each batch's writes, not beside
+// them, left the API server idle half the time. At most two batches of a bundle are in
+// flight: the one a pass starts and the one before it.
+type releaseBatch struct {
+	launched int
+	done     chan struct{}
+	err      error
+}
+
+// wait blocks until the batch is written and returns its first error.
+func (b *releaseBatch) wait() error {
+	if b == nil {
+		return nil
+	}
+	<-b.done
+	return b.err
+}
+
+// batchesInFlight holds each bundle's release batch that is still being written when its pass
+// ended; the bundle's next pass takes it.
+type batchesInFlight struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*releaseBatch
+}
+
+func (f *batchesInFlight) take(key types.NamespacedName) *releaseBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.m[key]
+	delete(f.m, key)
+	return b
+}
+
+func (f *batchesInFlight) put(key types.NamespacedName, b *releaseBatch) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[types.NamespacedName]*releaseBatch{}
+	}
+	f.m[key] = b
 }
 
 // report sets the Bundle's status from the pass's decision and says whether its write waits.
