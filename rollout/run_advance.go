@@ -177,7 +177,7 @@ func (s *stepper) runGroupsUnder(si, stageCap, inFlight int) string {
 			continue
 		}
 		g.State, g.Message = RunRunning, ""
-		inFlight += s.startClusters(g, min(groupCap, len(g.Clusters)), stageCap-inFlight)
+		inFlight += s.startClusters(g, min(groupCap, len(g.Clusters)), slots{stage: stage.Name, limit: stageCap, inFlight: inFlight})
 		if !clustersDone(g.Clusters) {
 			if why, pending := allPending(g.Clusters); pending {
 				// As in Azure's runs, Pending propagates up: a group none of whose clusters
@@ -203,10 +203,17 @@ func (s *stepper) runGroupsUnder(si, stageCap, inFlight int) string {
 	return ""
 }
 
+// slots are a stage's clusters in flight and its limit (R3.5).
+type slots struct {
+	stage           string
+	limit, inFlight int
+}
+
 // startClusters starts the group's next clusters, at most groupCap in flight in the group and
-// room more in the stage; it returns how many it started. Clusters whose maintenance window is
-// closed wait as Pending; among the others, open windows go first (R3.13).
-func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
+// the stage's limit in the stage; it returns how many it started. Clusters whose maintenance
+// window is closed wait as Pending; among the others, open windows go first (R3.13). A cluster
+// left waiting says whose limit holds it: the group's or the stage's.
+func (s *stepper) startClusters(g *GroupStatus, groupCap int, stage slots) int {
 	inGroup := countState(g.Clusters, RunRunning)
 	var candidates []int
 	for ci := range g.Clusters {
@@ -240,9 +247,15 @@ func (s *stepper) startClusters(g *GroupStatus, groupCap, room int) int {
 	started := 0
 	for _, ci := range candidates {
 		c := &g.Clusters[ci]
-		if inGroup >= groupCap || started >= room {
+		switch {
+		case inGroup >= groupCap:
 			if c.State != RunPending {
-				c.State, c.Message = RunPending, fmt.Sprintf("waiting for a slot: %d in flight, maxConcurrency %d", inGroup, groupCap)
+				c.State, c.Message = RunPending, fmt.Sprintf("waiting for a slot: %d in flight in group %s, its maxConcurrency %d", inGroup, g.Name, groupCap)
+			}
+			continue
+		case stage.inFlight+started >= stage.limit:
+			if c.State != RunPending {
+				c.State, c.Message = RunPending, fmt.Sprintf("waiting for a slot: %d in flight in stage %s, its maxConcurrency %d", stage.inFlight+started, stage.stage, stage.limit)
 			}
 			continue
 		}

@@ -173,11 +173,31 @@ func TestR3_5_StageAndGroupConcurrency(t *testing.T) {
 		return map[string]string{"group": "b"}
 	})
 	var maxTotal, maxA, maxB int
+	var first []GroupStatus
 	tl := SimulateRun(RunSimulation{Strategy: strategy, Clusters: clusters, Observe: func(_ *Run, _ []RunCluster, res StepResult, _ time.Time) {
 		g := res.Status.Stages[0].Groups
 		a, b := countState(g[0].Clusters, RunRunning), countState(g[1].Clusters, RunRunning)
 		maxA, maxB, maxTotal = max(maxA, a), max(maxB, b), max(maxTotal, a+b)
+		if first == nil {
+			first = slices.Clone(g)
+		}
 	}})
+	// A waiting cluster names the limit that holds it: group a is full at its own 4; group b,
+	// with room for 3, is held by the stage's 5 (4 of a and 1 of b in flight).
+	for gi, want := range []string{"waiting for a slot: 4 in flight in group a, its maxConcurrency 4", "waiting for a slot: 5 in flight in stage prod, its maxConcurrency 5"} {
+		waiting := 0
+		for _, c := range first[gi].Clusters {
+			if c.State == RunPending {
+				waiting++
+				if c.Message != want {
+					t.Errorf("group %s: cluster %s waits with %q, want %q", first[gi].Name, c.Name, c.Message, want)
+				}
+			}
+		}
+		if waiting == 0 {
+			t.Errorf("group %s: no cluster waits after the first step", first[gi].Name)
+		}
+	}
 	if !tl.Completed {
 		t.Fatalf("stuck: %s", tl.Stuck)
 	}
