@@ -114,8 +114,7 @@ func (r *ClusterStatusReconciler) step(ctx context.Context, c, orig *v1alpha1.Cl
 	st.Display = v1alpha1.Display{ReadyClusters: fmt.Sprintf("%d/%d", st.Summary.Ready+st.Summary.Modified, st.Summary.DesiredReady), State: model.WorstState(counts)}
 	ready := metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, ObservedGeneration: c.Generation,
 		Message: fmt.Sprintf("%d bundles ready", st.Summary.Ready+st.Summary.Modified)}
-	online, left := r.Live.Check(c, r.Now())
-	lastSeen, reported := r.Live.LastSeen(c)
+	online, left, lastSeen, reported := r.Live.Look(c, r.Now())
 	var requeue time.Duration
 	if online {
 		requeue = left + time.Second // to notice the deadline passing

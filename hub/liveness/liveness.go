@@ -228,15 +228,13 @@ func (l *Liveness) check(c *v1alpha1.Cluster, leases []*coordinationv1.Lease, no
 	return online, left
 }
 
-// Look is Check, and when c's agent is not online, LastSeen, from one read of its Leases: a
-// planning pass asks it of every cluster of its bundle.
+// Look is Check and LastSeen from one read of c's Leases: a planning pass asks it of every
+// cluster of its bundle, the cluster-status controller of each cluster.
 func (l *Liveness) Look(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration, lastSeen time.Time, reported bool) {
 	leases := l.leasesOf(c)
-	if online, left = l.check(c, leases, now); online {
-		return online, left, time.Time{}, true
-	}
+	online, left = l.check(c, leases, now)
 	lastSeen, reported = lastSeenOf(c, leases)
-	return false, 0, lastSeen, reported
+	return online, left, lastSeen, reported
 }
 
 // Offline reports whether c's agent missed its deadline (R1.11). One that never reported is
