@@ -25,6 +25,11 @@ type Page struct {
 	ctx context.Context
 }
 
+// startAttempts is how many times Open starts Chromium before it gives up: a Chromium that
+// exits before it listens (seen once in a CI run: a crash at start-up, with nothing in its
+// output but D-Bus and cpufreq complaints) is started again with a fresh profile.
+const startAttempts = 3
+
 // Open starts a headless Chromium of its own (profile in a temporary directory, no background
 // traffic, a laptop's window) and stops it when the test ends.
 func Open(tb testing.TB) *Page {
@@ -32,17 +37,33 @@ func Open(tb testing.TB) *Page {
 	if _, err := exec.LookPath(Chromium); err != nil {
 		tb.Fatalf("%s is missing: run `go run ./e2e/prepare`, which installs it (%v)", Chromium, err)
 	}
+	var failures []string
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		page, err := start(tb)
+		if err == nil {
+			return page
+		}
+		failures = append(failures, fmt.Sprintf("attempt %d: %v", attempt, err))
+		tb.Logf("starting chromium, attempt %d of %d: %v", attempt, startAttempts, err)
+	}
+	tb.Fatalf("starting chromium failed %d times:\n%s", startAttempts, strings.Join(failures, "\n"))
+	return nil
+}
+
+// start starts one Chromium with a profile of its own; the test's cleanup stops it.
+func start(tb testing.TB) (*Page, error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(Chromium), chromedp.UserDataDir(tb.TempDir()),
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.WindowSize(1366, 900))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
 	if err := chromedp.Do(ctx); err != nil {
+		cancel()
 		cancelAlloc()
-		tb.Fatalf("starting chromium: %v", err)
+		return nil, err
 	}
 	tb.Cleanup(func() { cancel(); cancelAlloc() })
-	return &Page{tb: tb, ctx: ctx}
+	return &Page{tb: tb, ctx: ctx}, nil
 }
 
 // Do runs steps in the page, failing the test with the page's text when they fail.
