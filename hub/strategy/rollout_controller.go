@@ -176,10 +176,14 @@ func (r *RolloutReconciler) pass(ctx context.Context, bun, orig *v1alpha1.Bundle
 		if err := autoRuns(ctx, r.Client, bun); err != nil {
 			return reconciler.Outcome{}, nil, err
 		}
-		return reconciler.Outcome{Written: func() {
+		if err := r.reportStaged(ctx, bun); err != nil { // staged runs release
+			return reconciler.Outcome{}, nil, err
+		}
+		wait := r.hold(orig, bun, significantStaged(orig, bun))
+		return reconciler.Outcome{After: wait, Hold: wait > 0, Written: func() {
 			completed()
 			plan.RecordOutcome(r.Recorder, orig, bun)
-		}}, nil, r.reportStaged(ctx, bun) // staged runs release
+		}}, nil, nil
 	}
 	if bun.Spec.Sequence != nil {
 		return reconciler.Outcome{}, nil, nil // released by the sequence controller
@@ -463,16 +467,46 @@ func (r *RolloutReconciler) report(bun, orig *v1alpha1.Bundle, in *rollout.Input
 	plan. // drops what a retry lifted
 		SetOutcome(bun, in.Revision, d.Outcome, d.Failure, bds, r.Now())
 	plan.ApplyOutcome(bun)
+	significant := significantChange(orig, bun)
+	return r.hold(orig, bun, significant), significant
+}
+
+// hold is how long the status write of a bundle whose status changed waits: 0 when it is
+// significant or the bundle's progress is due (Progress), and 0 when nothing changed (the
+// skeleton then writes nothing).
+func (r *RolloutReconciler) hold(orig, bun *v1alpha1.Bundle, significant bool) time.Duration {
 	if !reconciler.StatusChanged(orig, bun) {
-		return 0, false
+		return 0
 	}
-	significant := orig.Status.ReleasingRevision != st.ReleasingRevision || !equality.Semantic.DeepEqual(orig.Status.Outcome, st.Outcome) ||
-		len(orig.Status.Quarantined) != len(st.Quarantined) ||
-		meta.IsStatusConditionTrue(orig.Status.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReadyCondition) ||
-		conditionMessage(orig.Status.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(st.Conditions, v1alpha1.RolloutPausedCondition)
 	// The throttle paces writes on the wall clock: a simulated Clock (Options.Clock) that
 	// stands still must not hold progress back forever.
-	return r.Progress.Hold(bun.UID, significant, time.Now()), significant
+	return r.Progress.Hold(bun.UID, significant, time.Now())
+}
+
+// significantChange says whether a bundle's status changed more than its progress counts: a new
+// revision, its outcome or quarantine, readiness reached or lost, a pause or its reason.
+func significantChange(orig, bun *v1alpha1.Bundle) bool {
+	was, is := &orig.Status, &bun.Status
+	return was.ReleasingRevision != is.ReleasingRevision || !equality.Semantic.DeepEqual(was.Outcome, is.Outcome) ||
+		len(was.Quarantined) != len(is.Quarantined) ||
+		meta.IsStatusConditionTrue(was.Conditions, v1alpha1.ReadyCondition) != meta.IsStatusConditionTrue(is.Conditions, v1alpha1.ReadyCondition) ||
+		conditionMessage(was.Conditions, v1alpha1.RolloutPausedCondition) != conditionMessage(is.Conditions, v1alpha1.RolloutPausedCondition)
+}
+
+// significantStaged is significantChange for a staged bundle, where a stage changing state
+// (starting, stopping, failing, ending) is significant too; clusters completing within a stage,
+// and the run's message of what it waits for (an approval, a timed wait: the run's own status
+// has them at once), are progress.
+func significantStaged(orig, bun *v1alpha1.Bundle) bool {
+	if significantChange(orig, bun) || len(orig.Status.Stages) != len(bun.Status.Stages) {
+		return true
+	}
+	for i, s := range bun.Status.Stages {
+		if was := orig.Status.Stages[i]; was.Name != s.Name || was.State != s.State {
+			return true
+		}
+	}
+	return false
 }
 
 // recordTransitions records what a status write of a continuous rollout changed for people: a
