@@ -78,7 +78,12 @@ func (r *SequenceReconciler) Setup(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.Live.OnAgentBack(r.Client, r.Now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return followers(ctx, c)
 		})).
-		Complete(reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle]{Client: r.Client, Step: r.step})
+		// The sequence's progress (when each group started, finished, soaks until) lives in the
+		// bundle's status and is read back by the next step: a step on a cache that does not show
+		// the last write yet would start a group again at its own time and overwrite when it
+		// started (R4.5's 30 days would count from the later time). Its write is conditional
+		// on the status it read, and a stale read is done again.
+		Complete(reconciler.Status[v1alpha1.Bundle, *v1alpha1.Bundle]{Client: r.Client, Lock: true, Step: r.step})
 }
 
 // sequenceBundles lists the bundles of a namespace that follow a sequence (any, when name is "").
