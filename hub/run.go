@@ -98,7 +98,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	src, b := newSource(mgr, opts, sh, live, recorder)
+	// Planning passes read a bundle's fleet through the cache's own indexes (model.FleetIndex).
+	fleet, err := model.NewFleetIndex(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	c := model.IndexedClient{Client: mgr.GetClient(), Fleet: fleet}
+	src, b := newSource(mgr, c, opts, sh, live, recorder)
 	// The analysis gates' measurements (§7): secrets are read uncached (the client caches
 	// none), providers and restrictions from the cache.
 	checks := analysis.New(mgr.GetClient(), opts.Clock, 0)
@@ -106,12 +112,12 @@ func Run(ctx context.Context, opts Options) error {
 	if err := mgr.Add(checks); err != nil {
 		return err
 	}
-	for _, c := range controllers(mgr, opts, endpoint, sh, src, b, kube, live, recorder, checks, notifyDir) {
-		if c.fleetWide && !sh.FleetWide() {
+	for _, ctl := range controllers(mgr, c, opts, endpoint, sh, src, b, kube, live, recorder, checks, notifyDir) {
+		if ctl.fleetWide && !sh.FleetWide() {
 			continue
 		}
-		if err := c.setup(mgr); err != nil {
-			return fmt.Errorf("failed to set up the %s controller: %w", c.name, err)
+		if err := ctl.setup(mgr); err != nil {
+			return fmt.Errorf("failed to set up the %s controller: %w", ctl.name, err)
 		}
 	}
 	if sh.FleetWide() {
@@ -204,9 +210,9 @@ func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager
 
 // newSource creates the GitRepo source controller with its poller, and the bundler that
 // renders and stages what it finds.
-func newSource(mgr ctrl.Manager, opts Options, sh model.Shard, live *liveness.Liveness, recorder *events.Recorder) (*sources.SourceReconciler, *sources.Bundler) {
+func newSource(mgr ctrl.Manager, c client.Client, opts Options, sh model.Shard, live *liveness.Liveness, recorder *events.Recorder) (*sources.SourceReconciler, *sources.Bundler) {
 	src := &sources.SourceReconciler{
-		Client:           mgr.GetClient(),
+		Client:           c,
 		Uncached:         mgr.GetAPIReader(),
 		Shard:            sh,
 		Git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource")},
@@ -224,7 +230,7 @@ func newSource(mgr ctrl.Manager, opts Options, sh model.Shard, live *liveness.Li
 	if !sh.FleetWide() {
 		content.Labels, content.Uncached = map[string]string{v1alpha1.ShardLabel: string(sh)}, mgr.GetAPIReader()
 	}
-	b := &sources.Bundler{Client: mgr.GetClient(), Shard: sh, Uncached: mgr.GetAPIReader(), Live: live, CrossNamespaceRefs: opts.AllowCrossNamespaceRefs, Content: content,
+	b := &sources.Bundler{Client: c, Shard: sh, Uncached: mgr.GetAPIReader(), Live: live, CrossNamespaceRefs: opts.AllowCrossNamespaceRefs, Content: content,
 		Revisions: &model.RevisionStore{Content: content}, Released: &deploy.Releases{}, Staging: deploy.NewStagingNow(), Writes: make(deploy.WriteSlots, model.PositiveOr(opts.WritesInFlight, deploy.DefaultWritesInFlight)),
 		Charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
 		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: rolloutClock(opts), Recorder: recorder}
@@ -257,12 +263,11 @@ func rolloutClock(opts Options) func() time.Time {
 
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
-func controllers(mgr ctrl.Manager, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner, notifyDir *notify.Cluster) []controllerSetup {
+func controllers(mgr ctrl.Manager, c client.Client, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner, notifyDir *notify.Cluster) []controllerSetup {
 	statusDelay := model.PositiveOr(opts.StatusDelay, clusters.DefaultStatusDelay)
 	contentGrace := model.PositiveOr(opts.ContentGrace, lifecycle.DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
 	clock := rolloutClock(opts)
-	c := mgr.GetClient()
 	return []controllerSetup{
 		{"rollout", false, (&strategy.RolloutReconciler{Client: c, Uncached: uncached, Shard: sh, Live: live, Revisions: b.Revisions, Released: b.Released, Staging: b.Staging, Writes: b.Writes, Now: clock,
 			Progress: model.ProgressThrottle{Every: strategy.ProgressEvery, PerSecond: strategy.BundleProgressPerSecond}, Recorder: recorder, Analysis: checks}).Setup},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -226,7 +227,47 @@ func sharedGrantCovers(ctx context.Context, c client.Reader, ref model.ContentRe
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ContentGrantName(ref.ID)}, &binding, client.UnsafeDisableDeepCopy); err != nil {
 		return false
 	}
-	return slices.Contains(binding.Subjects, agentSubject(clusterNS))
+	return grantedAgents.of(&binding).Has(clusterNS)
+}
+
+// grantedAgents are the cluster namespaces whose agents shared grants name, by grant: a
+// release asks whether its cluster's agent is named, and scanning a RoleBinding of 10,000
+// subjects for each of 10,000 releases cost seconds of the hub's CPU per revision. A binding's
+// subjects at one resourceVersion never change, so the set is kept until the binding does.
+var grantedAgents = &subjectSets{sets: map[types.UID]subjectSet{}}
+
+// subjectSets memoises the agents a RoleBinding names, per binding (UID) and resourceVersion.
+type subjectSets struct {
+	mu   sync.Mutex
+	sets map[types.UID]subjectSet
+}
+
+type subjectSet struct {
+	resourceVersion string
+	agents          sets.Set[string]
+}
+
+// maxSubjectSets bounds the memo: shared grants are one per content in use, a few per bundle;
+// beyond it the memo starts again (a deleted grant's set is never read again).
+const maxSubjectSets = 4096
+
+func (m *subjectSets) of(binding *rbacv1.RoleBinding) sets.Set[string] {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sets[binding.UID]; ok && s.resourceVersion == binding.ResourceVersion && binding.ResourceVersion != "" {
+		return s.agents
+	}
+	agents := sets.New[string]()
+	for _, s := range binding.Subjects {
+		if s == agentSubject(s.Namespace) {
+			agents.Insert(s.Namespace)
+		}
+	}
+	if len(m.sets) >= maxSubjectSets {
+		clear(m.sets)
+	}
+	m.sets[binding.UID] = subjectSet{resourceVersion: binding.ResourceVersion, agents: agents}
+	return agents
 }
 
 // contentRule allows reading the named Content objects. names must not be empty: a rule

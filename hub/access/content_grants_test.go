@@ -4,6 +4,11 @@ import (
 	"reflect"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
@@ -65,5 +70,28 @@ func TestPlanGrantsTakesTheFewerWrites(t *testing.T) {
 				t.Errorf("own = %v, want %v", got.Own, tc.own)
 			}
 		})
+	}
+}
+
+// The agents a shared grant names are read from a set kept per binding and resourceVersion: a
+// binding changed (agents added or dropped: a new resourceVersion) is read anew, and only a
+// cluster's agent counts, not another subject in a cluster namespace.
+func TestGrantedAgentsFollowTheBindingsVersion(t *testing.T) {
+	m := &subjectSets{sets: map[types.UID]subjectSet{}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{UID: "g1", ResourceVersion: "10"},
+		Subjects: []rbacv1.Subject{agentSubject("cluster-a"), {Kind: rbacv1.ServiceAccountKind, Name: "intruder", Namespace: "cluster-b"}}}
+	if got := m.of(binding); !got.Has("cluster-a") || got.Has("cluster-b") {
+		t.Fatalf("agents: %v, want cluster-a's alone", sets.List(got))
+	}
+	changed := binding.DeepCopy()
+	changed.ResourceVersion, changed.Subjects = "11", []rbacv1.Subject{agentSubject("cluster-b")}
+	if got := m.of(changed); got.Has("cluster-a") || !got.Has("cluster-b") {
+		t.Fatalf("after the binding changed: %v, want cluster-b's alone", sets.List(got))
+	}
+	unversioned := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{UID: "g2"}, Subjects: []rbacv1.Subject{agentSubject("cluster-a")}}
+	m.of(unversioned)
+	unversioned.Subjects = nil
+	if m.of(unversioned).Has("cluster-a") {
+		t.Error("a binding without a resourceVersion was answered from the memo")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"time"
@@ -311,15 +312,48 @@ func (r *Releases) Forget(key types.NamespacedName, deploymentID string) {
 
 // Seen forgets what the cache shows released.
 func (r *Releases) Seen(bd *v1alpha1.BundleDeployment) {
-	if bd.Spec.Released == nil {
-		return
-	}
-	key := client.ObjectKeyFromObject(bd)
+	r.SeenAll(func(yield func(*v1alpha1.BundleDeployment) bool) { yield(bd) })
+}
+
+// SeenAll is Seen for each of bds, under one lock: a planning pass asks it of every deployment
+// of its bundle.
+func (r *Releases) SeenAll(bds iter.Seq[*v1alpha1.BundleDeployment]) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rel, ok := r.at[key]; ok && rel.ref.DeploymentID == bd.Spec.Released.DeploymentID {
-		delete(r.at, key)
+	if len(r.at) == 0 {
+		return
 	}
+	for bd := range bds {
+		if bd.Spec.Released == nil {
+			continue
+		}
+		key := client.ObjectKeyFromObject(bd)
+		if rel, ok := r.at[key]; ok && rel.ref.DeploymentID == bd.Spec.Released.DeploymentID {
+			delete(r.at, key)
+		}
+	}
+}
+
+// UnseenOf is Unseen for every deployment named name (a bundle's, in each cluster namespace),
+// by cluster namespace: a planning pass looks up its few unseen releases rather than asking for
+// each of its clusters.
+func (r *Releases) UnseenOf(name string, now time.Time) map[string]v1alpha1.RevisionRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out map[string]v1alpha1.RevisionRef
+	for key, rel := range r.at {
+		switch {
+		case key.Name != name:
+		case now.Sub(rel.at) > releaseMemory:
+			delete(r.at, key)
+		default:
+			if out == nil {
+				out = map[string]v1alpha1.RevisionRef{}
+			}
+			out[key.Namespace] = rel.ref
+		}
+	}
+	return out
 }
 
 // StagingNow marks the bundles the bundler is staging a commit for (Begin, End: the bundler

@@ -163,6 +163,29 @@ func TestReleasesAreRememberedUntilTheCacheShowsThem(t *testing.T) {
 	}
 }
 
+// A planning pass reads its bundle's unseen releases by cluster namespace (R1.8): another
+// bundle's are not its, and one remembered past releaseMemory is forgotten.
+func TestR1_8_UnseenReleasesOfABundle(t *testing.T) {
+	var r Releases
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.Add(types.NamespacedName{Namespace: "cluster-a", Name: "fleet-web"}, ref(2, "2"), now)
+	r.Add(types.NamespacedName{Namespace: "cluster-b", Name: "fleet-web"}, ref(2, "2"), now.Add(-releaseMemory))
+	r.Add(types.NamespacedName{Namespace: "cluster-c", Name: "fleet-db"}, ref(3, "3"), now)
+	got := r.UnseenOf("fleet-web", now.Add(time.Second))
+	if len(got) != 1 || got["cluster-a"].DeploymentID != "d-2" {
+		t.Fatalf("unseen releases of fleet-web: %v, want cluster-a's alone", got)
+	}
+	if _, ok := r.Unseen(types.NamespacedName{Namespace: "cluster-b", Name: "fleet-web"}, now); ok {
+		t.Error("a release past releaseMemory is still remembered")
+	}
+	shown := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Released: &v1alpha1.RevisionRef{DeploymentID: "d-2"}}}
+	shown.Namespace, shown.Name = "cluster-a", "fleet-web"
+	r.SeenAll(func(yield func(*v1alpha1.BundleDeployment) bool) { yield(shown) })
+	if got := r.UnseenOf("fleet-web", now); len(got) != 0 {
+		t.Errorf("after the cache shows it: %v", got)
+	}
+}
+
 // The hub-wide bound on deployment writes: never more in flight than its size, and a write
 // waiting for a slot gives up when its context ends.
 func TestWriteSlotsBoundWritesInFlight(t *testing.T) {

@@ -41,6 +41,11 @@ type Liveness struct {
 	monotonic func() time.Duration
 	// Leases reads the agents' Leases (the hub's cache).
 	Leases client.Reader
+	// leaseStore, when set, is the Lease informer's own store, which leasesOf reads instead of
+	// Leases: a planning pass asks for the Lease of every cluster of its bundle, and the
+	// client's Get finds the kind, the informer and the object by reflection each time (a
+	// third of a 10,000-cluster pass).
+	leaseStore toolscache.Store
 	// interval and deadline apply to Clusters whose spec sets none.
 	interval, deadline time.Duration
 
@@ -86,6 +91,9 @@ func WatchLiveness(ctx context.Context, c cache.Cache, interval, deadline time.D
 		if err != nil {
 			return nil, fmt.Errorf("failed to watch agents' heartbeats: %w", err)
 		}
+		if store, ok := inf.(interface{ GetStore() toolscache.Store }); ok && isLease(o) {
+			l.leaseStore = store.GetStore()
+		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    l.ObserveObject,
 			UpdateFunc: func(_, o any) { l.ObserveObject(o) },
@@ -115,6 +123,11 @@ func New(leases client.Reader, interval, deadline time.Duration, monotonic func(
 	return &Liveness{monotonic: monotonic, Leases: leases,
 		interval: model.PositiveOr(interval, DefaultHeartbeatInterval), deadline: model.PositiveOr(deadline, DefaultHeartbeatDeadline),
 		seen: map[heartbeatKey]heartbeatSeen{}, created: map[string]time.Time{}}
+}
+
+func isLease(o client.Object) bool {
+	_, ok := o.(*coordinationv1.Lease)
+	return ok
 }
 
 // heartbeatOf is the stream and last value of a Cluster's status or an agent's Lease.
@@ -268,6 +281,14 @@ func (l *Liveness) leasesOf(c *v1alpha1.Cluster) []*coordinationv1.Lease {
 	var out []*coordinationv1.Lease
 	for _, ns := range []string{c.Status.Namespace, c.Status.PreviousNamespace} {
 		if ns == "" || l.Leases == nil {
+			continue
+		}
+		if l.leaseStore != nil {
+			if o, found, err := l.leaseStore.GetByKey(ns + "/" + v1alpha1.AgentLeaseName); err == nil && found {
+				if lease, ok := o.(*coordinationv1.Lease); ok {
+					out = append(out, lease)
+				}
+			}
 			continue
 		}
 		var lease coordinationv1.Lease

@@ -84,14 +84,26 @@ func ListDeployments(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle)
 	return list.Items, nil
 }
 
-// ReadFleet reads a bundle's deployments and the Clusters of its namespace from the cache.
-func ReadFleet(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]v1alpha1.BundleDeployment, []v1alpha1.Cluster, error) {
+// ReadFleet reads a bundle's deployments and the Clusters of its namespace from the cache:
+// the cache's own objects, not copies (through c's FleetIndex when it has one).
+func ReadFleet(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]*v1alpha1.BundleDeployment, []*v1alpha1.Cluster, error) {
+	if f := fleetOf(c); f != nil {
+		return f.read(bun)
+	}
 	bds, err := ListDeployments(ctx, c, bun)
 	if err != nil {
 		return nil, nil, err
 	}
 	clusters, err := ListClusters(ctx, c, bun.Namespace)
-	return bds, clusters, err
+	return pointers(bds), pointers(clusters), err
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 // ListClusters reads a namespace's Clusters from the cache, read-only (not copied).
@@ -118,13 +130,12 @@ func Placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]p
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*v1alpha1.Cluster{}
-	for i := range clusters {
-		byName[clusters[i].Name] = &clusters[i]
+	byName := make(map[string]*v1alpha1.Cluster, len(clusters))
+	for _, cl := range clusters {
+		byName[cl.Name] = cl
 	}
 	out := make([]placed, 0, len(bds))
-	for i := range bds {
-		bd := &bds[i]
+	for _, bd := range bds {
 		if cl := byName[bd.Labels[LabelCluster]]; cl != nil && bd.Namespace == cl.Status.Namespace {
 			out = append(out, placed{Bd: bd, Cluster: cl})
 		}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"time"
 
@@ -55,13 +56,12 @@ func GatherPlan(ctx context.Context, c client.Reader, live *liveness.Liveness, n
 	if in.Placement, err = model.Placement(bun.Spec.Placement); err != nil {
 		return nil, err
 	}
-	for i := range bds {
-		if bds[i].DeletionTimestamp.IsZero() { // one being removed is no longer the rollout's
-			st.Bds[bds[i].Labels[model.LabelCluster]] = &bds[i]
+	for _, bd := range bds {
+		if bd.DeletionTimestamp.IsZero() { // one being removed is no longer the rollout's
+			st.Bds[bd.Labels[model.LabelCluster]] = bd
 		}
 	}
-	for i := range clusters {
-		c := &clusters[i]
+	for _, c := range clusters {
 		name := c.Name
 		bd, deployed := st.Bds[name]
 		_, targeted := also[name]
@@ -101,12 +101,14 @@ func GatherPlan(ctx context.Context, c client.Reader, live *liveness.Liveness, n
 // clusters WaitApplied): a pass right after a batch must neither hand the same clusters the
 // revision again nor leave them out of the partition's budget (R1.8).
 func (st *PlanState) CountUnseen(r *deploy.Releases, bun *v1alpha1.Bundle, now time.Time) {
-	for _, bd := range st.Bds {
-		r.Seen(bd)
+	r.SeenAll(maps.Values(st.Bds))
+	unseen := r.UnseenOf(model.DeploymentName(bun.Namespace, bun.Name), now)
+	if len(unseen) == 0 {
+		return
 	}
 	for i := range st.In.Targets {
 		t := &st.In.Targets[i]
-		ref, ok := r.Unseen(deploy.DeploymentKey(bun, st.Clusters[t.Cluster]), now)
+		ref, ok := unseen[st.Clusters[t.Cluster].Status.Namespace]
 		if !ok {
 			continue
 		}
