@@ -8,7 +8,6 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/model"
-	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // A staged bundle's status is paced like a continuous one's (R3.1: the run, not the bundle,
@@ -30,7 +29,8 @@ func TestR3_1_StagedBundleStatusIsPacedLikeProgress(t *testing.T) {
 	}{
 		{"a cluster completes within a stage", func(b *v1alpha1.Bundle) { b.Status.Stages[1].Completed++ }, false},
 		{"the run's message changes", func(b *v1alpha1.Bundle) {
-			meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.ProgressingReason, Message: "run r: 4 in flight in stage prod"})
+			ready := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ReadyCondition)
+			ready.Message += "; one more in flight"
 		}, false},
 		{"a stage ends", func(b *v1alpha1.Bundle) { b.Status.Stages[1].State = v1alpha1.RunCompleted }, true},
 		{"a stage stops", func(b *v1alpha1.Bundle) { b.Status.Stages[1].State = v1alpha1.RunStopped }, true},
@@ -56,9 +56,6 @@ func TestR3_1_StagedBundleStatusIsPacedLikeProgress(t *testing.T) {
 			wait := r.hold(bun, again, significantStaged(bun, again))
 			if c.significant && wait != 0 {
 				t.Errorf("a significant change is held back %v", wait)
-			}
-			if !c.significant && !reconciler.StatusChanged(bun, again) {
-				return // the change is idempotent (a state set twice): nothing to write
 			}
 			if !c.significant && (wait <= 0 || wait > ProgressEvery) {
 				t.Errorf("progress written again at once is held back %v, want (0, %v]", wait, ProgressEvery)
