@@ -13,6 +13,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -152,14 +152,15 @@ type movedError struct{ to string }
 
 func (e *movedError) Error() string { return "the cluster moved to namespace " + e.to }
 
-// newScheme is the agent's view of the hub's API: Kubernetes' kinds and Flotilla's.
+// newScheme is the agent's view of the hub's API: the kinds it reads and writes there
+// (Flotilla's, its Lease, the Events on its deployments) and no others. Client-go's whole
+// scheme would be a second copy of every Kubernetes kind's registration in an agent's heap.
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, coordinationv1.AddToScheme, eventsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
 	}
 	return scheme, nil
 }

@@ -123,8 +123,11 @@ func deployerNamespaces(t *testing.T, bundleNS, clusterNS, workloadNS string) (c
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The hub client has the agent's scheme (what the deployer writes); the namespaces are
+	// the hub operator's.
+	hubAdmin := kubernetes.NewForConfigOrDie(hubAPI.Config())
 	for _, ns := range []string{bundleNS, clusterNS} {
-		if err := hubClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if _, err := hubAdmin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -22,7 +23,15 @@ import (
 	"github.com/flotilla-dev/flotilla/cmd/internal/version"
 )
 
+// gcPercent is the agent's GOGC unless the environment sets one. An agent idles most of the
+// time over a small heap: collecting when it has grown by half rather than doubled keeps its
+// resident memory down for a few milliseconds of CPU a minute.
+const gcPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	var opts agent.RunOptions
 	var hubKubeconfig, bootstrapSecret string
 	showVersion := flag.Bool("version", false, "print the version and exit")
