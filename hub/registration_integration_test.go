@@ -424,3 +424,46 @@ func TestAPlantedRegistrationSecretIsNotAdopted(t *testing.T) {
 		t.Errorf("the token's secret gives agents %q and token %q", got, secret.Data[clusters.RegistrationToken])
 	}
 }
+
+// staleTokens reads registration tokens as a cache that has not seen their issue yet: metadata
+// current, status empty.
+type staleTokens struct{ client.Client }
+
+func (c staleTokens) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if tok, ok := obj.(*v1alpha1.ClusterRegistrationToken); ok {
+		tok.Status = v1alpha1.ClusterRegistrationTokenStatus{}
+	}
+	return nil
+}
+
+// A token's pass on a cache a moment behind its issue (its finalizer's write wakes one at
+// once) issues no second bearer token: a second Secret would stay behind when the token is
+// deleted, out of the revocation's reach.
+func TestATokenIsIssuedOnceWhateverTheCacheShows(t *testing.T) {
+	r := newRegistrar(t, 1)
+	ctx := context.Background()
+	tok := r.issue("edge")
+	stale := *r.tokens
+	stale.Client, stale.Uncached = staleTokens{r.c}, r.c
+	if _, err := stale.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tok)}); err != nil {
+		t.Fatal(err)
+	}
+	var secrets corev1.SecretList
+	if err := r.c.List(ctx, &secrets, client.InNamespace(r.ns), client.MatchingLabels{v1alpha1.RegistrationTokenAnnotation: tok.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var after v1alpha1.ClusterRegistrationToken
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(tok), &after); err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 1 || after.Status.SecretName != tok.Status.SecretName {
+		names := []string{}
+		for _, s := range secrets.Items {
+			names = append(names, s.Name)
+		}
+		t.Errorf("token issued %d times (Secrets %v); its status names %q, first issued as %q", len(secrets.Items), names, after.Status.SecretName, tok.Status.SecretName)
+	}
+}

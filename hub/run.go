@@ -287,7 +287,7 @@ func controllers(mgr ctrl.Manager, c client.Client, opts Options, endpoint clust
 		{"cluster status", true, (&clusters.ClusterStatusReconciler{Client: c, Live: live, Now: time.Now, Delay: statusDelay,
 			Progress: model.ProgressThrottle{Every: 3 * statusDelay, PerSecond: strategy.ClusterProgressPerSecond}, Recorder: recorder}).Setup},
 		{"cluster group status", true, (&clusters.ClusterGroupStatusReconciler{Client: c, Delay: statusDelay}).Setup},
-		{"registration token", true, (&clusters.TokenReconciler{Client: c, Kube: kube, Endpoint: endpoint, TTL: opts.RegistrationTokenTTL}).Setup},
+		{"registration token", true, (&clusters.TokenReconciler{Client: c, Uncached: uncached, Kube: kube, Endpoint: endpoint, TTL: opts.RegistrationTokenTTL}).Setup},
 		{"registration", true, (&clusters.RegistrationReconciler{Client: c, Kube: kube, Now: time.Now, TokenTTL: model.PositiveOr(opts.AgentTokenTTL, clusters.DefaultAgentTokenTTL),
 			Limits: clusters.TokenLimits{Every: model.PositiveOr(opts.RegistrationInterval, clusters.DefaultRegistrationInterval), Burst: model.PositiveOr(opts.RegistrationBurst, clusters.DefaultRegistrationBurst)}}).Setup},
 		{"content grant", true, (&access.ContentGrantReconciler{Client: c, Revisions: b.Revisions, Now: time.Now, Delay: model.PositiveOr(opts.GrantPruneDelay, access.DefaultGrantPruneDelay)}).Setup},

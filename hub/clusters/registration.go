@@ -72,7 +72,9 @@ const minTokenSeconds = 600
 // TokenReconciler turns a ClusterRegistrationToken into a Secret holding a bearer token that may
 // only create and read ClusterRegistrations in the token's namespace.
 type TokenReconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Uncached reads a token past the cache before it is issued (nil: Client).
+	Uncached client.Reader
 	Kube     kubernetes.Interface
 	Endpoint AgentEndpoint
 	// TTL is the lifetime of tokens that set none.
@@ -116,6 +118,20 @@ func (r *TokenReconciler) revoke(ctx context.Context, tok *v1alpha1.ClusterRegis
 func (r *TokenReconciler) issue(ctx context.Context, tok, _ *v1alpha1.ClusterRegistrationToken) (reconciler.Outcome, error) {
 	if tok.Status.SecretName != "" {
 		return reconciler.Outcome{}, nil // issued; a token is not re-issued
+	}
+	// A pass on a cache that does not show the issue yet (the finalizer's write wakes one right
+	// after it) would issue a second bearer token and Secret and leave the first behind, out of
+	// the revocation's reach: the token is read past the cache first.
+	var live client.Reader = r.Client
+	if r.Uncached != nil {
+		live = r.Uncached
+	}
+	var current v1alpha1.ClusterRegistrationToken
+	if err := live.Get(ctx, client.ObjectKeyFromObject(tok), &current); err != nil {
+		return reconciler.Outcome{}, fmt.Errorf("failed to read registration token %s: %w", tok.Name, err)
+	}
+	if current.Status.SecretName != "" {
+		return reconciler.Outcome{}, nil // issued; the cache shows it in a moment
 	}
 	ns, sa := tok.Namespace, registrationAccount(tok.Name)
 	if err := access.EnsureRole(ctx, r.Client, access.RoleSpec{Ns: ns, Name: sa, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}, Rules: []rbacv1.PolicyRule{
