@@ -346,9 +346,9 @@ func TestAPreCreatedClusterIsClaimedOnlyWithItsToken(t *testing.T) {
 }
 
 // A registration whose Cluster is not admitted says nothing while that is a moment's wait (no
-// status write: a storm of registrations pays none) or while other registrations' Clusters are
-// being admitted (it is queued behind them), says so once admission stood still for long, and
-// is granted as soon as its Cluster is admitted.
+// status write: a storm of registrations pays none) or while other registrations' Clusters of
+// its namespace are being admitted (it is queued behind them), says so once admission there
+// stood still for long, and is granted as soon as its Cluster is admitted.
 func TestARegistrationSaysWhenItsClusterIsNotAdmittedForLong(t *testing.T) {
 	r := newRegistrar(t, 10)
 	ctx := context.Background()
@@ -390,9 +390,17 @@ func TestARegistrationSaysWhenItsClusterIsNotAdmittedForLong(t *testing.T) {
 	if got, res = pass(); got.ResourceVersion != written || res.RequeueAfter != 30*time.Second {
 		t.Errorf("three minutes on, another cluster admitted 90 s before: written %v (%q), a look again in %v (want 30s)", got.ResourceVersion != written, heldFor(got), res.RequeueAfter)
 	}
+	// A registration of another fleet namespace admitted meanwhile says nothing about this one's.
+	other := newRegistrar(t, 10)
+	other.regs = r.regs
+	other.issue("other-tokens")
+	r.now = created.Add(3*time.Minute + 15*time.Second)
+	if o, _, _ := other.register(other.bearer("other-tokens"), "other-1", "other-tokens", "other-1", "id-other-1"); !o.Status.Granted {
+		t.Fatalf("other-1: %s", heldFor(o))
+	}
 	r.now = created.Add(3*time.Minute + 30*time.Second)
 	if got, _ = pass(); got.Status.Granted || !strings.HasPrefix(heldFor(got), v1alpha1.WaitingForAdmissionReason) || !strings.Contains(heldFor(got), "cluster edge-1 is not admitted yet") {
-		t.Errorf("two minutes without an admission: granted=%v, %q", got.Status.Granted, heldFor(got))
+		t.Errorf("two minutes without an admission in its namespace (one in another 15 s before): granted=%v, %q", got.Status.Granted, heldFor(got))
 	}
 	if _, err := r.access.Controller().Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: r.ns, Name: "edge-1"}}); err != nil {
 		t.Fatal(err)
