@@ -355,3 +355,101 @@ func TestR1_1_SharedGrantKeepsTheClustersARolloutHasNotReachedYet(t *testing.T) 
 		t.Errorf("the grant's Role outlived its binding (%v)", err)
 	}
 }
+
+// A staged run's stage or a sequence's group that is under way releases its clusters from a
+// revision's record as soon as the revision shows on the Bundle, without granting anything: the
+// commit's shared grant must be there by then, or the release of a cluster would have its content
+// written into the cluster's own Role. Each revision the Bundle shows, as a watch sees it, has its
+// shared grant in the API server already.
+func TestANewRevisionShowsOnlyOnceItsSharedGrantIsInPlace(t *testing.T) {
+	up := gitserver.New(t)
+	commit := func(v string) {
+		up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\nrolloutStrategy: {maxUnavailable: 100%}\n",
+			"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"" + v + "\"}\n"})
+	}
+	commit("1")
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		registerCluster(t, c, ns, name, map[string]string{"fleet": "yes"})
+	}
+	clusters := map[string]*v1alpha1.Cluster{}
+	waitUntil(t, "the three clusters are admitted", func() bool {
+		for _, name := range names {
+			var cl v1alpha1.Cluster
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cl); err != nil || cl.Status.Namespace == "" {
+				return false
+			}
+			clusters[name] = &cl
+		}
+		return true
+	})
+	scheme, _ := Scheme()
+	watcher, err := client.NewWithWatch(hubCluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(ctx, &v1alpha1.BundleList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "yes"}}}}},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	// Each revision is checked the moment the watch shows it, before the hub moves on.
+	checked := map[int64]bool{}
+	deadline := time.After(2 * time.Minute)
+	for len(checked) < 2 {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the Bundle watch ended")
+			}
+			bun, isBundle := ev.Object.(*v1alpha1.Bundle)
+			if !isBundle || len(bun.Spec.Revisions) == 0 || checked[bun.Spec.LatestRevision] {
+				continue
+			}
+			latest := bun.Spec.Revisions[len(bun.Spec.Revisions)-1]
+			for _, name := range names {
+				if !access.HasContent(ctx, c, clusters[name], ns, latest.ContentID) {
+					t.Errorf("revision %d shows on the Bundle while the agent of %s has no grant of its content %s", latest.Index, name, latest.ContentID)
+				}
+			}
+			checked[latest.Index] = true
+			if latest.Index == 1 {
+				commit("2")
+			}
+		case <-deadline:
+			t.Fatalf("revisions seen on the Bundle: %v, want 1 and 2", checked)
+		}
+	}
+	waitUntil(t, "revision 2 released on a, b and c", func() bool {
+		bds := deploymentsOf(t, c, ns, "shop-web")
+		for _, name := range names {
+			if rel := bds[name].Spec.Released; rel == nil || rel.Index != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	// Nothing was written into the clusters' own Roles: the shared grant gave the content.
+	for _, name := range names {
+		var role rbacv1.Role
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: access.AgentRoleName(clusters[name])}, &role); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "contents") && len(rule.ResourceNames) > 0 {
+				t.Errorf("the own Role of %s names content %v: a release did not find the shared grant", name, rule.ResourceNames)
+			}
+		}
+	}
+}

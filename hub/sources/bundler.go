@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/deploy"
@@ -114,7 +115,7 @@ func (b *Bundler) OnRevision(ctx context.Context, repo Origin, checkout, commit 
 	b.Staging.Begin(keys)
 	defer b.Staging.End(keys)
 	// Everything rendered: only now write, so a broken commit changes nothing.
-	plans, err := b.record(ctx, repo, commit, all)
+	plans, grants, err := b.record(ctx, repo, commit, all, clusters)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (b *Bundler) OnRevision(ctx context.Context, repo Origin, checkout, commit 
 			deploy.RecordReleases(b.Recorder, p.bundle, p.bundle.Spec.LatestRevision, p.decision, func(c string) bool { _, staged := p.want[c]; return p.release[c] && staged })
 		}
 	}
-	if err := b.writeStaging(ctx, clusters, plans); err != nil {
+	if err := b.writeStaging(ctx, clusters, plans, grants); err != nil {
 		return err
 	}
 	if err := b.removeStale(ctx, repo, sources); err != nil {
@@ -157,10 +158,15 @@ func recordStaged(rec *events.Recorder, repo Origin, commit string, plans []stag
 	}
 }
 
-// record stores each bundle's content, its Bundle with the new revision, and decides what to
-// stage. Bundles are independent: several are written at a time.
-func (b *Bundler) record(ctx context.Context, repo Origin, commit string, all []rendered) ([]staging, error) {
-	plans := make([]staging, len(all))
+// record stores each bundle's content and the record of its new revision, grants the content
+// shared by several clusters, then publishes each Bundle with the new revision and decides what
+// to stage. The grants come before the revision is published: a staged run's stage or a
+// sequence's group that is under way releases its clusters from the record as soon as the
+// revision shows, and a cluster released before its content's shared grant exists would have
+// the content written into its own Role instead. Bundles are independent: several are written
+// at a time.
+func (b *Bundler) record(ctx context.Context, repo Origin, commit string, all []rendered, clusters []targetCluster) ([]staging, access.ContentGrants, error) {
+	drafts := make([]revisionDraft, len(all))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(deploy.StageWorkers)
 	for i, r := range all {
@@ -175,16 +181,34 @@ func (b *Bundler) record(ctx context.Context, repo Origin, commit string, all []
 					return err
 				}
 			}
-			bun, recorded, newRevision, err := b.stage(gctx, repo, commit, r)
-			if err != nil {
-				return err
-			}
-			plans[i], err = b.planStaging(gctx, bun, recorded)
-			plans[i].newRevision = newRevision
+			var err error
+			drafts[i], err = b.draft(gctx, repo, commit, r)
 			return err
 		})
 	}
-	return plans, g.Wait()
+	if err := g.Wait(); err != nil {
+		return nil, access.ContentGrants{}, err
+	}
+	grants, err := b.grantShared(ctx, clusters, drafts)
+	if err != nil {
+		return nil, grants, err
+	}
+	plans := make([]staging, len(all))
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(deploy.StageWorkers)
+	for i := range drafts {
+		g.Go(func() error {
+			d := &drafts[i]
+			if err := b.publish(gctx, repo, d); err != nil {
+				return err
+			}
+			var err error
+			plans[i], err = b.planStaging(gctx, d.bundle, d.recorded)
+			plans[i].newRevision = d.newRevision
+			return err
+		})
+	}
+	return plans, grants, g.Wait()
 }
 
 type targetCluster struct {
@@ -212,11 +236,21 @@ func (b *Bundler) Targets(ctx context.Context, namespace string) ([]targetCluste
 	return out, nil
 }
 
-// stage records a new revision on the Bundle when any target's deployment changed and drops
-// the deployments of clusters no longer targeted. It returns the Bundle, what its latest
-// revision deploys to each cluster (the caller stages that per cluster), and whether that
-// revision is new.
-func (b *Bundler) stage(ctx context.Context, repo Origin, commit string, r rendered) (*v1alpha1.Bundle, model.RevisionTargets, bool, error) {
+// revisionDraft is a Bundle as a commit changes it, its revision recorded but not published yet.
+type revisionDraft struct {
+	// bundle is the Bundle to write; orig, as read (nil: it does not exist yet).
+	bundle, orig *v1alpha1.Bundle
+	targets      map[string]*bundle.Rendered
+	// recorded is what the latest revision deploys to each cluster (the caller stages that per
+	// cluster); newRevision, whether that revision is new.
+	recorded    model.RevisionTargets
+	newRevision bool
+}
+
+// draft records a new revision of the Bundle when any target's deployment changed: the record
+// of what it deploys to each cluster is stored, the Bundle naming it is returned to be
+// published.
+func (b *Bundler) draft(ctx context.Context, repo Origin, commit string, r rendered) (revisionDraft, error) {
 	src, targets := r.src, r.targets
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
@@ -225,16 +259,16 @@ func (b *Bundler) stage(ctx context.Context, repo Origin, commit string, r rende
 		err = model.Adopt(ctx, b.Client, b.Uncached, key, &bun, repo.Labels)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, false, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
+		return revisionDraft{}, fmt.Errorf("failed to get bundle %s: %w", src.Name, err)
 	}
 	exists := err == nil
 	if exists && bun.Labels[repo.Label] != repo.Name {
-		return nil, nil, false, nameTaken(src, &bun) // taken meanwhile
+		return revisionDraft{}, nameTaken(src, &bun) // taken meanwhile
 	}
 	if exists && !bun.DeletionTimestamp.IsZero() {
 		// It left the repository a moment ago and came back: it is staged again once its old
 		// deployments are removed.
-		return nil, nil, false, fmt.Errorf("bundle %s is still being removed; it is rendered again once its deployments are gone", src.Name)
+		return revisionDraft{}, fmt.Errorf("bundle %s is still being removed; it is rendered again once its deployments are gone", src.Name)
 	}
 	orig := bun.DeepCopy()
 	bun.Name, bun.Namespace = src.Name, repo.Namespace
@@ -250,7 +284,7 @@ func (b *Bundler) stage(ctx context.Context, repo Origin, commit string, r rende
 	model.InheritShard(bun.Labels, repo.Labels)
 	spec, err := bundleSpec(repo, src)
 	if err != nil {
-		return nil, nil, false, &RenderError{Err: err}
+		return revisionDraft{}, &RenderError{Err: err}
 	}
 	// What people set (a rollback, a retry) stays; the rest is what the repository says.
 	spec.Revisions, spec.LatestRevision, spec.TargetRevision, spec.Retry = bun.Spec.Revisions, bun.Spec.LatestRevision, bun.Spec.TargetRevision, bun.Spec.Retry
@@ -277,12 +311,12 @@ func (b *Bundler) stage(ctx context.Context, repo Origin, commit string, r rende
 	// What the latest revision deploys to each cluster: when nothing changed, what it recorded.
 	recorded, err := model.RecordedTargets(spec.LatestRevision, targets, r.restrictions)
 	if err != nil {
-		return nil, nil, false, err
+		return revisionDraft{}, err
 	}
 	if changed {
 		targetsID, err := b.Revisions.Put(ctx, repo.Namespace, recorded)
 		if err != nil {
-			return nil, nil, false, err
+			return revisionDraft{}, err
 		}
 		ref := v1alpha1.RevisionRef{Index: spec.LatestRevision, ContentID: contentSet(targets), DeploymentID: aggregate}
 		if regroup {
@@ -296,27 +330,38 @@ func (b *Bundler) stage(ctx context.Context, repo Origin, commit string, r rende
 		}
 	}
 	bun.Spec = spec
+	d := revisionDraft{bundle: &bun, targets: targets, recorded: recorded, newRevision: newRevision}
+	if exists {
+		d.orig = orig
+	}
+	return d, nil
+}
+
+// publish writes the drafted Bundle, drops the deployments of clusters no longer targeted and
+// clears a render failure the Bundle showed.
+func (b *Bundler) publish(ctx context.Context, repo Origin, d *revisionDraft) error {
+	bun, orig := d.bundle, d.orig
 	switch {
-	case !exists:
-		if err := b.Client.Create(ctx, &bun); err != nil {
-			return nil, nil, false, fmt.Errorf("failed to create bundle %s: %w", src.Name, err)
+	case orig == nil:
+		if err := b.Client.Create(ctx, bun); err != nil {
+			return fmt.Errorf("failed to create bundle %s: %w", bun.Name, err)
 		}
 	case !equality.Semantic.DeepEqual(orig.Spec, bun.Spec) || !equality.Semantic.DeepEqual(orig.Labels, bun.Labels) || !slices.Equal(orig.Finalizers, bun.Finalizers):
 		// Conditional on the Bundle as read: a revision recorded on a stale copy would reuse an
 		// index or drop one from the history.
-		if err := b.Client.Patch(ctx, &bun, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return nil, nil, false, fmt.Errorf("failed to update bundle %s: %w", src.Name, err)
+		if err := b.Client.Patch(ctx, bun, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("failed to update bundle %s: %w", bun.Name, err)
 		}
 	}
-	if err := b.dropUntargeted(ctx, &bun, targets); err != nil {
-		return nil, nil, false, err
+	if err := b.dropUntargeted(ctx, bun, d.targets); err != nil {
+		return err
 	}
 	if bun.Status.RenderFailure != nil {
 		if err := b.setRenderFailure(ctx, repo, bun.Name, nil); err != nil {
-			return nil, nil, false, err
+			return err
 		}
 	}
-	return &bun, recorded, newRevision, nil
+	return nil
 }
 
 // onlyTargetsChanged reports whether targets differ from what the latest revision recorded only

@@ -18,12 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// writeStaging writes the deployments cluster by cluster, the agents first granted the content
-// the commit brings them (PlanGrants: one Role write per cluster, or two writes per content
-// shared by several clusters). Clusters are independent, so several are staged at once, as many
-// as the client's share of API server concurrency. The grants cover the clusters the rollout
-// reaches later too: their release is then one write, and their agents never wait for access.
-func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging) error {
+// grantShared plans the agents' access to the content a commit brings them (PlanGrants: one
+// Role write per cluster, or two writes per content shared by several clusters) and writes the
+// shared grants; the clusters' own grants are written with their deployments (writeStaging).
+// The grants cover the clusters the rollout reaches later too: their release is then one
+// write, and their agents never wait for access.
+func (b *Bundler) grantShared(ctx context.Context, clusters []targetCluster, drafts []revisionDraft) (access.ContentGrants, error) {
 	staged := map[string]map[string][]string{}
 	namespaceOf := map[string]string{}
 	for _, c := range clusters {
@@ -31,29 +31,35 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 			continue // not admitted: nothing is staged for it
 		}
 		namespaceOf[c.cluster.Name] = c.cluster.Status.Namespace
-		for _, p := range plans {
-			if t, ok := p.recorded[c.cluster.Name]; ok {
+		for _, d := range drafts {
+			if d.bundle.Spec.TargetRevision != nil {
+				continue // rolled back: its pinned revision stays, nothing is staged (planStaging)
+			}
+			if t, ok := d.recorded[c.cluster.Name]; ok {
 				if staged[c.cluster.Name] == nil {
 					staged[c.cluster.Name] = map[string][]string{}
 				}
-				staged[c.cluster.Name][p.bundle.Namespace] = append(staged[c.cluster.Name][p.bundle.Namespace], t.Ref.ContentID)
+				staged[c.cluster.Name][d.bundle.Namespace] = append(staged[c.cluster.Name][d.bundle.Namespace], t.Ref.ContentID)
 			}
 		}
 	}
 	grants := access.PlanGrants(staged)
-	bundlesOf := map[model.ContentRef][]string{}
-	for _, p := range plans {
-		for _, t := range p.recorded {
-			ref := model.ContentRef{Namespace: p.bundle.Namespace, ID: t.Ref.ContentID}
-			if _, shared := grants.Shared[ref]; shared && !slices.Contains(bundlesOf[ref], p.bundle.Name) {
-				bundlesOf[ref] = append(bundlesOf[ref], p.bundle.Name)
-			}
-		}
-	}
 	if !b.Shard.FleetWide() {
 		// Another shard's agents are granted by the default shard, which sees every shard's
 		// deployments (their agents retry content they cannot read yet).
-		grants = access.ContentGrants{}
+		return access.ContentGrants{}, nil
+	}
+	bundlesOf := map[model.ContentRef][]string{}
+	for _, d := range drafts {
+		if d.bundle.Spec.TargetRevision != nil {
+			continue
+		}
+		for _, t := range d.recorded {
+			ref := model.ContentRef{Namespace: d.bundle.Namespace, ID: t.Ref.ContentID}
+			if _, shared := grants.Shared[ref]; shared && !slices.Contains(bundlesOf[ref], d.bundle.Name) {
+				bundlesOf[ref] = append(bundlesOf[ref], d.bundle.Name)
+			}
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(deploy.StageWorkers)
@@ -73,13 +79,23 @@ func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, pl
 			})
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	return grants, g.Wait()
+}
+
+// writeStaging writes the deployments cluster by cluster, each cluster's own grant of content
+// (grants.Own) first. Clusters are independent, so several are staged at once, as many as the
+// client's share of API server concurrency.
+func (b *Bundler) writeStaging(ctx context.Context, clusters []targetCluster, plans []staging, grants access.ContentGrants) error {
+	staged := map[string]bool{}
+	for _, p := range plans {
+		for name := range p.recorded {
+			staged[name] = true
+		}
 	}
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(deploy.StageWorkers)
 	for _, c := range clusters {
-		if staged[c.cluster.Name] == nil {
+		if c.cluster.Status.Namespace == "" || !staged[c.cluster.Name] {
 			continue
 		}
 		g.Go(func() error {
