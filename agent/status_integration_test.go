@@ -13,26 +13,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/stale"
 	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
-
-// staleReads is a hub client whose reads of one deployment return an older copy of it, as a
-// cache that has not seen the agent's last write yet does.
-type staleReads struct {
-	client.Client
-	stale *v1alpha1.BundleDeployment
-}
-
-func (c staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if bd, ok := obj.(*v1alpha1.BundleDeployment); ok && key == client.ObjectKeyFromObject(c.stale) {
-		c.stale.DeepCopyInto(bd)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
-}
 
 // A release read from a cache that does not show the agent's own last status write yet (the
 // one that said the revision before was Ready) must not leave that write's readyAt beside the
@@ -79,10 +65,10 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	if err := hubClient.Update(ctx, released); err != nil {
 		t.Fatal(err)
 	}
-	stale := created.DeepCopy()
-	stale.Spec = released.Spec
+	staleCopy := created.DeepCopy()
+	staleCopy.Spec = released.Spec
 	// Its write loses the race (a conflict): the pass is done again, and no error is logged.
-	res, err := newDeployer(staleReads{Client: hubClient, stale: stale}).controller().Reconcile(ctx, req)
+	res, err := newDeployer(stale.Reads[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: hubClient, Copy: staleCopy}).controller().Reconcile(ctx, req)
 	if err != nil || res.RequeueAfter == 0 {
 		t.Errorf("the pass from a stale read: %v (%+v), want it done again after its conflict", err, res)
 	}

@@ -52,7 +52,8 @@ type RunReconciler struct {
 	Client client.Client
 	Shard  model.Shard
 	Live   *liveness.Liveness
-	// Uncached tells another shard's bundle (not in this shard's cache) from a missing one.
+	// Uncached tells another shard's bundle (not in this shard's cache) from a missing one, and
+	// confirms a step's copy of the run is the latest before it releases (DecidedOnLatest).
 	Uncached  client.Reader
 	Revisions *model.RevisionStore
 	Now       func() time.Time
@@ -118,7 +119,12 @@ func (r *RunReconciler) Setup(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.Live.OnAgentBack(r.Client, r.Now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return runsOf(ctx, c.Namespace, anyRun)
 		})).
-		Complete(reconciler.Status[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{Client: r.Client, Lock: true, Step: r.step})
+		Complete(r.Reconciler())
+}
+
+// Reconciler is the runs' reconciler, without the watches Setup adds.
+func (r *RunReconciler) Reconciler() reconcile.Reconciler {
+	return reconciler.Status[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{Client: r.Client, Lock: true, Step: r.step}
 }
 
 // step moves a run on: it releases what the planner releases, asks for the approvals its gates
@@ -172,6 +178,12 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	release := res.Release
 	if bun.Spec.TargetRevision != nil && *bun.Spec.TargetRevision == res.Status.RevisionIndex {
 		release = append(release, onRevisionButStagedElse(bds, res.Status.RevisionIndex)...)
+	}
+	if len(release) > 0 || len(res.Restore) > 0 {
+		// Releases and restores are not taken back when the status write below fails.
+		if err := model.DecidedOnLatest(ctx, r.Uncached, v1alpha1.GroupVersion.WithKind("StagedUpdateRun"), orig); err != nil {
+			return reconciler.Outcome{}, err
+		}
 	}
 	if err := r.release(ctx, &bun, bds, release, res.Status.RevisionIndex); errors.As(err, &missing) {
 		return r.fail(run, missing.Error())

@@ -45,8 +45,11 @@ type SequenceReconciler struct {
 	Shard     model.Shard
 	Live      *liveness.Liveness
 	Revisions *model.RevisionStore
-	Now       func() time.Time
-	Recorder  *events.Recorder
+	// Uncached confirms a step's copy of the Bundle is the latest before it releases
+	// (DecidedOnLatest).
+	Uncached client.Reader
+	Now      func() time.Time
+	Recorder *events.Recorder
 	// Analysis measures the checks of the groups' soaks (§7).
 	Analysis *analysis.Runner
 }
@@ -153,7 +156,13 @@ func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 	plan.RecordQuarantine(bun, nil) // drops what a retry lifted
 	if !fresh {
 		// A failure that rolls back is recorded first: this step's releases and restores wait
-		// for the next, right after its status write.
+		// for the next, right after its status write. They are not taken back when that write
+		// fails: they are made on the Bundle's latest version only.
+		if len(res.Release) > 0 || len(res.Restore) > 0 {
+			if err := model.DecidedOnLatest(ctx, r.Uncached, v1alpha1.GroupVersion.WithKind("Bundle"), orig); err != nil {
+				return reconciler.Outcome{}, err
+			}
+		}
 		if err := r.release(ctx, bun, bds, res.Release); err != nil {
 			return reconciler.Outcome{}, err
 		}

@@ -1,0 +1,85 @@
+package hub
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/e2e/stale"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/liveness"
+	"github.com/flotilla-dev/flotilla/hub/model"
+	"github.com/flotilla-dev/flotilla/hub/strategy"
+	"github.com/flotilla-dev/flotilla/rollout"
+)
+
+// R3.4, R3.8: a step of a run decided on a copy the cache shows a moment late releases nothing.
+// Its status write, conditional on that copy, fails and the step is taken again; a release made
+// before could not be taken back. Played as a randomized plan comparison once met it on a
+// loaded machine: a cluster waiting for its maintenance window (Pending in the late copy) was
+// released and reported Ready meanwhile; on the late copy it read "already on revision 2", the
+// stage's timed wait counted from the stage's earlier cluster and was long over, and the next
+// stage was released five minutes early.
+func TestR3_4_R3_8_AStepOnALateCopyOfItsRunReleasesNothing(t *testing.T) {
+	const run = "shop-web-r2"
+	clock := &simClock{at: rollout.SimStart} // 09:00
+	labels := map[string]map[string]string{"first": {"ring": "s0"}, "windowed": {"ring": "s0"}, "next": {"ring": "s1"}}
+	noon := v1alpha1.ClusterSpec{MaintenanceWindow: &v1alpha1.CronWindow{Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}}}
+	f := newSimFleetOf(t, Options{Clock: clock.now}, "defaultNamespace: web\n", labels, map[string]v1alpha1.ClusterSpec{"windowed": noon})
+	f.until("revision 1 is released everywhere", func() bool { return len(f.released(1)) == 3 })
+	f.reportApplied(true, rollout.SimStart.Add(-time.Hour), "first", "windowed", "next")
+	strategySpec := v1alpha1.StagedUpdateStrategySpec{Stages: []v1alpha1.StageConfig{
+		{Name: "s0", Selector: "ring=s0", MaxConcurrency: ptrTo(intstr.FromInt32(1)),
+			AfterStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskTimedWait, WaitTime: &metav1.Duration{Duration: 5 * time.Minute}}}},
+		{Name: "s1", Selector: "ring=s1"},
+	}}
+	if err := f.c.Create(context.Background(), &v1alpha1.StagedUpdateStrategy{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: f.ns}, Spec: strategySpec}); err != nil {
+		t.Fatal(err)
+	}
+	f.commit("2", "defaultNamespace: web\nstagedUpdate: {strategy: rings, autoRun: true}\n")
+	f.until("stage s0 starts with the cluster outside a window", func() bool { return slices.Equal(f.released(2), []string{"first"}) })
+
+	clock.advance(30 * time.Second)
+	f.reportApplied(true, clock.now(), "first")
+	f.pokeRun(run)
+	f.until("the first cluster completes while the windowed one waits for noon", func() bool {
+		return slices.Equal(f.runClustersIn(run, v1alpha1.RunCompleted), []string{"first"}) && slices.Equal(f.runClustersIn(run, v1alpha1.RunPending), []string{"windowed"})
+	})
+	late := f.run(run)
+
+	clock.advance(3*time.Hour - 30*time.Second) // noon: the window opens
+	f.pokeRun(run)
+	f.until("the windowed cluster is released at noon", func() bool { return slices.Equal(f.released(2), []string{"first", "windowed"}) })
+	clock.advance(30 * time.Second)
+	f.reportApplied(true, clock.now(), "windowed")
+	f.pokeRun(run)
+	f.until("stage s0 completes and waits five minutes", func() bool {
+		return slices.Equal(f.runClustersIn(run, v1alpha1.RunCompleted), []string{"first", "windowed"})
+	})
+
+	// The hub's run controller, on a cache that shows the fleet as it is and the run as it was
+	// before noon.
+	live, cached := f.c, indexedClient(t)
+	waitUntil(t, "the cache shows the windowed cluster Ready on revision 2", func() bool {
+		bd := deploymentsOf(t, cached, f.ns, "shop-web")["windowed"]
+		return bd.Spec.Released != nil && bd.Spec.Released.Index == 2 && bd.Status.AppliedDeploymentID == bd.Spec.Released.DeploymentID && bd.Status.ReadyAt != nil
+	})
+	runs := &strategy.RunReconciler{Client: stale.Reads[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{Client: cached, Copy: late}, Uncached: live, Live: liveness.New(nil, 0, 0, nil),
+		Revisions: &model.RevisionStore{Content: &contentstore.Store{Client: live}}, Now: clock.now}
+	if _, err := runs.Reconciler().Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(late)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.released(2); !slices.Equal(got, []string{"first", "windowed"}) {
+		t.Errorf("a step on the late copy released %v; want only first and windowed (stage s1 waits until 12:05:30)", got)
+	}
+	if got := f.runClustersIn(run, v1alpha1.RunNotStarted); !slices.Equal(got, []string{"next"}) {
+		t.Errorf("stage s1's clusters not started: %v, want [next]", got)
+	}
+}
