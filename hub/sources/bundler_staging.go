@@ -153,17 +153,32 @@ func (b *Bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorde
 	if p.state, err = plan.GatherPlan(ctx, b.Client, b.Live, b.Now(), bun, p.want); err != nil {
 		return p, err
 	}
-	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
-		p.release, p.decision = plan.ReleasedWithStaging(p.state, p.want)
-		// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged
-		// and released in one write: the rollout controller does it from the revision's record.
-		// Until then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision
-		// staged). Paused bundles and clusters are staged at once (R1.13).
+	paused := func(name string) bool {
+		cl := p.state.Clusters[name]
+		return bun.Spec.Paused || cl != nil && cl.Spec.Paused
+	}
+	if bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
+		// A staged run's stage or a sequence's group stages and releases a cluster's revision
+		// from its record in one write when it reaches the cluster (Restage); staging it here
+		// first would make that two writes. What is written now is what must exist before: the
+		// deployments of clusters that have none (a run starts once each targeted cluster has
+		// one), and the staging of paused bundles and clusters (R1.13). The others stay
+		// OutOfSync, their older revision staged, until released.
 		for name := range p.want {
-			cl := p.state.Clusters[name]
-			if !p.release[name] && (p.state.Bds[name] == nil || !bun.Spec.Paused && (cl == nil || !cl.Spec.Paused)) {
+			if p.state.Bds[name] != nil && !paused(name) {
 				delete(p.want, name)
 			}
+		}
+		return p, nil
+	}
+	p.release, p.decision = plan.ReleasedWithStaging(p.state, p.want)
+	// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged and
+	// released in one write: the rollout controller does it from the revision's record. Until
+	// then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision staged).
+	// Paused bundles and clusters are staged at once (R1.13).
+	for name := range p.want {
+		if !p.release[name] && (p.state.Bds[name] == nil || !paused(name)) {
+			delete(p.want, name)
 		}
 	}
 	return p, nil

@@ -83,3 +83,45 @@ func TestR3_4_R3_8_AStepOnALateCopyOfItsRunReleasesNothing(t *testing.T) {
 		t.Errorf("stage s1's clusters not started: %v, want [next]", got)
 	}
 }
+
+// R1.12, R3.2: a staged run's update writes each cluster's deployment once. The bundler leaves
+// the clusters that have a deployment as they are (each OutOfSync, its older revision staged),
+// and a stage stages and releases the revision from its record in one write when it reaches
+// them; staging every cluster at the commit and releasing it later was two.
+func TestR1_12_R3_2_AStagedUpdateWritesEachDeploymentOnce(t *testing.T) {
+	const run = "shop-web-r2"
+	clock := &simClock{at: rollout.SimStart}
+	labels := map[string]map[string]string{"a": {"ring": "s0"}, "b": {"ring": "s1"}, "c": {"ring": "s1"}}
+	f := newSimFleet(t, Options{Clock: clock.now}, "defaultNamespace: web\n", labels)
+	f.until("revision 1 is released everywhere", func() bool { return len(f.released(1)) == 3 })
+	f.reportApplied(true, clock.now(), "a", "b", "c")
+	before := f.deployments()
+	strategySpec := v1alpha1.StagedUpdateStrategySpec{Stages: []v1alpha1.StageConfig{
+		{Name: "s0", Selector: "ring=s0", AfterStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskTimedWait, WaitTime: &metav1.Duration{Duration: 5 * time.Minute}}}},
+		{Name: "s1", Selector: "ring=s1", MaxConcurrency: ptrTo(intstr.FromString("100%"))},
+	}}
+	if err := f.c.Create(context.Background(), &v1alpha1.StagedUpdateStrategy{ObjectMeta: metav1.ObjectMeta{Name: "rings", Namespace: f.ns}, Spec: strategySpec}); err != nil {
+		t.Fatal(err)
+	}
+	f.commit("2", "defaultNamespace: web\nstagedUpdate: {strategy: rings, autoRun: true}\n")
+	f.until("stage s0 releases revision 2 to a", func() bool { return slices.Equal(f.released(2), []string{"a"}) })
+	f.until("the bundle counts b and c OutOfSync", func() bool { return f.getBundle().Status.Summary.OutOfSync == 2 })
+	for name, bd := range f.deployments() {
+		if name != "a" && (bd.Spec.Staged.Index != 1 || bd.Generation != before[name].Generation) {
+			t.Errorf("%s was written before its stage reached it: generation %d → %d, staged %d", name, before[name].Generation, bd.Generation, bd.Spec.Staged.Index)
+		}
+	}
+
+	clock.advance(30 * time.Second)
+	f.reportApplied(true, clock.now(), "a")
+	f.pokeRun(run)
+	f.until("a completes", func() bool { return slices.Equal(f.runClustersIn(run, v1alpha1.RunCompleted), []string{"a"}) })
+	clock.advance(5 * time.Minute)
+	f.pokeRun(run)
+	f.until("stage s1 releases revision 2 to b and c", func() bool { return len(f.released(2)) == 3 })
+	for name, bd := range f.deployments() {
+		if rel := bd.Spec.Released; rel == nil || *rel != bd.Spec.Staged || bd.Spec.Staged.Index != 2 || bd.Generation != before[name].Generation+1 {
+			t.Errorf("%s: revision 2 must be staged and released in one write: generation %d → %d, %+v", name, before[name].Generation, bd.Generation, bd.Spec)
+		}
+	}
+}
