@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,9 +266,22 @@ func TestHostileRepoPathsThroughASymlink(t *testing.T) {
 func TestHostileRepoKustomizeReachesNoNetwork(t *testing.T) {
 	h := startHostileHub(t, Options{})
 	canary := fmt.Sprintf("canary-ssrf-%d", time.Now().UnixNano())
-	var requests atomic.Int32
-	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
+	// The server counts what is asked for under the path the kustomization names (a file, or a
+	// repository Kustomize would clone); a request for anything else comes from another client
+	// of this machine that reached the port (one left over by an earlier test) and is only shown.
+	const attacked = "/latest/meta-data"
+	var mu sync.Mutex
+	var fetched, other []string
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		req := r.Method + " " + r.URL.String() + " (" + r.UserAgent() + ")"
+		if !strings.HasPrefix(r.URL.Path, attacked) {
+			other = append(other, req)
+			http.NotFound(w, r)
+			return
+		}
+		fetched = append(fetched, req)
 		fmt.Fprintf(w, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssrf}\ndata: {s: %s}\n", canary)
 	}))
 	defer internal.Close()
@@ -277,7 +289,7 @@ func TestHostileRepoKustomizeReachesNoNetwork(t *testing.T) {
 	up.Commit("main", map[string]string{
 		"k/fleet.yaml":         "{}\n",
 		"k/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base}\n",
-		"k/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- name: leak\n  files: [metadata=" + internal.URL + "/latest/meta-data]\n",
+		"k/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- name: leak\n  files: [metadata=" + internal.URL + attacked + "]\n",
 	})
 	key := h.createRepo(h.ns, "attack", up.ServeHTTP("", "").URL+"/repo.git", nil)
 	msg := h.renderFailure(key)
@@ -285,9 +297,14 @@ func TestHostileRepoKustomizeReachesNoNetwork(t *testing.T) {
 		t.Errorf("condition %q does not name the file and field", msg)
 	}
 	h.goodTenantKeepsDeploying("5")
-	if n := requests.Load(); n != 0 {
-		t.Errorf("the internal server received %d requests from the hub", n)
+	mu.Lock()
+	if len(fetched) > 0 {
+		t.Errorf("the internal server received %d requests for what the kustomization names: %v", len(fetched), fetched)
 	}
+	if len(other) > 0 {
+		t.Logf("requests for other paths, not the attack's: %v", other)
+	}
+	mu.Unlock()
 	h.assertNothingLeaked(canary)
 }
 
