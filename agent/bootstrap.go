@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -49,8 +49,8 @@ func (o *BootstrapOptions) credentialsSecret() string {
 // Secret, then kept. The cluster's kube-system namespace UID identifies it; a registration for
 // a Cluster that has an agent already waits for an operator's approval. Credentials of a
 // cluster the hub removed are not used, and no new registration is made: ErrRemoved.
-func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOptions) (*Registration, error) {
-	secrets := local.CoreV1().Secrets(opts.Namespace)
+func Bootstrap(ctx context.Context, local corev1client.CoreV1Interface, opts BootstrapOptions) (*Registration, error) {
+	secrets := local.Secrets(opts.Namespace)
 	kept, err := secrets.Get(ctx, opts.credentialsSecret(), metav1.GetOptions{})
 	switch {
 	case err == nil && len(kept.Data[credentialsRemoved]) > 0:
@@ -71,7 +71,7 @@ func Bootstrap(ctx context.Context, local kubernetes.Interface, opts BootstrapOp
 			return nil, fmt.Errorf("bootstrap secret %s/%s: key %q is missing (print it again with `flotilla agent install`)", opts.Namespace, opts.BootstrapSecret, k)
 		}
 	}
-	kubeSystem, err := local.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	kubeSystem, err := local.Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("failed to identify the cluster by its kube-system namespace: %w", err)
 	}
@@ -113,19 +113,19 @@ type secretsClient interface {
 
 // Keep stores credentials the agent renewed or moved to in the credentials Secret: what
 // RunOptions.OnCredentials calls.
-func (o BootstrapOptions) Keep(local kubernetes.Interface) func(context.Context, Credentials) error {
+func (o BootstrapOptions) Keep(local corev1client.CoreV1Interface) func(context.Context, Credentials) error {
 	return func(ctx context.Context, creds Credentials) error {
 		return o.update(ctx, local, map[string][]byte{v1alpha1.RegistrationTokenKey: []byte(creds.Token), v1alpha1.RegistrationNamespaceKey: []byte(creds.Namespace)})
 	}
 }
 
 // MarkRemoved records in the credentials Secret that the hub removed the cluster, and why.
-func (o BootstrapOptions) MarkRemoved(ctx context.Context, local kubernetes.Interface, why error) error {
+func (o BootstrapOptions) MarkRemoved(ctx context.Context, local corev1client.CoreV1Interface, why error) error {
 	return o.update(ctx, local, map[string][]byte{credentialsRemoved: []byte(time.Now().UTC().Format(time.RFC3339) + ": " + why.Error())})
 }
 
-func (o BootstrapOptions) update(ctx context.Context, local kubernetes.Interface, data map[string][]byte) error {
-	secrets := local.CoreV1().Secrets(o.Namespace)
+func (o BootstrapOptions) update(ctx context.Context, local corev1client.CoreV1Interface, data map[string][]byte) error {
+	secrets := local.Secrets(o.Namespace)
 	s, err := secrets.Get(ctx, o.credentialsSecret(), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("failed to read secret %s/%s: %w", o.Namespace, o.credentialsSecret(), err)

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -186,7 +186,7 @@ func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *to
 	if gone := removal(&own, err, token.get()); gone != nil {
 		return gone
 	}
-	local, err := kubernetes.NewForConfig(opts.LocalConfig)
+	local, err := corev1client.NewForConfig(opts.LocalConfig)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ type deployer struct {
 	hubReader client.Reader
 	hubConfig *rest.Config
 	token     *tokenHolder
-	local     kubernetes.Interface
+	local     corev1client.CoreV1Interface
 	opts      RunOptions
 
 	// lease is the agent's Lease as last renewed; reported, whether the Cluster shows the
@@ -757,7 +757,7 @@ func (d *deployer) keep(ctx context.Context, creds Credentials) error {
 
 // inventories live in ConfigMaps on the local cluster, one per BundleDeployment.
 func (d *deployer) loadInventory(ctx context.Context, name string) (Inventory, error) {
-	cm, err := d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name), metav1.GetOptions{})
+	cm, err := d.local.ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -784,14 +784,14 @@ func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory
 	if opts.DeleteNamespace && !opts.KeepResources {
 		cm.Data["deleteNamespaces"] = strings.Join(inv.Namespaces(d.opts.protected()...), "\n")
 	}
-	if _, err := d.local.CoreV1().Namespaces().Get(ctx, d.opts.StateNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		if _, err := d.local.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.opts.StateNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := d.local.Namespaces().Get(ctx, d.opts.StateNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if _, err := d.local.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.opts.StateNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create %s: %w", d.opts.StateNamespace, err)
 		}
 	}
-	_, err := d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+	_, err := d.local.ConfigMaps(d.opts.StateNamespace).Update(ctx, cm, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		_, err = d.local.ConfigMaps(d.opts.StateNamespace).Create(ctx, cm, metav1.CreateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("failed to save inventory: %w", err)
@@ -840,7 +840,7 @@ func (d *deployer) sweep(ctx context.Context) error {
 }
 
 func (d *deployer) sweepOnce(ctx context.Context) error {
-	inventories, err := d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=flotilla-agent"})
+	inventories, err := d.local.ConfigMaps(d.opts.StateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=flotilla-agent"})
 	if err != nil {
 		return fmt.Errorf("failed to list inventories: %w", err)
 	}
@@ -870,7 +870,7 @@ func (d *deployer) sweepOnce(ctx context.Context) error {
 
 // uninstall removes what a deleted BundleDeployment deployed, unless it asked to keep it.
 func (d *deployer) uninstall(ctx context.Context, name string) error {
-	cm, err := d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name), metav1.GetOptions{})
+	cm, err := d.local.ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -902,7 +902,7 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 			}
 		}
 	}
-	return client.IgnoreNotFound(d.local.CoreV1().ConfigMaps(d.opts.StateNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}))
+	return client.IgnoreNotFound(d.local.ConfigMaps(d.opts.StateNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}))
 }
 
 func inventoryName(bd string) string { return "inventory-" + bd }

@@ -36,7 +36,7 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	created := bd.DeepCopy()
 
 	newDeployer := func(hub client.Client) *deployer {
-		return &deployer{hub: hub, hubReader: hubClient, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+		return &deployer{hub: hub, hubReader: hubClient, local: local.CoreV1(), appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
 			opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-stale-read", ResyncInterval: time.Second}}
 	}
 	fresh := newDeployer(hubClient).controller()
@@ -142,7 +142,7 @@ func newAgentPlay(t *testing.T, hubClient client.Client, local kubernetes.Interf
 	if err := hubClient.Create(context.Background(), bd); err != nil {
 		t.Fatal(err)
 	}
-	d := &deployer{hub: hubClient, hubReader: hubClient, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+	d := &deployer{hub: hubClient, hubReader: hubClient, local: local.CoreV1(), appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
 		opts: RunOptions{LocalConfig: workload.Config(), Namespace: bd.Namespace, StateNamespace: stateNS, ResyncInterval: time.Second}}
 	return &agentPlay{t: t, hub: hubClient, key: client.ObjectKeyFromObject(bd), reconciler: d.controller()}
 }
@@ -194,7 +194,7 @@ func TestResyncsReadNoContentFromTheHub(t *testing.T) {
 	hubClient, local := deployerNamespaces(t, bundleNS, clusterNS, workloadNS)
 	bd, r1, r2 := webWithTwoRevisions(t, hubClient, bundleNS, clusterNS, workloadNS, 1)
 	reads := &countingReads{Reader: hubClient}
-	d := &deployer{hub: hubClient, hubReader: reads, local: local, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+	d := &deployer{hub: hubClient, hubReader: reads, local: local.CoreV1(), appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
 		opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-resync-reads", ResyncInterval: time.Second}}
 	pass := d.controller()
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bd)}

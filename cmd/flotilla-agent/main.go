@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -84,7 +84,7 @@ func main() {
 		}
 		return
 	}
-	local, err := kubernetes.NewForConfig(opts.LocalConfig)
+	local, err := corev1client.NewForConfig(opts.LocalConfig)
 	if err != nil {
 		fail(2, err)
 	}

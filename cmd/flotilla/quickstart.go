@@ -317,7 +317,7 @@ func joinCluster(ctx context.Context, c client.Client, w *controlplane.Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	return agent.Bootstrap(ctx, local, agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"})
+	return agent.Bootstrap(ctx, local.CoreV1(), agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"})
 }
 
 // follow shows the rollout until the GitRepo is on commit (any, when empty) and want clusters

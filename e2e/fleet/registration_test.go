@@ -91,7 +91,7 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 		}
 	}
 	boot := agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"}
-	reg, err := agent.Bootstrap(ctx, local, boot)
+	reg, err := agent.Bootstrap(ctx, local.CoreV1(), boot)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
@@ -101,7 +101,7 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 		t.Errorf("the bootstrap secret is still on the cluster: %v", err)
 	}
 	// A restart uses the kept credentials: no second registration.
-	again, err := agent.Bootstrap(ctx, local, boot)
+	again, err := agent.Bootstrap(ctx, local.CoreV1(), boot)
 	if err != nil || again.Namespace != reg.Namespace || again.HubConfig.BearerToken != reg.HubConfig.BearerToken {
 		t.Errorf("restart: %+v %v, want the kept credentials of %+v", again, err, reg)
 	}
