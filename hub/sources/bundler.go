@@ -30,10 +30,12 @@ import (
 )
 
 // Bundler turns a GitRepo's new commit into Bundles with a new revision (and its record of
-// what each targeted cluster is to run) and their Content, and writes the BundleDeployments the
-// commit changes at once: those the planner releases straight away (staged and released in one
-// write) and, for paused bundles and clusters, staged runs and sequences, the staging of every
-// targeted cluster. Releasing the rest is the rollout controllers' decision, not the bundler's.
+// what each targeted cluster is to run) and their Content, grants the agents that content, and
+// writes the BundleDeployments the commit changes at once: those the planner releases straight
+// away (staged and released in one write), the staging of paused bundles and clusters, and, for
+// staged runs and sequences, the deployments of clusters that have none yet. Releasing the rest
+// (staged and released in one write from the revision's record) is the rollout controllers'
+// decision, not the bundler's.
 type Bundler struct {
 	Client client.Client
 	// Shard is the hub shard whose GitRepos this bundler renders; uncached reads, outside the
