@@ -84,11 +84,11 @@ func TestR3_4_R3_8_AStepOnALateCopyOfItsRunReleasesNothing(t *testing.T) {
 	}
 }
 
-// R1.12, R3.2: a staged run's update writes each cluster's deployment once. The bundler leaves
+// R1.12, R1.13, R3.2: a staged run's update writes each cluster's deployment once. The bundler leaves
 // the clusters that have a deployment as they are (each OutOfSync, its older revision staged),
 // and a stage stages and releases the revision from its record in one write when it reaches
 // them; staging every cluster at the commit and releasing it later was two.
-func TestR1_12_R3_2_AStagedUpdateWritesEachDeploymentOnce(t *testing.T) {
+func TestR1_12_R1_13_R3_2_AStagedUpdateWritesEachDeploymentOnce(t *testing.T) {
 	const run = "shop-web-r2"
 	clock := &simClock{at: rollout.SimStart}
 	labels := map[string]map[string]string{"a": {"ring": "s0"}, "b": {"ring": "s1"}, "c": {"ring": "s1"}}
@@ -123,5 +123,20 @@ func TestR1_12_R3_2_AStagedUpdateWritesEachDeploymentOnce(t *testing.T) {
 		if rel := bd.Spec.Released; rel == nil || *rel != bd.Spec.Staged || bd.Spec.Staged.Index != 2 || bd.Generation != before[name].Generation+1 {
 			t.Errorf("%s: revision 2 must be staged and released in one write: generation %d → %d, %+v", name, before[name].Generation, bd.Generation, bd.Spec)
 		}
+	}
+
+	// R1.13: a paused staged bundle still receives its revisions, staged on every cluster.
+	f.commit("3", "paused: true\ndefaultNamespace: web\nstagedUpdate: {strategy: rings, autoRun: true}\n")
+	f.until("revision 3 is staged on a, b and c, released nowhere", func() bool {
+		bds := f.deployments()
+		for _, bd := range bds {
+			if bd.Spec.Staged.Index != 3 {
+				return false
+			}
+		}
+		return len(bds) == 3
+	})
+	if got := f.released(3); len(got) != 0 {
+		t.Errorf("a paused bundle released revision 3 to %v", got)
 	}
 }

@@ -24,6 +24,8 @@ import (
 // The grants cover the clusters the rollout reaches later too: their release is then one
 // write, and their agents never wait for access.
 func (b *Bundler) grantShared(ctx context.Context, clusters []targetCluster, drafts []revisionDraft) (access.ContentGrants, error) {
+	// A rolled-back bundle stages nothing (planStaging): its pinned revision stays.
+	drafts = slices.DeleteFunc(slices.Clone(drafts), func(d revisionDraft) bool { return d.bundle.Spec.TargetRevision != nil })
 	staged := map[string]map[string][]string{}
 	namespaceOf := map[string]string{}
 	for _, c := range clusters {
@@ -32,9 +34,6 @@ func (b *Bundler) grantShared(ctx context.Context, clusters []targetCluster, dra
 		}
 		namespaceOf[c.cluster.Name] = c.cluster.Status.Namespace
 		for _, d := range drafts {
-			if d.bundle.Spec.TargetRevision != nil {
-				continue // rolled back: its pinned revision stays, nothing is staged (planStaging)
-			}
 			if t, ok := d.recorded[c.cluster.Name]; ok {
 				if staged[c.cluster.Name] == nil {
 					staged[c.cluster.Name] = map[string][]string{}
@@ -51,9 +50,6 @@ func (b *Bundler) grantShared(ctx context.Context, clusters []targetCluster, dra
 	}
 	bundlesOf := map[model.ContentRef][]string{}
 	for _, d := range drafts {
-		if d.bundle.Spec.TargetRevision != nil {
-			continue
-		}
 		for _, t := range d.recorded {
 			ref := model.ContentRef{Namespace: d.bundle.Namespace, ID: t.Ref.ContentID}
 			if _, shared := grants.Shared[ref]; shared && !slices.Contains(bundlesOf[ref], d.bundle.Name) {
