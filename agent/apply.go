@@ -15,15 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/agent/healthcheck"
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -87,7 +84,7 @@ type ComparePatch struct {
 // Applier applies manifests to the cluster it runs in.
 type Applier struct {
 	dyn    dynamic.Interface
-	mapper meta.ResettableRESTMapper
+	mapper *kube.Mapper
 }
 
 // NewApplier connects to a cluster.
@@ -96,11 +93,11 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create dynamic client: %w", err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	mapper, err := kube.NewMapper(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create discovery client: %w", err)
+		return nil, err
 	}
-	return &Applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &Applier{dyn: dyn, mapper: mapper}, nil
 }
 
 // Result is the outcome of an apply.
@@ -366,12 +363,12 @@ func (a *Applier) applyOne(ctx context.Context, o *unstructured.Unstructured, m 
 func (a *Applier) replace(ctx context.Context, o *unstructured.Unstructured, m *meta.RESTMapping) error {
 	ri := a.resource(m, o.GetNamespace())
 	background := metav1.DeletePropagationBackground
-	if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &background}); client.IgnoreNotFound(err) != nil {
+	if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete for replacement (force): %w", err)
 	}
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		_, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
 	}); err != nil {
 		return fmt.Errorf("replaced object not gone (force): %w", err)
 	}
@@ -425,7 +422,7 @@ func (a *Applier) DeleteNamespace(ctx context.Context, name string) (deleted boo
 	switch {
 	case apierrors.IsForbidden(err):
 		return false, nil
-	case client.IgnoreNotFound(err) != nil:
+	case ignoreNotFound(err) != nil:
 		return false, fmt.Errorf("failed to delete namespace %s: %w", name, err)
 	}
 	return true, nil
@@ -477,4 +474,12 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// ignoreNotFound is err unless it says the object is not there.
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

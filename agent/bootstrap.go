@@ -9,10 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -49,9 +49,9 @@ func (o *BootstrapOptions) credentialsSecret() string {
 // Secret, then kept. The cluster's kube-system namespace UID identifies it; a registration for
 // a Cluster that has an agent already waits for an operator's approval. Credentials of a
 // cluster the hub removed are not used, and no new registration is made: ErrRemoved.
-func Bootstrap(ctx context.Context, local corev1client.CoreV1Interface, opts BootstrapOptions) (*Registration, error) {
+func Bootstrap(ctx context.Context, local *kube.Local, opts BootstrapOptions) (*Registration, error) {
 	secrets := local.Secrets(opts.Namespace)
-	kept, err := secrets.Get(ctx, opts.credentialsSecret(), metav1.GetOptions{})
+	kept, err := secrets.Get(ctx, opts.credentialsSecret())
 	switch {
 	case err == nil && len(kept.Data[credentialsRemoved]) > 0:
 		return nil, fmt.Errorf("%w (%s); delete secret %s/%s to register again", ErrRemoved, kept.Data[credentialsRemoved], opts.Namespace, opts.credentialsSecret())
@@ -61,7 +61,7 @@ func Bootstrap(ctx context.Context, local corev1client.CoreV1Interface, opts Boo
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("failed to read secret %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 	}
-	boot, err := secrets.Get(ctx, opts.BootstrapSecret, metav1.GetOptions{})
+	boot, err := secrets.Get(ctx, opts.BootstrapSecret)
 	if err != nil {
 		return nil, fmt.Errorf("no valid hub credentials and no bootstrap secret %s/%s (create it with `flotilla agent install`): %w", opts.Namespace, opts.BootstrapSecret, err)
 	}
@@ -71,7 +71,7 @@ func Bootstrap(ctx context.Context, local corev1client.CoreV1Interface, opts Boo
 			return nil, fmt.Errorf("bootstrap secret %s/%s: key %q is missing (print it again with `flotilla agent install`)", opts.Namespace, opts.BootstrapSecret, k)
 		}
 	}
-	kubeSystem, err := local.Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	kubeSystem, err := local.Namespaces().Get(ctx, "kube-system")
 	if err != nil {
 		return nil, fmt.Errorf("failed to identify the cluster by its kube-system namespace: %w", err)
 	}
@@ -85,8 +85,8 @@ func Bootstrap(ctx context.Context, local corev1client.CoreV1Interface, opts Boo
 		v1alpha1.RegistrationServerKey: []byte(reg.HubConfig.Host), v1alpha1.RegistrationCAKey: reg.HubConfig.CAData, v1alpha1.RegistrationTokenKey: []byte(reg.HubConfig.BearerToken),
 		v1alpha1.RegistrationNamespaceKey: []byte(reg.Namespace), v1alpha1.RegistrationClusterNameKey: []byte(reg.ClusterName), credentialsClusterNamespace: []byte(reg.ClusterNamespace),
 	}}
-	if _, err := secrets.Update(ctx, keep, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
-		_, err = secrets.Create(ctx, keep, metav1.CreateOptions{})
+	if _, err := secrets.Update(ctx, keep); apierrors.IsNotFound(err) {
+		_, err = secrets.Create(ctx, keep)
 		if err != nil {
 			return nil, fmt.Errorf("registered, but failed to keep the credentials in %s/%s: %w", opts.Namespace, opts.credentialsSecret(), err)
 		}
@@ -113,20 +113,20 @@ type secretsClient interface {
 
 // Keep stores credentials the agent renewed or moved to in the credentials Secret: what
 // RunOptions.OnCredentials calls.
-func (o BootstrapOptions) Keep(local corev1client.CoreV1Interface) func(context.Context, Credentials) error {
+func (o BootstrapOptions) Keep(local *kube.Local) func(context.Context, Credentials) error {
 	return func(ctx context.Context, creds Credentials) error {
 		return o.update(ctx, local, map[string][]byte{v1alpha1.RegistrationTokenKey: []byte(creds.Token), v1alpha1.RegistrationNamespaceKey: []byte(creds.Namespace)})
 	}
 }
 
 // MarkRemoved records in the credentials Secret that the hub removed the cluster, and why.
-func (o BootstrapOptions) MarkRemoved(ctx context.Context, local corev1client.CoreV1Interface, why error) error {
+func (o BootstrapOptions) MarkRemoved(ctx context.Context, local *kube.Local, why error) error {
 	return o.update(ctx, local, map[string][]byte{credentialsRemoved: []byte(time.Now().UTC().Format(time.RFC3339) + ": " + why.Error())})
 }
 
-func (o BootstrapOptions) update(ctx context.Context, local corev1client.CoreV1Interface, data map[string][]byte) error {
+func (o BootstrapOptions) update(ctx context.Context, local *kube.Local, data map[string][]byte) error {
 	secrets := local.Secrets(o.Namespace)
-	s, err := secrets.Get(ctx, o.credentialsSecret(), metav1.GetOptions{})
+	s, err := secrets.Get(ctx, o.credentialsSecret())
 	if err != nil {
 		return fmt.Errorf("failed to read secret %s/%s: %w", o.Namespace, o.credentialsSecret(), err)
 	}
@@ -134,7 +134,7 @@ func (o BootstrapOptions) update(ctx context.Context, local corev1client.CoreV1I
 		s.Data = map[string][]byte{}
 	}
 	maps.Copy(s.Data, data)
-	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	if _, err := secrets.Update(ctx, s); err != nil {
 		return fmt.Errorf("failed to update secret %s/%s: %w", o.Namespace, o.credentialsSecret(), err)
 	}
 	return nil

@@ -1,47 +1,65 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/rest"
+
+	"github.com/flotilla-dev/flotilla/agent/kube"
 )
 
-// laggingDiscovery leaves a group out of the first reads of the cluster's groups, as the API
-// server's discovery does for a moment after it marks a new CRD Established.
+// laggingDiscovery leaves a group out of the first reads of the cluster's aggregated
+// discovery, as the API server does for a moment after it marks a new CRD Established.
 type laggingDiscovery struct {
-	discovery.DiscoveryInterface
+	next   http.RoundTripper
 	group  string
 	hidden atomic.Int32 // reads left that leave the group out
 }
 
-func (d *laggingDiscovery) ServerGroups() (*metav1.APIGroupList, error) {
-	groups, err := d.DiscoveryInterface.ServerGroups()
-	if err != nil || d.hidden.Add(-1) < 0 {
-		return groups, err
+func (d *laggingDiscovery) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.next.RoundTrip(req)
+	if err != nil || req.URL.Path != "/apis" || resp.StatusCode != http.StatusOK || d.hidden.Add(-1) < 0 {
+		return resp, err
 	}
-	kept := &metav1.APIGroupList{}
-	for _, g := range groups.Groups {
-		if g.Name != d.group {
-			kept.Groups = append(kept.Groups, g)
-		}
+	defer resp.Body.Close()
+	var groups apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.NewDecoder(resp.Body).Decode(&groups); err != nil {
+		return nil, err
 	}
-	return kept, nil
+	groups.Items = slices.DeleteFunc(groups.Items, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == d.group })
+	body, err := json.Marshal(groups)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
 }
 
 // A custom resource applied with its CRD waits for discovery to name its kind, past the moment
 // the CRD is Established, instead of failing as a kind the cluster does not serve.
 func TestCustomResourceWaitsForDiscoveryOfItsCRD(t *testing.T) {
-	dc := discovery.NewDiscoveryClientForConfigOrDie(workload.Config())
-	lag := &laggingDiscovery{DiscoveryInterface: dc, group: "lagging.example.com"}
+	lag := &laggingDiscovery{group: "lagging.example.com"}
 	lag.hidden.Store(6)
-	a := &Applier{dyn: dynamic.NewForConfigOrDie(workload.Config()), mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(lag))}
+	cfg := rest.CopyConfig(workload.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { lag.next = rt; return lag })
+	mapper, err := kube.NewMapper(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{dyn: dynamic.NewForConfigOrDie(workload.Config()), mapper: mapper}
 	crd := `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: gadgets.lagging.example.com}

@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -117,16 +115,10 @@ func renewal(token string, renewBefore time.Duration) (at time.Time, lifetime ti
 
 // requestToken asks the hub, with the agent's current identity, for a token of the agent
 // identity in namespace: its own (renewal), or the one of the namespace its cluster moves to.
-func requestToken(ctx context.Context, hub *rest.Config, namespace string, lifetime time.Duration) (string, error) {
-	cs, err := corev1client.NewForConfig(hub)
-	if err != nil {
-		return "", err
-	}
-	seconds := int64(lifetime.Seconds())
-	tr, err := cs.ServiceAccounts(namespace).CreateToken(ctx, v1alpha1.AgentServiceAccountName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+func requestToken(ctx context.Context, hub *kube.Hub, namespace string, lifetime time.Duration) (string, error) {
+	token, err := hub.RequestToken(ctx, namespace, v1alpha1.AgentServiceAccountName, int64(lifetime.Seconds()))
 	if err != nil {
 		return "", fmt.Errorf("failed to request a hub token in %s: %w", namespace, err)
 	}
-	return tr.Status.Token, nil
+	return token, nil
 }

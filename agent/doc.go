@@ -1,11 +1,13 @@
 // Package agent is the small program that runs in each downstream cluster: it pulls its own
 // BundleDeployments from the hub, applies them with server-side apply, and reports readiness and
 // drift back. It must stay small: it imports the hub's API types, never Helm, Kustomize or
-// go-git (rendering happens on the hub); e2e/archtest enforces this.
+// go-git (rendering happens on the hub), nor client-go's clientsets and discovery or
+// controller-runtime's client and manager, which register every Kubernetes kind when a process
+// starts (package kube has the agent's own clients); e2e/archtest enforces this.
 //
 // The deployment engine:
 //
-//	a := agent.NewApplier(cfg)                      // dynamic client + discovery-backed mapper
+//	a := agent.NewApplier(cfg)                      // dynamic client + kube.Mapper (discovery)
 //	res, err := a.Apply(ctx, objects, inventory, opts)
 //	// res.Inventory: what is deployed now (namespace_name_group_kind ids), to keep for the next
 //	// apply; objects of the old inventory that left the bundle were pruned (unless
@@ -22,11 +24,12 @@
 // and a restricted deployment applies as the service account its restriction names
 // (impersonation), so downstream RBAC bounds it too.
 //
-// The deployer reconciles its cluster's BundleDeployments on the hub's status skeleton
-// (hub/reconciler): it applies, observes and sets the status of a copy; the skeleton writes the
-// status when it changed and calls gone for a deployment the hub removed. A content is read
-// from the hub once (contentstore.Cache): the resyncs that check readiness and drift ask the
-// hub for nothing, so an idle agent's only requests are its Lease renewals.
+// The deployer reconciles its cluster's BundleDeployments in a loop of the hub's controllers'
+// shape (loop.go, on client-go's informer and work queue): it applies, observes and sets the
+// status of a copy; the loop writes the status when it changed, conditional on the copy, and
+// calls gone for a deployment the hub removed. A content is read from the hub once
+// (content.Cache): the resyncs that check readiness and drift ask the hub for nothing, so an
+// idle agent's only requests are its Lease renewals.
 //
 // On the hub the agent is its cluster's ServiceAccount and nothing more (README, security
 // model). It renews its own token before it expires (credentials.go), follows its cluster when

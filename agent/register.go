@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
@@ -59,24 +59,21 @@ func Register(ctx context.Context, opts RegisterOptions) (*Registration, error) 
 		return nil, fmt.Errorf("failed to generate a key: %w", err)
 	}
 	base := &rest.Config{Host: opts.Server, BearerToken: opts.Token, TLSClientConfig: rest.TLSClientConfig{CAData: opts.CA}}
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.New(base, client.Options{Scheme: scheme})
+	hub, err := kube.NewHub(base)
 	if err != nil {
 		return nil, fmt.Errorf("failed to reach the hub: %w", err)
 	}
+	registrations := hub.ClusterRegistrations(opts.Namespace)
 	sum := sha256.Sum256([]byte(opts.ClientID + "\x00" + hex.EncodeToString(pub[:])))
 	reg := &v1alpha1.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "reg-" + hex.EncodeToString(sum[:])[:20], Namespace: opts.Namespace},
 		Spec: v1alpha1.ClusterRegistrationSpec{ClientID: opts.ClientID, ClusterName: opts.ClusterName, TokenName: opts.TokenName, PublicKey: pub[:]}}
-	if err := c.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := registrations.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("failed to register: %w", err)
 	}
 	deadline := time.Now().Add(opts.Timeout)
 	held := ""
 	for {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(reg), reg); err != nil {
+		if reg, err = registrations.Get(ctx, reg.Name); err != nil {
 			return nil, fmt.Errorf("failed to read the registration: %w", err)
 		}
 		if reg.Status.Granted {

@@ -13,32 +13,22 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/agent/healthcheck"
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
-	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/content"
 	"github.com/flotilla-dev/flotilla/hub/events"
-	"github.com/flotilla-dev/flotilla/hub/reconciler"
 )
 
 // RunOptions configure the agent.
@@ -147,76 +137,65 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 }
 
-// movedError stops the agent's manager to start again in the namespace its cluster moved to.
+// movedError stops the agent's run to start again in the namespace its cluster moved to.
 type movedError struct{ to string }
 
 func (e *movedError) Error() string { return "the cluster moved to namespace " + e.to }
 
-// newScheme is the agent's view of the hub's API: the kinds it reads and writes there
-// (Flotilla's, its Lease, the Events on its deployments) and no others. Client-go's whole
-// scheme would be a second copy of every Kubernetes kind's registration in an agent's heap.
-func newScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, coordinationv1.AddToScheme, eventsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	return scheme, nil
-}
-
 func run(ctx context.Context, opts RunOptions, hubConfig *rest.Config, token *tokenHolder) error {
-	scheme, err := newScheme()
+	hub, err := kube.NewHub(hubConfig)
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: metricsAddr(opts.MetricsAddr)},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return fmt.Errorf("failed to create manager: %w", err)
-	}
-	// Revoked or expired credentials end the run before the manager waits on caches that
-	// could never fill.
-	var own v1alpha1.Cluster
-	err = mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: opts.ClusterNamespace, Name: opts.ClusterName}, &own)
-	if gone := removal(&own, err, token.get()); gone != nil {
+	// Revoked or expired credentials end the run before the agent waits on a cache that could
+	// never fill.
+	own, err := hub.Clusters(opts.ClusterNamespace).Get(ctx, opts.ClusterName)
+	if gone := removal(own, err, token.get()); gone != nil {
 		return gone
 	}
-	local, err := corev1client.NewForConfig(opts.LocalConfig)
+	local, err := kube.NewLocal(opts.LocalConfig)
 	if err != nil {
 		return err
 	}
 	// Drift corrections are Events on the deployment, in the cluster's namespace on the hub,
 	// where the hub's operator reads the story of a rollout.
-	recorder := events.New(mgr.GetClient(), EventsController)
-	if err := mgr.Add(recorder); err != nil {
-		return err
-	}
-	r := &deployer{hub: mgr.GetClient(), hubReader: mgr.GetAPIReader(), hubConfig: hubConfig, token: token, local: local, opts: opts, appliers: map[string]*Applier{},
+	recorder := events.New(hub.Events(), hub.Scheme, EventsController)
+	d := &deployer{hub: hub, readContent: hub.Content(), token: token, local: local, opts: opts, appliers: map[string]*Applier{},
 		notMember: make(chan struct{}, 1), recorder: recorder, toldNotReady: map[string]string{}}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("bundledeployment").For(&v1alpha1.BundleDeployment{}).Complete(r.controller()); err != nil {
-		return err
+	deployments := newDeploymentLoop(hub.BundleDeployments(opts.Namespace), d)
+	tasks := []func(context.Context) error{recorder.Start, deployments.run, d.heartbeat, d.renewCredentials, d.sweep}
+	if addr := opts.MetricsAddr; addr != "" && addr != "0" {
+		tasks = append(tasks, func(ctx context.Context) error { return serveMetrics(ctx, addr) })
 	}
-	for _, loop := range []manager.RunnableFunc{r.heartbeat, r.renewCredentials, r.sweep} {
-		if err := mgr.Add(loop); err != nil {
-			return err
-		}
+	return runAll(ctx, tasks)
+}
+
+// runAll runs tasks until ctx ends or one fails, and returns once all have returned: the first
+// failure, or nil. A task that returns nil is done, and the others go on.
+func runAll(ctx context.Context, tasks []func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failed error
+	for _, task := range tasks {
+		wg.Go(func() {
+			if err := task(ctx); err != nil {
+				once.Do(func() { failed = err })
+				cancel(err)
+			}
+		})
 	}
-	return mgr.Start(ctx)
+	wg.Wait()
+	return failed
 }
 
 // deployer applies one BundleDeployment and reports its state.
 type deployer struct {
-	hub       client.Client
-	hubReader client.Reader
-	hubConfig *rest.Config
-	token     *tokenHolder
-	local     corev1client.CoreV1Interface
-	opts      RunOptions
+	hub   *kube.Hub
+	token *tokenHolder
+	local *kube.Local
+	opts  RunOptions
 
 	// lease is the agent's Lease as last renewed; reported, whether the Cluster shows the
 	// agent's version and namespace (only the heartbeat loop uses them).
@@ -227,22 +206,15 @@ type deployer struct {
 	notMember chan struct{}
 
 	recorder *events.Recorder
-	// contents are the contents its deployments run, read from the hub once: a resync reads
-	// none again.
-	contents contentstore.Cache
+	// contents are the contents its deployments run, read from the hub (readContent) once: a
+	// resync reads none again.
+	contents    content.Cache
+	readContent content.Getter
 	// toldNotReady is, per deployment, the applied deployment id it told RevisionNotReady of.
 	toldNotReady map[string]string
 
 	mu       sync.Mutex
 	appliers map[string]*Applier // by the service account they apply as; "" is the agent's own
-}
-
-// metricsAddr is where the metrics are served: "0" (nowhere) unless set.
-func metricsAddr(addr string) string {
-	if addr == "" {
-		return "0"
-	}
-	return addr
 }
 
 // progress tells a healthy step of a revision (applied, ready), with EventsAll only.
@@ -288,16 +260,6 @@ func (d *deployer) applier(serviceAccount string) (*Applier, error) {
 	return a, nil
 }
 
-// controller is the deployer as the hub's controllers are built: the status skeleton around
-// step, with gone for deployments the hub removed. The status write is conditional on the
-// deployment as read (Lock): a pass woken by a release may read it from a cache that does not
-// show the agent's own last write yet, and a merge patch from that copy would leave fields of
-// the write it cannot see in place, such as the readyAt of the revision before beside the
-// new revision (which the hub would take for a regression, R5.1).
-func (d *deployer) controller() reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment] {
-	return reconciler.Status[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: d.hub, Lock: true, Step: d.step, Gone: d.gone}
-}
-
 // gone uninstalls a deployment that is gone from the hub, only while this cluster is still a
 // member there: a deleted Cluster's deployments go with its namespace, and a moving cluster's
 // are deleted from the old one; neither removes what runs on the cluster.
@@ -311,9 +273,9 @@ func (d *deployer) gone(ctx context.Context, key types.NamespacedName) error {
 
 // step applies the released revision, checks readiness and drift, and sets the status the
 // agent reports; a deleted deployment is uninstalled and says so (remove).
-func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (reconciler.Outcome, error) {
+func (d *deployer) step(ctx context.Context, bd *v1alpha1.BundleDeployment) (time.Duration, error) {
 	if !bd.DeletionTimestamp.IsZero() {
-		return reconciler.Outcome{}, d.remove(ctx, bd)
+		return 0, d.remove(ctx, bd)
 	}
 	opts := d.engineOptions(bd)
 	var objs []*unstructured.Unstructured
@@ -325,7 +287,7 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	wasReady, wasApplied := bd.Status.Ready, bd.Status.AppliedDeploymentID
 	if rel == nil && bd.Spec.Rollback && bd.Status.AppliedDeploymentID != "" {
 		// A rollback to no earlier revision: the bundle leaves the cluster (R5.4).
-		return reconciler.Outcome{}, d.rollBackToNothing(ctx, bd)
+		return 0, d.rollBackToNothing(ctx, bd)
 	}
 	if rel != nil && !bd.Spec.Paused {
 		objs, applyErr = d.objects(ctx, bd.Name, bd.Spec.BundleNamespace, rel.ContentID)
@@ -385,7 +347,7 @@ func (d *deployer) step(ctx context.Context, bd, _ *v1alpha1.BundleDeployment) (
 	}
 	bd.Status.State = bdstate.State(bd, bd.Spec.Staged.Index) // the newest revision the agent knows of
 	bd.Status.ObservedGeneration = bd.Generation
-	return reconciler.Outcome{After: requeue}, nil
+	return requeue, nil
 }
 
 // recordReadiness tells when the applied revision becomes ready (with EventsAll), when it was
@@ -435,7 +397,7 @@ func (d *deployer) rollBackToNothing(ctx context.Context, bd *v1alpha1.BundleDep
 
 // objects reads and parses the content deployment name runs.
 func (d *deployer) objects(ctx context.Context, name, namespace, contentID string) ([]*unstructured.Unstructured, error) {
-	data, err := d.contents.Read(ctx, d.hubReader, name, namespace, contentID)
+	data, err := d.contents.Read(ctx, d.readContent, name, namespace, contentID)
 	if err != nil {
 		return nil, err
 	}
@@ -574,9 +536,8 @@ func (d *deployer) beat(ctx context.Context, readCluster bool) (time.Duration, e
 	if err == nil && hasLease && d.reported && !readCluster && d.lease.Annotations[v1alpha1.MovedToAnnotation] == "" {
 		return d.interval(asked), nil
 	}
-	var c v1alpha1.Cluster
-	err = d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
-	if gone := d.removed(&c, err); gone != nil {
+	c, err := d.hub.Clusters(d.opts.ClusterNamespace).Get(ctx, d.opts.ClusterName)
+	if gone := d.removed(c, err); gone != nil {
 		return 0, gone
 	}
 	if err != nil {
@@ -598,8 +559,10 @@ func (d *deployer) beat(ctx context.Context, readCluster bool) (time.Duration, e
 	}
 	if equality.Semantic.DeepEqual(orig.Status, c.Status) {
 		d.reported = true
-	} else if err := d.hub.Status().Patch(ctx, &c, client.MergeFrom(orig)); err == nil {
-		d.reported = true
+	} else if patch, err := kube.StatusPatch(orig.Status, c.Status, ""); err == nil {
+		if _, err := d.hub.Clusters(c.Namespace).Patch(ctx, c.Name, types.MergePatchType, patch, "status"); err == nil {
+			d.reported = true
+		}
 	}
 	return d.interval(asked), nil
 }
@@ -621,21 +584,22 @@ func (d *deployer) interval(asked time.Duration) time.Duration {
 // read it: a hub from before Leases); the heartbeat then goes into the Cluster's status.
 func (d *deployer) renewLease(ctx context.Context) (asked time.Duration, hasLease bool, err error) {
 	key := types.NamespacedName{Namespace: d.opts.Namespace, Name: v1alpha1.AgentLeaseName}
+	leases := d.hub.Leases(key.Namespace)
 	for attempt := 0; ; attempt++ {
 		if d.lease == nil {
-			var lease coordinationv1.Lease
-			if err := d.hubReader.Get(ctx, key, &lease); err != nil {
+			lease, err := leases.Get(ctx, key.Name)
+			if err != nil {
 				if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 					return 0, false, nil
 				}
 				return 0, true, fmt.Errorf("failed to read lease %s: %w", key, err)
 			}
-			d.lease = &lease
+			d.lease = lease
 		}
 		renewed := d.lease.DeepCopy()
 		now := metav1.NowMicro()
 		renewed.Spec.RenewTime = &now
-		err := d.hub.Update(ctx, renewed)
+		renewed, err := leases.Update(ctx, renewed)
 		if err == nil {
 			d.lease = renewed
 			asked, _ := time.ParseDuration(renewed.Annotations[v1alpha1.HeartbeatIntervalAnnotation])
@@ -670,9 +634,8 @@ func removal(c *v1alpha1.Cluster, err error, token string) error {
 // stillMember reads the agent's Cluster: true while it exists, is not being deleted and names
 // the namespace the agent watches.
 func (d *deployer) stillMember(ctx context.Context) (bool, error) {
-	var c v1alpha1.Cluster
-	err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.ClusterNamespace, Name: d.opts.ClusterName}, &c)
-	if d.removed(&c, err) != nil {
+	c, err := d.hub.Clusters(d.opts.ClusterNamespace).Get(ctx, d.opts.ClusterName)
+	if d.removed(c, err) != nil {
 		d.leaving()
 		return false, nil
 	}
@@ -704,7 +667,7 @@ func (d *deployer) moveTo(ctx context.Context, namespace string) error {
 	if lifetime == 0 {
 		lifetime = 7 * 24 * time.Hour
 	}
-	token, err := requestToken(ctx, d.hubConfig, namespace, lifetime)
+	token, err := requestToken(ctx, d.hub, namespace, lifetime)
 	if err != nil {
 		return err
 	}
@@ -727,7 +690,7 @@ func (d *deployer) renewCredentials(ctx context.Context) error {
 			return nil
 		case <-time.After(time.Until(at)):
 		}
-		token, err := requestToken(ctx, d.hubConfig, d.opts.Namespace, lifetime)
+		token, err := requestToken(ctx, d.hub, d.opts.Namespace, lifetime)
 		if err == nil {
 			err = d.keep(ctx, Credentials{Token: token, Namespace: d.opts.Namespace})
 		}
@@ -757,7 +720,7 @@ func (d *deployer) keep(ctx context.Context, creds Credentials) error {
 
 // inventories live in ConfigMaps on the local cluster, one per BundleDeployment.
 func (d *deployer) loadInventory(ctx context.Context, name string) (Inventory, error) {
-	cm, err := d.local.ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name), metav1.GetOptions{})
+	cm, err := d.local.ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name))
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -784,14 +747,14 @@ func (d *deployer) saveInventory(ctx context.Context, name string, inv Inventory
 	if opts.DeleteNamespace && !opts.KeepResources {
 		cm.Data["deleteNamespaces"] = strings.Join(inv.Namespaces(d.opts.protected()...), "\n")
 	}
-	if _, err := d.local.Namespaces().Get(ctx, d.opts.StateNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		if _, err := d.local.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.opts.StateNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := d.local.Namespaces().Get(ctx, d.opts.StateNamespace); apierrors.IsNotFound(err) {
+		if _, err := d.local.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.opts.StateNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("failed to create %s: %w", d.opts.StateNamespace, err)
 		}
 	}
-	_, err := d.local.ConfigMaps(d.opts.StateNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+	_, err := d.local.ConfigMaps(d.opts.StateNamespace).Update(ctx, cm)
 	if apierrors.IsNotFound(err) {
-		_, err = d.local.ConfigMaps(d.opts.StateNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		_, err = d.local.ConfigMaps(d.opts.StateNamespace).Create(ctx, cm)
 	}
 	if err != nil {
 		return fmt.Errorf("failed to save inventory: %w", err)
@@ -840,7 +803,8 @@ func (d *deployer) sweep(ctx context.Context) error {
 }
 
 func (d *deployer) sweepOnce(ctx context.Context) error {
-	inventories, err := d.local.ConfigMaps(d.opts.StateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=flotilla-agent"})
+	var inventories corev1.ConfigMapList
+	err := d.local.ConfigMaps(d.opts.StateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=flotilla-agent"}, &inventories)
 	if err != nil {
 		return fmt.Errorf("failed to list inventories: %w", err)
 	}
@@ -849,8 +813,7 @@ func (d *deployer) sweepOnce(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		var bd v1alpha1.BundleDeployment
-		err := d.hubReader.Get(ctx, types.NamespacedName{Namespace: d.opts.Namespace, Name: name}, &bd)
+		_, err := d.hub.BundleDeployments(d.opts.Namespace).Get(ctx, name)
 		if !apierrors.IsNotFound(err) {
 			if err != nil {
 				return err
@@ -870,7 +833,7 @@ func (d *deployer) sweepOnce(ctx context.Context) error {
 
 // uninstall removes what a deleted BundleDeployment deployed, unless it asked to keep it.
 func (d *deployer) uninstall(ctx context.Context, name string) error {
-	cm, err := d.local.ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name), metav1.GetOptions{})
+	cm, err := d.local.ConfigMaps(d.opts.StateNamespace).Get(ctx, inventoryName(name))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -902,7 +865,7 @@ func (d *deployer) uninstall(ctx context.Context, name string) error {
 			}
 		}
 	}
-	return client.IgnoreNotFound(d.local.ConfigMaps(d.opts.StateNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}))
+	return ignoreNotFound(d.local.ConfigMaps(d.opts.StateNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{}))
 }
 
 func inventoryName(bd string) string { return "inventory-" + bd }

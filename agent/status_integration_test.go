@@ -2,21 +2,25 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flotilla-dev/flotilla/e2e/stale"
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/content"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 )
 
@@ -34,13 +38,7 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	key := client.ObjectKeyFromObject(bd)
 	// The copy the stale pass reads: as created, before any status of the agent.
 	created := bd.DeepCopy()
-
-	newDeployer := func(hub client.Client) *deployer {
-		return &deployer{hub: hub, hubReader: hubClient, local: local.CoreV1(), appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
-			opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-stale-read", ResyncInterval: time.Second}}
-	}
-	fresh := newDeployer(hubClient).controller()
-	req := ctrl.Request{NamespacedName: key}
+	d := newTestDeployer(t, local, clusterNS, "flotilla-stale-read")
 	read := func() *v1alpha1.BundleDeployment {
 		var now v1alpha1.BundleDeployment
 		if err := hubClient.Get(ctx, key, &now); err != nil {
@@ -50,8 +48,8 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	}
 	// Revision 1 applied and Ready.
 	wait.Until(t, "revision 1 is Ready", time.Minute, func() bool {
-		if _, err := fresh.Reconcile(ctx, req); err != nil {
-			t.Logf("reconcile: %v", err)
+		if _, err := d.passOn(ctx, read()); err != nil {
+			t.Logf("pass: %v", err)
 		}
 		now := read()
 		return now.Status.AppliedDeploymentID == r1.DeploymentID && now.Status.Ready && now.Status.ReadyAt != nil
@@ -68,9 +66,8 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	staleCopy := created.DeepCopy()
 	staleCopy.Spec = released.Spec
 	// Its write loses the race (a conflict): the pass is done again, and no error is logged.
-	res, err := newDeployer(stale.Reads[v1alpha1.BundleDeployment, *v1alpha1.BundleDeployment]{Client: hubClient, Copy: staleCopy}).controller().Reconcile(ctx, req)
-	if err != nil || res.RequeueAfter == 0 {
-		t.Errorf("the pass from a stale read: %v (%+v), want it done again after its conflict", err, res)
+	if _, err := d.passOn(ctx, staleCopy); !errors.Is(err, errLateCopy) || !apierrors.IsConflict(err) {
+		t.Errorf("the pass from a stale read: %v, want it done again after its conflict", err)
 	}
 	if now := read(); now.Status.AppliedDeploymentID == r2.DeploymentID && now.Status.ReadyAt.Equal(readyAt) {
 		t.Fatalf("revision 2 is reported with revision 1's readyAt %s: %+v", readyAt, now.Status)
@@ -78,8 +75,8 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 
 	// From fresh reads: revision 2 applied, never a regression, Ready in the end.
 	wait.Until(t, "revision 2 is Ready", time.Minute, func() bool {
-		if _, err := fresh.Reconcile(ctx, req); err != nil {
-			t.Logf("reconcile: %v", err)
+		if _, err := d.passOn(ctx, read()); err != nil {
+			t.Logf("pass: %v", err)
 		}
 		now := read()
 		if d := bdstate.Deployment(now); d.Applied == 2 && d.WasReady && !d.Ready {
@@ -95,13 +92,40 @@ func TestR5_1_AStaleReadNeverCarriesTheOldRevisionsReadiness(t *testing.T) {
 	}
 }
 
+// newTestDeployer is a deployer of the deployments of clusterNS on the hub, keeping its state
+// in stateNS on the workload cluster.
+func newTestDeployer(t *testing.T, local kubernetes.Interface, clusterNS, stateNS string) *deployer {
+	t.Helper()
+	hub, err := kube.NewHub(hubAPI.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	localClients, err := kube.NewLocal(workload.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &deployer{hub: hub, readContent: hub.Content(), local: localClients, appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
+		opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: stateNS, ResyncInterval: time.Second}}
+}
+
+// passOn runs the agent's pass over a deployment as its loop does, with the copy its informer's
+// cache shows.
+func (d *deployer) passOn(ctx context.Context, cached *v1alpha1.BundleDeployment) (time.Duration, error) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(cached); err != nil {
+		return 0, err
+	}
+	loop := &deploymentLoop{deployments: d.hub.BundleDeployments(cached.Namespace), store: store, d: d}
+	return loop.pass(ctx, client.ObjectKeyFromObject(cached))
+}
+
 // deployerNamespaces makes the namespaces of a deployer test: the bundle's and the cluster's on
 // the hub, the workload's downstream. It returns a client of the hub and one of the workload
 // cluster.
 func deployerNamespaces(t *testing.T, bundleNS, clusterNS, workloadNS string) (client.Client, kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	scheme, err := newScheme()
+	scheme, err := kube.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +151,10 @@ func deployerNamespaces(t *testing.T, bundleNS, clusterNS, workloadNS string) (c
 // agentPlay plays one deployment through the agent's own controller, as its cluster's agent
 // would, against the hub's API server and the workload cluster.
 type agentPlay struct {
-	t          *testing.T
-	hub        client.Client
-	key        client.ObjectKey
-	reconciler interface {
-		Reconcile(context.Context, ctrl.Request) (ctrl.Result, error)
-	}
+	t   *testing.T
+	hub client.Client
+	key client.ObjectKey
+	d   *deployer
 }
 
 // newAgentPlay creates bd on the hub and an agent for its cluster namespace, keeping its
@@ -142,9 +164,7 @@ func newAgentPlay(t *testing.T, hubClient client.Client, local kubernetes.Interf
 	if err := hubClient.Create(context.Background(), bd); err != nil {
 		t.Fatal(err)
 	}
-	d := &deployer{hub: hubClient, hubReader: hubClient, local: local.CoreV1(), appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
-		opts: RunOptions{LocalConfig: workload.Config(), Namespace: bd.Namespace, StateNamespace: stateNS, ResyncInterval: time.Second}}
-	return &agentPlay{t: t, hub: hubClient, key: client.ObjectKeyFromObject(bd), reconciler: d.controller()}
+	return &agentPlay{t: t, hub: hubClient, key: client.ObjectKeyFromObject(bd), d: newTestDeployer(t, local, bd.Namespace, stateNS)}
 }
 
 // read is the deployment as the hub has it.
@@ -162,8 +182,8 @@ func (p *agentPlay) until(what string, holds func(*v1alpha1.BundleDeployment) bo
 	p.t.Helper()
 	var last *v1alpha1.BundleDeployment
 	wait.Until(p.t, what, time.Minute, func() bool {
-		if _, err := p.reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: p.key}); err != nil {
-			p.t.Logf("reconcile: %v", err)
+		if _, err := p.d.passOn(context.Background(), p.read()); err != nil {
+			p.t.Logf("pass: %v", err)
 		}
 		last = p.read()
 		return holds(last)
@@ -173,15 +193,13 @@ func (p *agentPlay) until(what string, holds func(*v1alpha1.BundleDeployment) bo
 
 // countingReads counts the Content objects read through it.
 type countingReads struct {
-	client.Reader
+	get      content.Getter
 	contents int
 }
 
-func (c *countingReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*v1alpha1.Content); ok {
-		c.contents++
-	}
-	return c.Reader.Get(ctx, key, obj, opts...)
+func (c *countingReads) read(ctx context.Context, key types.NamespacedName, into *v1alpha1.Content) error {
+	c.contents++
+	return c.get(ctx, key, into)
 }
 
 // An agent resyncs every deployment every half minute (readiness, drift): with 50 bundles, a
@@ -193,22 +211,20 @@ func TestResyncsReadNoContentFromTheHub(t *testing.T) {
 	const bundleNS, clusterNS, workloadNS = "fleet-resync", "cluster-resync", "resync-reads"
 	hubClient, local := deployerNamespaces(t, bundleNS, clusterNS, workloadNS)
 	bd, r1, r2 := webWithTwoRevisions(t, hubClient, bundleNS, clusterNS, workloadNS, 1)
-	reads := &countingReads{Reader: hubClient}
-	d := &deployer{hub: hubClient, hubReader: reads, local: local.CoreV1(), appliers: map[string]*Applier{}, toldNotReady: map[string]string{},
-		opts: RunOptions{LocalConfig: workload.Config(), Namespace: clusterNS, StateNamespace: "flotilla-resync-reads", ResyncInterval: time.Second}}
-	pass := d.controller()
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bd)}
+	d := newTestDeployer(t, local, clusterNS, "flotilla-resync-reads")
+	reads := &countingReads{get: d.readContent}
+	d.readContent = reads.read
 	read := func() *v1alpha1.BundleDeployment {
 		var now v1alpha1.BundleDeployment
-		if err := hubClient.Get(ctx, req.NamespacedName, &now); err != nil {
+		if err := hubClient.Get(ctx, client.ObjectKeyFromObject(bd), &now); err != nil {
 			t.Fatal(err)
 		}
 		return &now
 	}
 	readyOn := func(r v1alpha1.RevisionRef) func() bool {
 		return func() bool {
-			if _, err := pass.Reconcile(ctx, req); err != nil {
-				t.Logf("reconcile: %v", err)
+			if _, err := d.passOn(ctx, read()); err != nil {
+				t.Logf("pass: %v", err)
 			}
 			now := read()
 			return now.Status.AppliedDeploymentID == r.DeploymentID && now.Status.Ready
@@ -219,7 +235,7 @@ func TestResyncsReadNoContentFromTheHub(t *testing.T) {
 		t.Errorf("applying revision 1 read %d Content objects, want 1", reads.contents)
 	}
 	for range 5 { // resyncs: readiness and drift checked again, nothing changed
-		if _, err := pass.Reconcile(ctx, req); err != nil {
+		if _, err := d.passOn(ctx, read()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,9 +20,10 @@
 //	reconciler            | -                                             | object object/status
 //	gitsource             | -                                             | -
 //	bdstate               | api/v1alpha1                                  | -
-//	contentstore          | api/v1alpha1                                  | Content
-//	events                | api/v1alpha1                                  | Event
-//	model                 | api/v1alpha1 bdstate contentstore             | object
+//	content               | api/v1alpha1                                  | -
+//	contentstore          | api/v1alpha1 content                          | Content
+//	events                | api/v1alpha1                                  | -
+//	model                 | api/v1alpha1 bdstate contentstore events      | Event object
 //	liveness              | api/v1alpha1 model                            | Lease
 //	liveness/livenesstest | api/v1alpha1 liveness                         | -
 //	metrics               | api/v1alpha1 gitsource model                  | -
@@ -60,9 +61,9 @@
 //	dashboard             | api/v1alpha1 bdstate contentstore model       | -
 //	                      | operate report                                |
 //
-// Read from the bottom: the libraries (reconciler, the skeleton shared with the agent;
-// gitsource; bdstate, contentstore and events, shared with the agent too) know nothing of the
-// controllers. model is what all of them share about the fleet's objects (labels, cache
+// Read from the bottom: the libraries (reconciler, the controllers' skeleton; gitsource;
+// contentstore; bdstate, content and events, shared with the agent, which links no API client
+// of controller-runtime's) know nothing of the controllers. model is what all of them share about the fleet's objects (labels, cache
 // reads and indexes, the revision store, the shard). liveness judges agents' heartbeats;
 // access owns what an agent may read; deploy is the one writer of deployments' specs (but
 // for access copying a cluster's deployments as they are when the cluster changes namespace),
@@ -141,7 +142,8 @@
 // never an in-cluster address.
 //
 // Every controller of an object with a status or a finalizer runs on one skeleton,
-// reconciler.Status (package hub/reconciler, shared with the agent): it reads the object, lets
+// reconciler.Status (package hub/reconciler; the agent's deployment loop does the same on
+// client-go's informer alone): it reads the object, lets
 // the controller's step set the status of a copy, writes the status only when it changed
 // (conditionally on the object as read where a stale cache could mislead), holds and releases
 // finalizers (the removal controllers only finalize), and tells what changed (Events) once the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // An operator reads a partitioned rollout from the Events of its namespace, in order: the
@@ -71,7 +72,7 @@ func TestEventsAreAggregatedOrderedAndRateLimited(t *testing.T) {
 	c := apiClient(t)
 	ns := namespace(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
-	rec := events.New(c, "flotilla.dev/test")
+	rec := events.New(model.EventSink(c), c.Scheme(), "flotilla.dev/test")
 	rec.FlushEvery = 100 * time.Millisecond
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -130,7 +131,7 @@ func TestEventsAreAggregatedOrderedAndRateLimited(t *testing.T) {
 
 func readStory(t *testing.T, c client.Client, ns, controller string) events.Story {
 	t.Helper()
-	story, err := events.Read(context.Background(), c, ns, controller)
+	story, err := model.ReadStory(context.Background(), c, ns, controller)
 	if err != nil {
 		t.Fatal(err)
 	}

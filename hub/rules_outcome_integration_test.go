@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
@@ -88,7 +88,7 @@ func TestR5_1_R5_3_R5_4_R5_5_APartitionedRolloutRollsBackIsRetriedAndFixed(t *te
 	if got := f.released(2); len(got) != 0 {
 		t.Errorf("quarantined revision 2 released again to %v (R5.5)", got)
 	}
-	story, err := events.Read(context.Background(), f.c, f.ns, EventsController)
+	story, err := model.ReadStory(context.Background(), f.c, f.ns, EventsController)
 	if err != nil {
 		t.Fatal(err)
 	}

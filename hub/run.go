@@ -74,7 +74,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	// The Events an operator reads later; written by every replica for its own controllers.
-	recorder := events.New(mgr.GetClient(), EventsController)
+	recorder := events.New(model.EventSink(mgr.GetClient()), mgr.GetScheme(), EventsController)
 	recorder.OnDrop(metrics.EventsDropped.Inc)
 	if err := mgr.Add(recorder); err != nil {
 		return err

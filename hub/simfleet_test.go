@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // simClock is the hub's Clock in a test: days pass when the test says so, and from resume on
@@ -201,7 +202,7 @@ func (f *simFleet) editCluster(name string, change func(*v1alpha1.Cluster)) {
 // story is what the hub's Events tell of the fleet's namespace.
 func (f *simFleet) story() events.Story {
 	f.t.Helper()
-	story, err := events.Read(context.Background(), f.c, f.ns, EventsController)
+	story, err := model.ReadStory(context.Background(), f.c, f.ns, EventsController)
 	if err != nil {
 		f.t.Fatal(err)
 	}

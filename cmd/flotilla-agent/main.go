@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/cmd/internal/version"
 )
 
@@ -56,22 +58,22 @@ func main() {
 	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse() // also reads --kubeconfig (the local cluster), registered by controller-runtime
+	flag.Parse() // also reads --kubeconfig (the local cluster), registered by controller-runtime's config
 	if *showVersion {
 		fmt.Println(version.String("flotilla-agent"))
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	opts.Version = version.Version()
 	fail := func(code int, err error) {
 		fmt.Fprintln(os.Stderr, "flotilla-agent:", err)
 		os.Exit(code)
 	}
 	var err error
-	if opts.LocalConfig, err = ctrl.GetConfig(); err != nil {
+	if opts.LocalConfig, err = config.GetConfig(); err != nil {
 		fail(2, err)
 	}
-	ctx := ctrl.SetupSignalHandler()
+	ctx := signals.SetupSignalHandler()
 	if hubKubeconfig != "" {
 		if opts.Namespace == "" || opts.ClusterName == "" || opts.ClusterNamespace == "" {
 			fail(2, fmt.Errorf("--hub-kubeconfig needs --namespace, --cluster-name and --cluster-namespace"))
@@ -84,11 +86,11 @@ func main() {
 		}
 		return
 	}
-	local, err := corev1client.NewForConfig(opts.LocalConfig)
+	local, err := kube.NewLocal(opts.LocalConfig)
 	if err != nil {
 		fail(2, err)
 	}
-	logger := ctrl.Log.WithName("agent")
+	logger := log.Log.WithName("agent")
 	boot := agent.BootstrapOptions{Namespace: opts.StateNamespace, BootstrapSecret: bootstrapSecret,
 		Waiting: func(reason, msg string) {
 			logger.Info("the hub holds the registration", "reason", reason, "message", msg)

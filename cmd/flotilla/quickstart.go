@@ -24,11 +24,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/cmd/internal/version"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitrepo"
@@ -313,11 +313,11 @@ func joinCluster(ctx context.Context, c client.Client, w *controlplane.Cluster, 
 	if _, err := controlplane.Apply(ctx, w.Config(), manifest); err != nil {
 		return nil, err
 	}
-	local, err := kubernetes.NewForConfig(w.Config())
+	local, err := kube.NewLocal(w.Config())
 	if err != nil {
 		return nil, err
 	}
-	return agent.Bootstrap(ctx, local.CoreV1(), agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"})
+	return agent.Bootstrap(ctx, local, agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"})
 }
 
 // follow shows the rollout until the GitRepo is on commit (any, when empty) and want clusters

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/agent/kube"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub"
@@ -91,7 +92,11 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 		}
 	}
 	boot := agent.BootstrapOptions{Namespace: "flotilla-system", BootstrapSecret: "flotilla-agent-bootstrap"}
-	reg, err := agent.Bootstrap(ctx, local.CoreV1(), boot)
+	agentLocal, err := kube.NewLocal(w.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agent.Bootstrap(ctx, agentLocal, boot)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
@@ -101,7 +106,7 @@ func TestAgentRegistersWithAToken(t *testing.T) {
 		t.Errorf("the bootstrap secret is still on the cluster: %v", err)
 	}
 	// A restart uses the kept credentials: no second registration.
-	again, err := agent.Bootstrap(ctx, local.CoreV1(), boot)
+	again, err := agent.Bootstrap(ctx, agentLocal, boot)
 	if err != nil || again.Namespace != reg.Namespace || again.HubConfig.BearerToken != reg.HubConfig.BearerToken {
 		t.Errorf("restart: %+v %v, want the kept credentials of %+v", again, err, reg)
 	}

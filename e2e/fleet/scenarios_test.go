@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/flotilla-dev/flotilla/agent"
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
@@ -141,7 +140,7 @@ func TestR1_6_PartitionsPauseOnNeverReadyAndResume(t *testing.T) {
 // eventsOf is what `kubectl get events -n ns` shows of a controller's Events.
 func eventsOf(t *testing.T, f *fleetEnv, ns, controller string) events.Story {
 	t.Helper()
-	story, err := events.Read(context.Background(), f.hub, ns, controller)
+	story, err := model.ReadStory(context.Background(), f.hub, ns, controller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +191,7 @@ func TestDriftReportedAndCorrected(t *testing.T) {
 	eventually(t, "the agent's Event names what it corrected", 30*time.Second, func() bool {
 		return eventsOf(t, f, f.clusterNamespaces[workloads[1].Name], agent.EventsController).Tells("DriftCorrected: revision 1 applied again over Deployment web")
 	})
-	fams, err := ctrlmetrics.Registry.Gather()
+	fams, err := agent.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // simWriters is how many status writes the simulated agents have in flight. Real agents are
@@ -257,7 +258,7 @@ func (f *fleetWatch) agentEvents(ctx context.Context, c client.Client) *events.R
 	if os.Getenv("SCALE_AGENT_EVENTS") == "" {
 		return nil
 	}
-	r := events.New(c, agent.EventsController)
+	r := events.New(model.EventSink(c), c.Scheme(), agent.EventsController)
 	r.OnDrop(func() { f.eventsDropped.Add(1) })
 	go func() { _ = r.Start(ctx) }()
 	return r

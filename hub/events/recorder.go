@@ -33,8 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -51,10 +49,25 @@ const (
 	SameOccurrence = 10 * time.Second
 )
 
-// Recorder records Events through a client. The zero of *Recorder (nil) records nothing, so code
+// Sink writes Events to the API server: the hub's client (model.EventSink) or the agent's own.
+// The package links no API client of its own, so that the agent stays small.
+type Sink interface {
+	Create(ctx context.Context, ev *eventsv1.Event) error
+	// MergePatch applies a JSON merge patch to the Event ev names.
+	MergePatch(ctx context.Context, ev *eventsv1.Event, patch []byte) error
+}
+
+// Object is what an Event is about: an API object of a kind the Recorder's scheme knows.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Recorder records Events through a Sink. The zero of *Recorder (nil) records nothing, so code
 // and tests that run without one need no checks.
 type Recorder struct {
-	client     client.Client
+	sink       Sink
+	kinds      runtime.ObjectTyper
 	controller string
 	instance   string
 	queue      chan write
@@ -72,11 +85,12 @@ type Recorder struct {
 	limits map[types.UID]*rate.Limiter
 }
 
-// New returns a Recorder writing as controller (the Event's reportingController, such as
-// "flotilla.dev/hub"). It writes once Start runs.
-func New(c client.Client, controller string) *Recorder {
+// New returns a Recorder writing to sink as controller (the Event's reportingController, such
+// as "flotilla.dev/hub"); kinds (a scheme) names the kind of each object an Event is about. It
+// writes once Start runs.
+func New(sink Sink, kinds runtime.ObjectTyper, controller string) *Recorder {
 	host, _ := os.Hostname()
-	return &Recorder{client: c, controller: controller, instance: truncate(controller+"-"+host, 128), Clock: time.Now, FlushEvery: FlushInterval,
+	return &Recorder{sink: sink, kinds: kinds, controller: controller, instance: truncate(controller+"-"+host, 128), Clock: time.Now, FlushEvery: FlushInterval,
 		queue: make(chan write, QueueSize), series: map[seriesKey]*series{}, limits: map[types.UID]*rate.Limiter{}}
 }
 
@@ -98,12 +112,12 @@ type Told struct {
 func (r *Recorder) OnTold(f func(Told)) { r.onTold = f }
 
 // Normal records an Event of type Normal about obj.
-func (r *Recorder) Normal(obj client.Object, reason v1alpha1.EventReason, format string, args ...any) {
+func (r *Recorder) Normal(obj Object, reason v1alpha1.EventReason, format string, args ...any) {
 	r.record(obj, corev1.EventTypeNormal, reason, format, args...)
 }
 
 // Warning records an Event of type Warning about obj.
-func (r *Recorder) Warning(obj client.Object, reason v1alpha1.EventReason, format string, args ...any) {
+func (r *Recorder) Warning(obj Object, reason v1alpha1.EventReason, format string, args ...any) {
 	r.record(obj, corev1.EventTypeWarning, reason, format, args...)
 }
 
@@ -129,7 +143,7 @@ type write struct {
 	create *eventsv1.Event
 }
 
-func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventReason, format string, args ...any) {
+func (r *Recorder) record(obj Object, typ string, reason v1alpha1.EventReason, format string, args ...any) {
 	if r == nil || obj == nil {
 		return
 	}
@@ -184,11 +198,12 @@ func (r *Recorder) record(obj client.Object, typ string, reason v1alpha1.EventRe
 }
 
 // event builds the events.k8s.io Event regarding obj.
-func (r *Recorder) event(obj client.Object, typ string, reason v1alpha1.EventReason, note string, now time.Time) (*eventsv1.Event, error) {
-	gvk, err := apiutil.GVKForObject(obj.(runtime.Object), r.client.Scheme())
+func (r *Recorder) event(obj Object, typ string, reason v1alpha1.EventReason, note string, now time.Time) (*eventsv1.Event, error) {
+	gvks, _, err := r.kinds.ObjectKinds(obj)
 	if err != nil {
 		return nil, err
 	}
+	gvk := gvks[0]
 	ns := obj.GetNamespace()
 	if ns == "" {
 		ns = metav1.NamespaceDefault // where the API server keeps events of cluster-scoped objects
@@ -224,7 +239,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 func (r *Recorder) NeedLeaderElection() bool { return false }
 
 func (r *Recorder) write(ctx context.Context, w write) {
-	err := r.client.Create(ctx, w.create)
+	err := r.sink.Create(ctx, w.create)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.series[w.key]
@@ -263,9 +278,9 @@ func (r *Recorder) flush(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for _, ev := range due {
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"series":{"count":%d,"lastObservedTime":%q}}`,
-			ev.Series.Count, ev.Series.LastObservedTime.UTC().Format(metav1.RFC3339Micro)))
-		if err := r.client.Patch(ctx, ev, patch); err != nil {
+		patch := fmt.Appendf(nil, `{"series":{"count":%d,"lastObservedTime":%q}}`,
+			ev.Series.Count, ev.Series.LastObservedTime.UTC().Format(metav1.RFC3339Micro))
+		if err := r.sink.MergePatch(ctx, ev, patch); err != nil {
 			log.FromContext(ctx).Info("event series not written", "reason", ev.Reason, "error", err.Error())
 		}
 	}

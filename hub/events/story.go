@@ -1,28 +1,22 @@
 package events
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Story is what Events tell of a namespace, oldest first, one line each:
 // "Kind/name Reason: message", with "(×n)" for an Event seen n times.
 type Story []string
 
-// Read reads the Events a controller (its reportingController; "" for every one) recorded in
-// a namespace as `kubectl get events` lists them, through the core API, oldest first.
-func Read(ctx context.Context, c client.Reader, namespace, controller string) (Story, error) {
-	var list corev1.EventList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("failed to list events: %w", err)
-	}
-	evs := slices.DeleteFunc(list.Items, func(e corev1.Event) bool { return controller != "" && e.ReportingController != controller })
+// StoryOf tells the Events a controller (its reportingController; "" for every one) recorded,
+// as `kubectl get events` lists them through the core API, oldest first.
+func StoryOf(list *corev1.EventList, controller string) Story {
+	evs := slices.DeleteFunc(slices.Clone(list.Items), func(e corev1.Event) bool { return controller != "" && e.ReportingController != controller })
 	slices.SortStableFunc(evs, func(a, b corev1.Event) int { return eventTime(&a).Compare(eventTime(&b)) })
 	story := make(Story, 0, len(evs))
 	for _, e := range evs {
@@ -32,7 +26,7 @@ func Read(ctx context.Context, c client.Reader, namespace, controller string) (S
 		}
 		story = append(story, line)
 	}
-	return story, nil
+	return story
 }
 
 // eventTime is when an Event was first seen: its eventTime (events.k8s.io), or for Events of

@@ -1,4 +1,4 @@
-// Package reconciler is the skeleton the hub's controllers and the agent share: a Status
+// Package reconciler is the skeleton the hub's controllers share: a Status
 // reconciler reads an object, lets a step bring the status of a copy up to date, and writes
 // the status only when it changed. It owns nothing of the API; the controllers are the
 // steps.

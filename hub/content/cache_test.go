@@ -1,4 +1,4 @@
-package contentstore
+package content
 
 import (
 	"bytes"
@@ -6,35 +6,30 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 )
 
 // contentObjects serves Content objects from memory and counts the reads.
 type contentObjects struct {
-	objects map[client.ObjectKey]v1alpha1.Content
+	objects map[types.NamespacedName]v1alpha1.Content
 	reads   int
 }
 
-func (c *contentObjects) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+func (c *contentObjects) get(_ context.Context, key types.NamespacedName, into *v1alpha1.Content) error {
 	c.reads++
 	o, ok := c.objects[key]
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Group: "flotilla.dev", Resource: "contents"}, key.Name)
 	}
-	o.DeepCopyInto(obj.(*v1alpha1.Content))
+	o.DeepCopyInto(into)
 	return nil
-}
-
-func (c *contentObjects) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return fmt.Errorf("not listed")
 }
 
 // put stores manifests as one Content object, with the checksum given (the real one when empty).
@@ -52,9 +47,9 @@ func (c *contentObjects) put(t *testing.T, id, manifests, checksum string) int {
 		checksum = hex.EncodeToString(sum[:])
 	}
 	if c.objects == nil {
-		c.objects = map[client.ObjectKey]v1alpha1.Content{}
+		c.objects = map[types.NamespacedName]v1alpha1.Content{}
 	}
-	c.objects[client.ObjectKey{Namespace: "fleet", Name: id}] = v1alpha1.Content{Data: buf.Bytes(), Chunks: 1, SHA256: checksum}
+	c.objects[types.NamespacedName{Namespace: "fleet", Name: id}] = v1alpha1.Content{Data: buf.Bytes(), Chunks: 1, SHA256: checksum}
 	return buf.Len()
 }
 
@@ -67,7 +62,7 @@ func TestCacheReadsEachContentOnceWithinItsBudget(t *testing.T) {
 	cache := &Cache{Budget: 2 * size} // two contents of this size
 	read := func(id string) {
 		t.Helper()
-		out, err := cache.Read(ctx, hub, "bd-"+id, "fleet", id)
+		out, err := cache.Read(ctx, hub.get, "bd-"+id, "fleet", id)
 		if err != nil || !strings.Contains(string(out), "name: "+id) {
 			t.Fatalf("content %s: %q, %v", id, out, err)
 		}
@@ -93,13 +88,13 @@ func TestCacheReadsEachContentOnceWithinItsBudget(t *testing.T) {
 func TestCacheKeepsNoFailedRead(t *testing.T) {
 	ctx := context.Background()
 	hub := &contentObjects{}
-	if _, err := (&Cache{}).Read(ctx, hub, "web", "fleet", "missing"); !apierrors.IsNotFound(err) {
+	if _, err := (&Cache{}).Read(ctx, hub.get, "web", "fleet", "missing"); !apierrors.IsNotFound(err) {
 		t.Fatalf("a missing content: %v, want NotFound (the agent waits for its grant)", err)
 	}
 	hub.put(t, "tampered", "kind: ConfigMap\n", strings.Repeat("0", 64))
 	cache := &Cache{}
 	for range 2 {
-		if _, err := cache.Read(ctx, hub, "web", "fleet", "tampered"); err == nil || !strings.Contains(err.Error(), "checksum") {
+		if _, err := cache.Read(ctx, hub.get, "web", "fleet", "tampered"); err == nil || !strings.Contains(err.Error(), "checksum") {
 			t.Fatalf("content that does not match its checksum: %v", err)
 		}
 	}
@@ -108,7 +103,7 @@ func TestCacheKeepsNoFailedRead(t *testing.T) {
 	}
 	// Fixed on the hub: read and kept.
 	hub.put(t, "tampered", "kind: ConfigMap\n", "")
-	if _, err := cache.Read(ctx, hub, "web", "fleet", "tampered"); err != nil || cache.Len() != 1 {
+	if _, err := cache.Read(ctx, hub.get, "web", "fleet", "tampered"); err != nil || cache.Len() != 1 {
 		t.Errorf("the content fixed: %v, %d kept", err, cache.Len())
 	}
 }
@@ -124,7 +119,7 @@ func TestCacheDropsContentNoDeploymentRuns(t *testing.T) {
 	cache := &Cache{}
 	read := func(holder, id string) {
 		t.Helper()
-		if out, err := cache.Read(ctx, hub, holder, "fleet", id); err != nil || !strings.Contains(string(out), "name: "+id) {
+		if out, err := cache.Read(ctx, hub.get, holder, "fleet", id); err != nil || !strings.Contains(string(out), "name: "+id) {
 			t.Fatalf("%s reads %s: %q, %v", holder, id, out, err)
 		}
 	}
@@ -160,12 +155,12 @@ func TestCacheVerifiesAContentWhenItReadsIt(t *testing.T) {
 	hub := &contentObjects{}
 	hub.put(t, "r1", "kind: ConfigMap\n", "")
 	cache := &Cache{}
-	if _, err := cache.Read(ctx, hub, "web", "fleet", "r1"); err != nil {
+	if _, err := cache.Read(ctx, hub.get, "web", "fleet", "r1"); err != nil {
 		t.Fatal(err)
 	}
 	// What the hub holds does not matter any more; what the cache holds was verified.
 	hub.put(t, "r1", "kind: Secret\n", strings.Repeat("0", 64))
-	out, err := cache.Read(ctx, hub, "web", "fleet", "r1")
+	out, err := cache.Read(ctx, hub.get, "web", "fleet", "r1")
 	if err != nil || string(out) != "kind: ConfigMap\n" || hub.reads != 1 {
 		t.Errorf("a second read: %q, %v, %d reads from the hub", out, err, hub.reads)
 	}
