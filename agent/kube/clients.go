@@ -26,17 +26,17 @@ type Hub struct {
 
 // NewHub makes the agent's clients of the hub.
 func NewHub(cfg *rest.Config) (*Hub, error) {
-	scheme, err := NewScheme()
+	sc, err := codecs()
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{Scheme: scheme}
+	h := &Hub{Scheme: sc.scheme}
 	for _, g := range []struct {
 		into *group
 		gv   schema.GroupVersion
 	}{{&h.flotilla, v1alpha1.GroupVersion}, {&h.coordination, coordinationv1.SchemeGroupVersion},
 		{&h.events, eventsv1.SchemeGroupVersion}, {&h.core, corev1.SchemeGroupVersion}} {
-		if *g.into, err = newGroup(cfg, scheme, g.gv); err != nil {
+		if *g.into, err = newGroup(cfg, sc, g.gv); err != nil {
 			return nil, err
 		}
 	}
@@ -101,11 +101,11 @@ type Local struct{ core group }
 
 // NewLocal makes the agent's clients of its cluster.
 func NewLocal(cfg *rest.Config) (*Local, error) {
-	scheme, err := NewScheme()
+	sc, err := codecs()
 	if err != nil {
 		return nil, err
 	}
-	core, err := newGroup(cfg, scheme, corev1.SchemeGroupVersion)
+	core, err := newGroup(cfg, sc, corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, err
 	}

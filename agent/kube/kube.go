@@ -13,6 +13,7 @@ import (
 
 	"context"
 	"fmt"
+	"sync"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
@@ -41,6 +42,22 @@ func NewScheme() (*runtime.Scheme, error) {
 		}
 	}
 	return scheme, nil
+}
+
+// codecs are the process's one scheme and its codecs, built once: the hub's and the cluster's
+// clients, a registration and each run after a move share them (read-only once built).
+var codecs = sync.OnceValues(func() (schemeCodecs, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return schemeCodecs{}, err
+	}
+	return schemeCodecs{scheme: scheme, serializer: serializer.NewCodecFactory(scheme).WithoutConversion(), params: runtime.NewParameterCodec(scheme)}, nil
+})
+
+type schemeCodecs struct {
+	scheme     *runtime.Scheme
+	serializer runtime.NegotiatedSerializer
+	params     runtime.ParameterCodec
 }
 
 // Object is a pointer to an API type.
@@ -116,14 +133,14 @@ type group struct {
 	params runtime.ParameterCodec
 }
 
-func newGroup(cfg *rest.Config, scheme *runtime.Scheme, gv schema.GroupVersion) (group, error) {
+func newGroup(cfg *rest.Config, sc schemeCodecs, gv schema.GroupVersion) (group, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &gv
 	c.APIPath = "/apis"
 	if gv.Group == "" {
 		c.APIPath = "/api"
 	}
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	c.NegotiatedSerializer = sc.serializer
 	if c.QPS == 0 && c.RateLimiter == nil {
 		c.QPS, c.Burst = groupQPS, groupBurst
 	}
@@ -134,7 +151,7 @@ func newGroup(cfg *rest.Config, scheme *runtime.Scheme, gv schema.GroupVersion) 
 	if err != nil {
 		return group{}, fmt.Errorf("failed to make a client of %s for %s: %w", gv, cfg.Host, err)
 	}
-	return group{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
+	return group{rest: rc, params: sc.params}, nil
 }
 
 func resource[T any, PT Object[T]](g group, name, namespace string) Resource[T, PT] {
