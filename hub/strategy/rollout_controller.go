@@ -295,9 +295,10 @@ func (r *RolloutReconciler) pin(ctx context.Context, bun *v1alpha1.Bundle, st *p
 // the bundler stopped mid-commit) is staged from the revision's record: each in one write.
 //
 // The writes go out in the background and release returns with the last of them in flight
-// (queuedAhead): the next pass plans while they are written (see releaseBatch). Each release is remembered
-// (Released) before its write, so that pass counts it as released (CountUnseen) and does not
-// hand it out again; a write that fails is forgotten, and its cluster planned again.
+// (queuedAhead): the next pass plans while they are written (see releaseBatch). Each release
+// is remembered (Released) before its write, so that pass counts it as released (CountUnseen)
+// and does not hand it out again; a write that fails is forgotten, and its cluster planned
+// again.
 func (r *RolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, st *plan.PlanState, recorded model.RevisionTargets, d *rollout.Decision) *releaseBatch {
 	revision, bds := st.In.Revision, st.Bds
 	type write struct {
@@ -393,9 +394,9 @@ func (r *RolloutReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, s
 
 // queuedAhead is how many of a pass's release writes may still wait for a worker when the pass
 // returns. The workers then have writes to start while the bundle's next pass plans, which at
-// 10,000 clusters takes about as long as the write slots take for two rounds of writes; a pass
+// 10,000 clusters takes about as long as the write slots take for two rounds of writes. A pass
 // that returned with its whole batch waiting (50 writes, maxNew) kept two batches in flight and
-// made 5,000-cluster rollouts slower (README, Measured).
+// measured slower at 5,000 clusters (README, Measured).
 const queuedAhead = 2 * deploy.StageWorkers
 
 // startWrites runs writes on at most workers goroutines at a time and returns once no more than
