@@ -10,7 +10,8 @@
 // its webhook), the API server's write floor for the same number of objects (create each,
 // write its status once) measured in the same run, the same floor with objects shaped like the
 // hub's deployments and the agents' reports, that shaped floor watched as the hub and an agent
-// watch deployments, the hub's writes per BundleDeployment and its heap. BenchmarkStrategies
+// watch deployments (the median of three runs, with their spread, and the first deployment and
+// update against it), the hub's writes per BundleDeployment and its heap. BenchmarkStrategies
 // reports the same for one bundle rolled out by a staged run of five stages and by a sequence
 // of three groups (SCALE_STRATEGY_CLUSTERS clusters); BenchmarkRestart restarts the hub under
 // a deployed fleet and reports its resync (time, writes, heap) and its first release after it.

@@ -81,7 +81,7 @@ func runRegistrationStorm(b *testing.B, clusters int) {
 	settled := time.Since(start) - time.Second // settle waits a quiet second
 	apiCPU = apiServerCPU(b) - apiCPU
 	// The floor: as many writes as the hub and the agents' registrations made, eight at a time.
-	floor := writeFloor(b, c, int(writes+int64(clusters))/2, floorShape{})
+	floor := writeFloor(b, c, int(writes+int64(clusters))/2, floorShape{}).took
 
 	if os.Getenv("SCALE_WRITES") != "" {
 		counter.mu.Lock()
