@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -152,6 +153,51 @@ func TestR1_11_AgentBackByItsLease(t *testing.T) {
 		}
 		if got := live.leaseBackOnline(cl, tc.old, tc.updated, clocks.Wall); got != tc.back {
 			t.Errorf("%s: back online %v, want %v", tc.name, got, tc.back)
+		}
+	}
+}
+
+// R1.11 while a cluster moves to a new namespace: its agent renews the Lease of either
+// namespace, so either one keeps it online and the later one is when it was last seen, read
+// through the hub's Lease informer store as through a reader.
+func TestR1_11_AMovingClusterIsJudgedByTheLeaseOfEitherNamespace(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	fresh, stale := w0.Add(-2*time.Second), w0.Add(-time.Minute)
+	cases := []struct {
+		name           string
+		current, moved *time.Time // the renewals of the new and the previous namespace's Lease
+		online         bool
+		lastSeen       time.Time
+	}{
+		{"only the previous namespace's Lease, renewed", nil, &fresh, true, fresh},
+		{"the new one renewed, the previous one stale", &fresh, &stale, true, fresh},
+		{"the new one stale, the previous one renewed", &stale, &fresh, true, fresh},
+		{"both stale", &stale, &stale, false, stale},
+		{"no Lease yet", nil, nil, false, time.Time{}},
+	}
+	for _, tc := range cases {
+		for _, through := range []string{"reader", "informer store"} {
+			clocks := &testClocks{Wall: w0}
+			live := clocks.Liveness()
+			leases := leaseCache{}
+			store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+			for ns, at := range map[string]*time.Time{"cluster-a-new": tc.current, "cluster-a": tc.moved} {
+				if at != nil {
+					if err := store.Add(leases.renew(ns, *at)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			live.Leases = leases
+			if through == "informer store" {
+				live.leaseStore = store
+			}
+			cl := &v1alpha1.Cluster{Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}},
+				Status: v1alpha1.ClusterStatus{Namespace: "cluster-a-new", PreviousNamespace: "cluster-a"}}
+			online, _, seen, reported := live.Look(cl, w0)
+			if online != tc.online || !seen.Equal(tc.lastSeen) || reported != !tc.lastSeen.IsZero() {
+				t.Errorf("%s (%s): online %v, last seen %v (reported %v); want %v, %v", tc.name, through, online, seen, reported, tc.online, tc.lastSeen)
+			}
 		}
 	}
 }
