@@ -207,17 +207,85 @@ func (l *Liveness) judge(key heartbeatKey, value *time.Time, deadline time.Durat
 	if value == nil {
 		return false, 0
 	}
-	left = value.Add(deadline).Sub(now)
-	l.mu.Lock()
-	s, ok := l.seen[key]
-	l.mu.Unlock()
-	switch {
-	case ok && s.value.Equal(*value):
+	s := heartbeatStream{key: key, value: *value}
+	return l.judgeStream(&s, deadline, now)
+}
+
+// heartbeatStream is one heartbeat value read from an object, and when the hub first saw it
+// on its monotonic clock, once known.
+type heartbeatStream struct {
+	key   heartbeatKey
+	value time.Time
+	noted bool
+	at    time.Duration
+}
+
+// judgeStream is judge for a value read earlier. When the hub saw the value is looked up until
+// found, then kept: a handler noting it may run after the stream was read (in no fixed order
+// with a controller's), and a value the hub saw is judged by both clocks from then on.
+func (l *Liveness) judgeStream(s *heartbeatStream, deadline time.Duration, now time.Time) (online bool, left time.Duration) {
+	left = s.value.Add(deadline).Sub(now)
+	if !s.noted {
+		l.mu.Lock()
+		seen, ok := l.seen[s.key]
+		l.mu.Unlock()
+		switch {
+		case ok && seen.value.Equal(s.value):
+			s.noted, s.at = true, seen.at
+		case ok && seen.prev.Equal(s.value):
+			s.noted, s.at = true, seen.prevAt
+		}
+	}
+	if s.noted {
 		left = min(left, s.at+deadline-l.monotonic())
-	case ok && s.prev.Equal(*value):
-		left = min(left, s.prevAt+deadline-l.monotonic())
 	}
 	return left >= 0, max(left, 0)
+}
+
+// Heartbeat is what a cluster's heartbeats said when they were read (its status and its agent
+// Leases), to be judged at any later time (Judge) until one of them changes: a planning pass
+// reads a cluster's again only when an event says it changed, and judges every cluster's at
+// each pass.
+type Heartbeat struct {
+	deadline time.Duration
+	streams  [3]heartbeatStream
+	n        int
+	lastSeen time.Time
+	reported bool
+}
+
+// Heartbeat reads c's heartbeats: its status's and its Leases' (in its namespace and the one
+// it moves from), from the cache.
+func (l *Liveness) Heartbeat(c *v1alpha1.Cluster) Heartbeat {
+	leases := l.leasesOf(c)
+	return l.heartbeatWith(c, leases.all())
+}
+
+func (l *Liveness) heartbeatWith(c *v1alpha1.Cluster, leases []*coordinationv1.Lease) Heartbeat {
+	h := Heartbeat{deadline: l.heartbeatDeadline(c)}
+	add := func(o any) {
+		if key, value, ok := heartbeatOf(o); ok && value != nil {
+			h.streams[h.n], h.n = heartbeatStream{key: key, value: *value}, h.n+1
+		}
+	}
+	add(c)
+	for _, lease := range leases {
+		add(lease)
+	}
+	h.lastSeen, h.reported = lastSeenOf(c, leases)
+	return h
+}
+
+// Judge says whether the agent whose heartbeats h holds is online at now (the hub's wall
+// clock) and, if so, how long until it is not (any of its heartbeats within the deadline, the
+// longest counting), when it was last seen and whether it ever reported.
+func (l *Liveness) Judge(h *Heartbeat, now time.Time) (online bool, left time.Duration, lastSeen time.Time, reported bool) {
+	for i := range h.streams[:h.n] {
+		if ok, streamLeft := l.judgeStream(&h.streams[i], h.deadline, now); ok {
+			online, left = true, max(left, streamLeft)
+		}
+	}
+	return online, left, h.lastSeen, h.reported
 }
 
 // Check says whether c's agent is online at now (the hub's wall clock) and, if so, how long
@@ -225,30 +293,15 @@ func (l *Liveness) judge(key heartbeatKey, value *time.Time, deadline time.Durat
 // the heartbeat in c's status. An agent that never reported is not online. c may be an object
 // older than the hub's latest view (an update's old object): its status is judged on its own.
 func (l *Liveness) Check(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration) {
-	leases := l.leasesOf(c)
-	return l.check(c, leases.all(), now)
-}
-
-func (l *Liveness) check(c *v1alpha1.Cluster, leases []*coordinationv1.Lease, now time.Time) (online bool, left time.Duration) {
-	deadline := l.heartbeatDeadline(c)
-	key, value, _ := heartbeatOf(c)
-	online, left = l.judge(key, value, deadline, now)
-	for _, lease := range leases {
-		key, value, _ := heartbeatOf(lease)
-		if ok, leaseLeft := l.judge(key, value, deadline, now); ok {
-			online, left = true, max(left, leaseLeft)
-		}
-	}
+	online, left, _, _ = l.Look(c, now)
 	return online, left
 }
 
-// Look is Check and LastSeen from one read of c's Leases: a planning pass asks it of every
-// cluster of its bundle, the cluster-status controller of each cluster.
+// Look is Check and LastSeen from one read of c's Leases: the cluster-status controller asks
+// it of each cluster.
 func (l *Liveness) Look(c *v1alpha1.Cluster, now time.Time) (online bool, left time.Duration, lastSeen time.Time, reported bool) {
-	leases := l.leasesOf(c)
-	online, left = l.check(c, leases.all(), now)
-	lastSeen, reported = lastSeenOf(c, leases.all())
-	return online, left, lastSeen, reported
+	h := l.Heartbeat(c)
+	return l.Judge(&h, now)
 }
 
 // Offline reports whether c's agent missed its deadline (R1.11). One that never reported is

@@ -124,15 +124,23 @@ func (c leaseCache) List(context.Context, client.ObjectList, ...client.ListOptio
 	return errors.New("not listed")
 }
 
-// An agent that comes back after its deadline by its Lease wakes the controllers; routine
-// renewals, and a first sight of a stale Lease, do not (R1.11).
-func TestR1_11_AgentBackByItsLease(t *testing.T) {
-	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+// leaseJudged is a Liveness on test clocks at w0 reading the leases given, and a cluster of
+// namespace cluster-a with a deadline of 6 s.
+func leaseJudged(w0 time.Time) (*testClocks, *Liveness, leaseCache, *v1alpha1.Cluster) {
 	clocks := &testClocks{Wall: w0}
 	live := clocks.Liveness()
 	leases := leaseCache{}
 	live.Leases = leases
-	cl := &v1alpha1.Cluster{Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}}, Status: v1alpha1.ClusterStatus{Namespace: "cluster-a"}}
+	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{UID: "c1"}, Spec: v1alpha1.ClusterSpec{HeartbeatDeadline: &metav1.Duration{Duration: 6 * time.Second}},
+		Status: v1alpha1.ClusterStatus{Namespace: "cluster-a"}}
+	return clocks, live, leases, cl
+}
+
+// An agent that comes back after its deadline by its Lease wakes the controllers; routine
+// renewals, and a first sight of a stale Lease, do not (R1.11).
+func TestR1_11_AgentBackByItsLease(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clocks, live, leases, cl := leaseJudged(w0)
 	created := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName, Namespace: "cluster-a"}}
 	first := leases.renew("cluster-a", w0)
 	for _, tc := range []struct {
@@ -198,6 +206,36 @@ func TestR1_11_AMovingClusterIsJudgedByTheLeaseOfEitherNamespace(t *testing.T) {
 			if online != tc.online || !seen.Equal(tc.lastSeen) || reported != !tc.lastSeen.IsZero() {
 				t.Errorf("%s (%s): online %v, last seen %v (reported %v); want %v, %v", tc.name, through, online, seen, reported, tc.online, tc.lastSeen)
 			}
+		}
+	}
+}
+
+// R1.11: a planning pass reads a cluster's heartbeats once (Heartbeat) and judges them at each
+// later pass (Judge). A heartbeat read before the hub noted seeing it (the handler noting it
+// runs in no fixed order with the pass) is bound by the monotonic clock from when it is noted:
+// an agent that claims a renewal an hour ahead and stops goes offline at the deadline however
+// early the pass read its Lease.
+func TestR1_11_AHeartbeatReadBeforeTheHubNotedItIsJudgedByBothClocks(t *testing.T) {
+	w0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clocks, live, leases, cl := leaseJudged(w0)
+	claimed := leases.renew("cluster-a", w0.Add(time.Hour))
+	h := live.Heartbeat(cl) // read before the hub noted the renewal
+	if online, left, _, _ := live.Judge(&h, clocks.Wall); !online || left != time.Hour+6*time.Second {
+		t.Fatalf("not noted yet: online %v, %s left; want the wall clock's claim (1h0m6s)", online, left)
+	}
+	live.ObserveObject(claimed)
+	for _, step := range []struct {
+		at     time.Duration
+		online bool
+		left   time.Duration
+	}{{time.Second, true, 5 * time.Second}, {7 * time.Second, false, 0}, {time.Minute, false, 0}} {
+		clocks.Wall, clocks.Mono = w0.Add(step.at), step.at
+		online, left, seen, reported := live.Judge(&h, clocks.Wall)
+		if online != step.online || left != step.left || !reported || !seen.Equal(w0.Add(time.Hour)) {
+			t.Errorf("at %s: online %v, %s left, last seen %s, reported %v; want %v, %s, the claim, true", step.at, online, left, seen, reported, step.online, step.left)
+		}
+		if wantOnline, wantLeft := live.Check(cl, clocks.Wall); online != wantOnline || left != wantLeft {
+			t.Errorf("at %s: the heartbeat read once says %v, %s; read again, %v, %s", step.at, online, left, wantOnline, wantLeft)
 		}
 	}
 }

@@ -81,11 +81,8 @@ func (f *FleetIndex) read(bun *v1alpha1.Bundle) ([]*v1alpha1.BundleDeployment, [
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to list deployments of %s: %w", bun.Name, err)
 	}
-	clusters, err := byIndex[v1alpha1.Cluster](f.clusters, fleetIndexNamespace, bun.Namespace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to list clusters: %w", err)
-	}
-	return bds, clusters, nil
+	clusters, err := f.Clusters(bun.Namespace)
+	return bds, clusters, err
 }
 
 func byIndex[T any](idx toolscache.Indexer, name, value string) ([]*T, error) {
@@ -101,6 +98,52 @@ func byIndex[T any](idx toolscache.Indexer, name, value string) ([]*T, error) {
 	}
 	return out, nil
 }
+
+// Clusters are the Clusters of a fleet namespace, the informer's own objects.
+func (f *FleetIndex) Clusters(namespace string) ([]*v1alpha1.Cluster, error) {
+	clusters, err := byIndex[v1alpha1.Cluster](f.clusters, fleetIndexNamespace, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list clusters: %w", err)
+	}
+	return clusters, nil
+}
+
+// Cluster is a Cluster by namespace and name, the informer's own object; nil when there is
+// none.
+func (f *FleetIndex) Cluster(namespace, name string) *v1alpha1.Cluster {
+	return byKey[v1alpha1.Cluster](f.clusters, namespace+"/"+name)
+}
+
+// DeploymentOn is bun's BundleDeployment on cl, the informer's own object: in the cluster's
+// namespace or, while it moves, the one it leaves; nil when there is none or it is being
+// removed. It finds a deployment where the hub writes one (DeploymentKey), with two lookups
+// instead of reading all of the bundle's.
+func (f *FleetIndex) DeploymentOn(bun *v1alpha1.Bundle, cl *v1alpha1.Cluster) *v1alpha1.BundleDeployment {
+	name := DeploymentName(bun.Namespace, bun.Name)
+	for _, ns := range [2]string{cl.Status.Namespace, cl.Status.PreviousNamespace} {
+		if ns == "" {
+			continue
+		}
+		bd := byKey[v1alpha1.BundleDeployment](f.deployments, ns+"/"+name)
+		if bd != nil && bd.DeletionTimestamp.IsZero() && bd.Labels[LabelCluster] == cl.Name &&
+			bd.Labels[LabelBundle] == bun.Name && bd.Labels[LabelBundleNamespace] == bun.Namespace {
+			return bd
+		}
+	}
+	return nil
+}
+
+func byKey[T any](store toolscache.Store, key string) *T {
+	o, found, err := store.GetByKey(key)
+	if err != nil || !found {
+		return nil
+	}
+	t, _ := o.(*T)
+	return t
+}
+
+// FleetIndexOf is the FleetIndex c reads through, nil when it has none.
+func FleetIndexOf(c client.Reader) *FleetIndex { return fleetOf(c) }
 
 // IndexedClient is the hub's client with its FleetIndex: ReadFleet (and so every planning pass)
 // reads through the index when it is given one, and through the client's List otherwise.

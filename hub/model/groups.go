@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,10 +19,23 @@ import (
 // cluster and group cost more than the rest of the pass with ten groups (BenchmarkPlanningPass).
 // A group whose selector does not compile has no clusters.
 func ClusterGroups(ctx context.Context, c client.Reader, namespace string) (func(*v1alpha1.Cluster) map[string]map[string]string, error) {
+	groupsOf, _, err := VersionedClusterGroups(ctx, c, namespace)
+	return groupsOf, err
+}
+
+// VersionedClusterGroups is ClusterGroups and a version of the groups it read: the same
+// version, the same groups (a planning pass keeps each cluster's groups while it holds).
+func VersionedClusterGroups(ctx context.Context, c client.Reader, namespace string) (func(*v1alpha1.Cluster) map[string]map[string]string, string, error) {
 	var groups v1alpha1.ClusterGroupList
 	if err := c.List(ctx, &groups, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("failed to list cluster groups: %w", err)
+		return nil, "", fmt.Errorf("failed to list cluster groups: %w", err)
 	}
+	seen := make([]string, len(groups.Items)) // the cache lists in no fixed order
+	for i, g := range groups.Items {
+		seen[i] = fmt.Sprintf("%s/%s/%s", g.Name, g.UID, g.ResourceVersion)
+	}
+	slices.Sort(seen)
+	version := strings.Join(seen, ",")
 	type compiled struct {
 		name     string
 		labels   map[string]string
@@ -40,5 +55,5 @@ func ClusterGroups(ctx context.Context, c client.Reader, namespace string) (func
 			}
 		}
 		return out
-	}, nil
+	}, version, nil
 }

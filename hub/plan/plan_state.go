@@ -3,8 +3,12 @@ package plan
 import (
 	"context"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +24,8 @@ import (
 // rollout.Plan.
 
 // PlanState is what the planner needs about a bundle, read from the cache, and the objects it
-// was read from (the cache's own: copy before changing).
+// was read from (the cache's own: copy before changing). Bds and Clusters are read-only: a
+// Tracker keeps them for the bundle's next pass.
 type PlanState struct {
 	In       *rollout.Input
 	Bds      map[string]*v1alpha1.BundleDeployment
@@ -33,26 +38,192 @@ type PlanState struct {
 // dependencies) into the planner's input. Clusters named in also (the revision's targets) take
 // part even before they have a deployment: they are about to be staged. With a placement, a
 // cluster outside also that still has a deployment takes part as Excluded: it left the targets.
+// It reads the whole fleet of the bundle; a Tracker's Gather reads only what changed.
 func GatherPlan(ctx context.Context, c client.Reader, live *liveness.Liveness, now time.Time, bun *v1alpha1.Bundle, also map[string]model.RevisionTarget) (*PlanState, error) {
+	v, err := readView(ctx, c, live, bun, also)
+	if err != nil {
+		return nil, err
+	}
+	return v.state(ctx, c, live, now, bun)
+}
+
+// fleetView is what a planning pass reads of each cluster of a bundle, apart from what is
+// judged at the pass itself (dependencies and heartbeats at its time).
+type fleetView struct {
+	basis    viewBasis
+	groupsOf func(*v1alpha1.Cluster) map[string]map[string]string
+	// order is the members by name (the planner's order: it sorts no further).
+	order    []*viewMember
+	members  map[string]*viewMember
+	bds      map[string]*v1alpha1.BundleDeployment
+	clusters map[string]*v1alpha1.Cluster
+	// byAgentNamespace names the cluster of each cluster namespace (its own, and the one it
+	// leaves while moving): a Lease is found by its namespace. Built when a Lease first changes.
+	byAgentNamespace map[string]string
+}
+
+// viewBasis is what a view's members were read against: the bundle (its placement), the
+// revision's record and the namespace's ClusterGroups. A view on another basis is read again.
+type viewBasis struct {
+	bundle     types.UID
+	generation int64
+	targetsID  string
+	recorded   bool
+	groups     string
+}
+
+// viewMember is a cluster as a pass plans it: the target without what is judged at each pass
+// (Blocked, Offline), its groups and its heartbeats as read.
+type viewMember struct {
+	target    rollout.Target
+	groups    []rollout.ClusterGroup
+	heartbeat liveness.Heartbeat
+}
+
+func basisOf(bun *v1alpha1.Bundle, also map[string]model.RevisionTarget, groups string) viewBasis {
+	b := viewBasis{bundle: bun.UID, generation: bun.Generation, recorded: also != nil, groups: groups}
+	if rev := model.FindRevision(bun, model.WantedRevision(bun)); rev != nil {
+		b.targetsID = rev.TargetsID
+	}
+	return b
+}
+
+// readView reads the bundle's fleet whole: its deployments, the Clusters of its namespace and
+// its ClusterGroups.
+func readView(ctx context.Context, c client.Reader, live *liveness.Liveness, bun *v1alpha1.Bundle, also map[string]model.RevisionTarget) (*fleetView, error) {
 	bds, clusters, err := model.ReadFleet(ctx, c, bun)
 	if err != nil {
 		return nil, err
 	}
-	groupsOf, err := model.ClusterGroups(ctx, c, bun.Namespace)
+	groupsOf, groups, err := model.VersionedClusterGroups(ctx, c, bun.Namespace)
 	if err != nil {
 		return nil, err
 	}
+	// Sized for the fleet up front: a pass over 10,000 clusters otherwise grows each map a
+	// dozen times (BenchmarkPlanningPass).
+	taking := max(len(bds), len(also))
+	v := &fleetView{basis: basisOf(bun, also, groups), groupsOf: groupsOf, order: make([]*viewMember, 0, taking),
+		members: make(map[string]*viewMember, taking), bds: make(map[string]*v1alpha1.BundleDeployment, len(bds)),
+		clusters: make(map[string]*v1alpha1.Cluster, taking)}
+	// A cluster's deployment is the one in its namespace, or in the one it leaves (where the
+	// hub writes them, model.DeploymentOn): a label naming another cluster does not make a
+	// deployment that cluster's.
+	byNamespace := make(map[string]*v1alpha1.BundleDeployment, len(bds))
+	name := model.DeploymentName(bun.Namespace, bun.Name)
+	for _, bd := range bds {
+		if bd.DeletionTimestamp.IsZero() && bd.Name == name { // one being removed is no longer the rollout's
+			byNamespace[bd.Namespace] = bd
+		}
+	}
+	deploymentOn := func(cl *v1alpha1.Cluster) *v1alpha1.BundleDeployment {
+		for _, ns := range [2]string{cl.Status.Namespace, cl.Status.PreviousNamespace} {
+			if bd := byNamespace[ns]; ns != "" && bd != nil && bd.Labels[model.LabelCluster] == cl.Name {
+				return bd
+			}
+		}
+		return nil
+	}
+	members := make([]viewMember, taking) // one allocation for the fleet's
+	for _, cl := range clusters {
+		var m *viewMember
+		if len(members) > 0 {
+			m, members = &members[0], members[1:]
+		}
+		if m = v.put(live, bun, also, cl, deploymentOn(cl), m); m != nil {
+			v.order = append(v.order, m)
+		}
+	}
+	v.sortOrder()
+	return v, nil
+}
+
+// put reads cl (with bd, its deployment, or nil) into the view, in m if given: it takes part
+// when it has a deployment or the revision targets it. It returns its member, nil when it does
+// not take part; the caller keeps the order and drops what the view held of cl before.
+func (v *fleetView) put(live *liveness.Liveness, bun *v1alpha1.Bundle, also map[string]model.RevisionTarget, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, m *viewMember) *viewMember {
+	name := cl.Name
+	_, targeted := also[name]
+	if bd == nil && !targeted {
+		return nil
+	}
+	// A placement removes a cluster that left the targets within its budgets (R2.4); the
+	// record of the revision says which are targeted.
+	excluded := bun.Spec.Placement != nil && also != nil && !targeted
+	if m == nil {
+		m = &viewMember{}
+	}
+	*m = viewMember{target: rollout.Target{Cluster: name, Labels: cl.Labels, Paused: cl.Spec.Paused, Excluded: excluded},
+		heartbeat: live.Heartbeat(cl)}
+	if bd != nil {
+		m.target.Deployment = bdstate.Deployment(bd)
+		v.bds[name] = bd
+	}
+	for g, gl := range v.groupsOf(cl) {
+		m.target.Groups = append(m.target.Groups, g)
+		m.groups = append(m.groups, rollout.ClusterGroup{Name: g, Labels: gl})
+	}
+	sort.Strings(m.target.Groups)
+	v.members[name], v.clusters[name] = m, cl
+	v.indexAgentNamespaces(cl)
+	return m
+}
+
+// indexAgentNamespaces notes cl's namespaces in byAgentNamespace, once that is built.
+func (v *fleetView) indexAgentNamespaces(cl *v1alpha1.Cluster) {
+	if v.byAgentNamespace == nil {
+		return
+	}
+	for _, ns := range [2]string{cl.Status.Namespace, cl.Status.PreviousNamespace} {
+		if ns != "" {
+			v.byAgentNamespace[ns] = cl.Name
+		}
+	}
+}
+
+// clusterOfAgentNamespace is the cluster taking part whose namespace (or the one it leaves) is
+// ns.
+func (v *fleetView) clusterOfAgentNamespace(ns string) (string, bool) {
+	if v.byAgentNamespace == nil {
+		v.byAgentNamespace = make(map[string]string, len(v.clusters))
+		for _, cl := range v.clusters {
+			v.indexAgentNamespaces(cl)
+		}
+	}
+	name, ok := v.byAgentNamespace[ns]
+	return name, ok
+}
+
+// sortOrder sorts the members by name.
+func (v *fleetView) sortOrder() {
+	slices.SortFunc(v.order, func(a, b *viewMember) int { return strings.Compare(a.target.Cluster, b.target.Cluster) })
+}
+
+// drop takes a cluster out of the view; the caller keeps the order.
+func (v *fleetView) drop(name string) {
+	if cl := v.clusters[name]; cl != nil {
+		for _, ns := range [2]string{cl.Status.Namespace, cl.Status.PreviousNamespace} {
+			if v.byAgentNamespace[ns] == name {
+				delete(v.byAgentNamespace, ns)
+			}
+		}
+	}
+	delete(v.members, name)
+	delete(v.bds, name)
+	delete(v.clusters, name)
+}
+
+// state is the planner's input from the view, with what is judged at each pass: the bundle's
+// dependencies on each cluster and each agent's heartbeats at now. Bds and Clusters are the
+// view's own maps.
+func (v *fleetView) state(ctx context.Context, c client.Reader, live *liveness.Liveness, now time.Time, bun *v1alpha1.Bundle) (*PlanState, error) {
 	held, err := dependencyHolds(ctx, c, bun)
 	if err != nil {
 		return nil, err
 	}
 	rev := model.WantedRevision(bun)
-	// Sized for the fleet up front: a pass over 10,000 clusters otherwise grows each map and
-	// the targets a dozen times, 200 passes per revision (BenchmarkPlanningPass).
-	taking := max(len(bds), len(also))
 	st := &PlanState{In: &rollout.Input{Revision: rev, Paused: bun.Spec.Paused, Now: now, Quarantine: ActiveQuarantine(bun), CompletedAt: completedAt(bun, rev),
-		Targets: make([]rollout.Target, 0, taking)},
-		Bds: make(map[string]*v1alpha1.BundleDeployment, len(bds)), Clusters: make(map[string]*v1alpha1.Cluster, taking)}
+		Targets: make([]rollout.Target, 0, len(v.order))},
+		Bds: v.bds, Clusters: v.clusters}
 	in := st.In
 	if in.Strategy, err = model.RolloutStrategy(bun.Spec.RolloutStrategy); err != nil {
 		return nil, err
@@ -60,43 +231,21 @@ func GatherPlan(ctx context.Context, c client.Reader, live *liveness.Liveness, n
 	if in.Placement, err = model.Placement(bun.Spec.Placement); err != nil {
 		return nil, err
 	}
-	for _, bd := range bds {
-		if bd.DeletionTimestamp.IsZero() { // one being removed is no longer the rollout's
-			st.Bds[bd.Labels[model.LabelCluster]] = bd
+	for _, m := range v.order {
+		t := m.target
+		t.Blocked = held(t.Cluster)
+		for _, g := range m.groups {
+			in.Groups = appendGroup(in.Groups, g)
 		}
-	}
-	for _, c := range clusters {
-		name := c.Name
-		bd, deployed := st.Bds[name]
-		_, targeted := also[name]
-		if !deployed && !targeted {
-			continue
-		}
-		st.Clusters[name] = c
-		// A placement removes a cluster that left the targets within its budgets (R2.4); the
-		// record of the revision says which are targeted.
-		excluded := in.Placement != nil && also != nil && !targeted
-		t := rollout.Target{Cluster: name, Labels: c.Labels, Paused: c.Spec.Paused, Blocked: held(name), Excluded: excluded}
-		if deployed {
-			t.Deployment = bdstate.Deployment(bd)
-		}
-		for g, gl := range groupsOf(c) {
-			t.Groups = append(t.Groups, g)
-			in.Groups = appendGroup(in.Groups, rollout.ClusterGroup{Name: g, Labels: gl})
-		}
-		sort.Strings(t.Groups)
 		// A cluster that never reported is not offline, just pending.
-		if ok, left, seen, reported := live.Look(c, now); ok {
+		if ok, left, seen, reported := live.Judge(&m.heartbeat, now); ok {
 			st.Requeue = model.Sooner(st.Requeue, left+time.Second)
-		} else if t.Offline = reported; t.Offline {
-			MarkOffline(t.Deployment, seen)
+		} else if t.Offline = reported; t.Offline && t.Deployment != nil {
+			d := *t.Deployment // the view's is kept for the next pass
+			MarkOffline(&d, seen)
+			t.Deployment = &d
 		}
 		in.Targets = append(in.Targets, t)
-	}
-	for name := range st.Bds {
-		if st.Clusters[name] == nil {
-			delete(st.Bds, name) // its cluster is gone
-		}
 	}
 	return st, nil
 }

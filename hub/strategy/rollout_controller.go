@@ -67,6 +67,8 @@ type RolloutReconciler struct {
 	Analysis *analysis.Runner
 
 	inFlight batchesInFlight
+	// plans keeps what each bundle's passes read of its clusters between passes.
+	plans *plan.Tracker
 }
 
 // Progress counts alone are written at most every progressEvery per bundle, and at most
@@ -82,6 +84,8 @@ const (
 func (r *RolloutReconciler) Setup(mgr ctrl.Manager) error {
 	bundlesOf := model.AllInNamespace(r.Client, func() client.ObjectList { return &v1alpha1.BundleList{} })
 	allBundles := handler.EnqueueRequestsFromMapFunc(bundlesOf)
+	// The events that change what a pass reads of a cluster are noted before they wake it.
+	r.plans = plan.NewTracker(r.Client, r.Live)
 	// Bundles are independent: several are planned at once (one bundle is never planned twice
 	// at the same time: the work queue hands out each key to one worker).
 	return ctrl.NewControllerManagedBy(mgr).Named("bundle-rollout").
@@ -90,15 +94,15 @@ func (r *RolloutReconciler) Setup(mgr ctrl.Manager) error {
 		// annotations (approvals, skips) of a Bundle change a plan, and the bundler's record
 		// that the newest commit does not render changes what its status says.
 		For(&v1alpha1.Bundle{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, renderFailureChanged{}))).
-		Watches(&v1alpha1.BundleDeployment{}, model.Coalesced(passCoalesce, model.BundleOfDeployment, model.DeploymentPlanChanged)).
+		Watches(&v1alpha1.BundleDeployment{}, r.plans.Noting(model.Coalesced(passCoalesce, model.BundleOfDeployment, model.DeploymentPlanChanged))).
 		WatchesRawSource(source.Channel(r.Staging.Done, &handler.EnqueueRequestForObject{})).
 		// A check's verdict changed: a rollout's (or a staged bundle's current run's) gates
 		// may open or fail.
 		WatchesRawSource(source.Channel(r.Analysis.Changed(analysis.KindRollout), &handler.EnqueueRequestForObject{})).
-		Watches(&v1alpha1.Cluster{}, allBundles, builder.WithPredicates(clusterPlanningChanged{live: r.Live, now: r.Now})).
-		Watches(&coordinationv1.Lease{}, r.Live.OnAgentBack(r.Client, r.Now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
+		Watches(&v1alpha1.Cluster{}, r.plans.Noting(allBundles, clusterPlanningChanged{live: r.Live, now: r.Now})).
+		Watches(&coordinationv1.Lease{}, r.plans.Noting(r.Live.OnAgentBack(r.Client, r.Now, func(ctx context.Context, c *v1alpha1.Cluster) []reconcile.Request {
 			return bundlesOf(ctx, c)
-		})).
+		}))).
 		Watches(&v1alpha1.Bundle{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return plan.Dependents(ctx, r.Client, o)
 		})).
@@ -166,7 +170,8 @@ func (r *RolloutReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundle
 func (r *RolloutReconciler) pass(ctx context.Context, bun, orig *v1alpha1.Bundle) (reconciler.Outcome, *releaseBatch, error) {
 	owner := bundleOwner(analysis.KindRollout, bun)
 	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) || bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
-		r.Analysis.Track(owner, nil, nil) // this controller judges none of its checks (any more)
+		r.Analysis.Track(owner, nil, nil)               // this controller judges none of its checks (any more)
+		r.plans.Forget(client.ObjectKeyFromObject(bun)) // nor plans it
 	}
 	if !bun.DeletionTimestamp.IsZero() || !r.Shard.Owns(bun) {
 		return reconciler.Outcome{}, nil, nil // being removed (BundleRemovalReconciler), or another shard's
@@ -201,7 +206,7 @@ func (r *RolloutReconciler) pass(ctx context.Context, bun, orig *v1alpha1.Bundle
 	case err != nil:
 		return reconciler.Outcome{}, nil, err
 	}
-	st, err := plan.GatherPlan(ctx, r.Client, r.Live, r.Now(), bun, recorded)
+	st, err := r.plans.Gather(ctx, r.Client, r.Now(), bun, recorded)
 	if err != nil {
 		return reconciler.Outcome{}, nil, err
 	}
