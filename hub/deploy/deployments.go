@@ -315,8 +315,7 @@ func (r *Releases) Seen(bd *v1alpha1.BundleDeployment) {
 	r.SeenAll(func(yield func(*v1alpha1.BundleDeployment) bool) { yield(bd) })
 }
 
-// SeenAll is Seen for each of bds, under one lock: a planning pass asks it of every deployment
-// of its bundle.
+// SeenAll is Seen for each of bds, under one lock.
 func (r *Releases) SeenAll(bds iter.Seq[*v1alpha1.BundleDeployment]) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -324,13 +323,34 @@ func (r *Releases) SeenAll(bds iter.Seq[*v1alpha1.BundleDeployment]) {
 		return
 	}
 	for bd := range bds {
-		if bd.Spec.Released == nil {
+		r.seenLocked(client.ObjectKeyFromObject(bd), bd)
+	}
+}
+
+// SeenOf is Seen for the deployments named name whose releases are remembered, each looked up
+// by its namespace in deploymentIn: a planning pass asks for the few releases in flight rather
+// than offering every deployment of its bundle.
+func (r *Releases) SeenOf(name string, deploymentIn func(namespace string) *v1alpha1.BundleDeployment) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key := range r.at {
+		if key.Name != name {
 			continue
 		}
-		key := client.ObjectKeyFromObject(bd)
-		if rel, ok := r.at[key]; ok && rel.ref.DeploymentID == bd.Spec.Released.DeploymentID {
-			delete(r.at, key)
+		if bd := deploymentIn(key.Namespace); bd != nil && client.ObjectKeyFromObject(bd) == key {
+			r.seenLocked(key, bd)
 		}
+	}
+}
+
+// seenLocked forgets the release remembered for key if bd, the cache's deployment of key,
+// shows it.
+func (r *Releases) seenLocked(key types.NamespacedName, bd *v1alpha1.BundleDeployment) {
+	if bd.Spec.Released == nil {
+		return
+	}
+	if rel, ok := r.at[key]; ok && rel.ref.DeploymentID == bd.Spec.Released.DeploymentID {
+		delete(r.at, key)
 	}
 }
 

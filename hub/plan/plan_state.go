@@ -32,6 +32,9 @@ type PlanState struct {
 	Clusters map[string]*v1alpha1.Cluster
 	// Requeue is when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
 	Requeue time.Duration
+	// deploymentIn finds the deployment in a cluster namespace among Bds, when the state was
+	// gathered by a Tracker (whose view indexes its clusters' namespaces).
+	deploymentIn func(namespace string) *v1alpha1.BundleDeployment
 }
 
 // GatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
@@ -198,6 +201,14 @@ func (v *fleetView) sortOrder() {
 	slices.SortFunc(v.order, func(a, b *viewMember) int { return strings.Compare(a.target.Cluster, b.target.Cluster) })
 }
 
+// deploymentIn is the view's deployment in a cluster namespace, nil when none takes part.
+func (v *fleetView) deploymentIn(ns string) *v1alpha1.BundleDeployment {
+	if name, ok := v.clusterOfAgentNamespace(ns); ok {
+		return v.bds[name]
+	}
+	return nil
+}
+
 // drop takes a cluster out of the view; the caller keeps the order.
 func (v *fleetView) drop(name string) {
 	if cl := v.clusters[name]; cl != nil {
@@ -254,8 +265,13 @@ func (v *fleetView) state(ctx context.Context, c client.Reader, live *liveness.L
 // clusters WaitApplied): a pass right after a batch must neither hand the same clusters the
 // revision again nor leave them out of the partition's budget (R1.8).
 func (st *PlanState) CountUnseen(r *deploy.Releases, bun *v1alpha1.Bundle, now time.Time) {
-	r.SeenAll(maps.Values(st.Bds))
-	unseen := r.UnseenOf(model.DeploymentName(bun.Namespace, bun.Name), now)
+	name := model.DeploymentName(bun.Namespace, bun.Name)
+	if st.deploymentIn != nil {
+		r.SeenOf(name, st.deploymentIn)
+	} else {
+		r.SeenAll(maps.Values(st.Bds))
+	}
+	unseen := r.UnseenOf(name, now)
 	if len(unseen) == 0 {
 		return
 	}

@@ -77,7 +77,7 @@ func (t *Tracker) Gather(ctx context.Context, c client.Reader, now time.Time, bu
 		if tb.view, err = readView(ctx, c, t.live, bun, also); err != nil {
 			return nil, err
 		}
-		return tb.view.state(ctx, c, t.live, now, bun)
+		changed, agentNamespaces = nil, nil // read whole
 	}
 	v := tb.view
 	v.groupsOf = groupsOf
@@ -103,7 +103,11 @@ func (t *Tracker) Gather(ctx context.Context, c client.Reader, now time.Time, bu
 		}
 		v.sortOrder()
 	}
-	return v.state(ctx, c, t.live, now, bun)
+	st, err := v.state(ctx, c, t.live, now, bun)
+	if err == nil {
+		st.deploymentIn = v.deploymentIn
+	}
+	return st, err
 }
 
 // Forget stops tracking a bundle (removed, or no longer planned by the tracker's passes).

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
@@ -168,9 +169,10 @@ func comparable(st *PlanState) *PlanState {
 	return &PlanState{In: &in, Bds: maps.Clone(st.Bds), Clusters: maps.Clone(st.Clusters), Requeue: st.Requeue}
 }
 
-// R1.10, R1.11: a pass the Tracker gathers from the events since the bundle's last pass plans on
-// what GatherPlan reads from the whole cache: the same targets (deployments, groups, pause,
-// heartbeats judged at the pass's time), the same deployments and clusters, the same requeue.
+// R1.10, R1.11, R1.8: a pass the Tracker gathers from the events since the bundle's last pass
+// plans on what GatherPlan reads from the whole cache: the same targets (deployments, groups,
+// pause, heartbeats judged at the pass's time), the same deployments and clusters, the same
+// requeue, and the same releases the cache does not show yet counted as released.
 // Random changes of every kind the hub sees are made between passes, several seeds.
 func TestR1_10_ATrackedPassPlansOnWhatTheWholeCacheSays(t *testing.T) {
 	for seed := range uint64(8) {
@@ -210,8 +212,28 @@ func TestR1_10_ATrackedPassPlansOnWhatTheWholeCacheSays(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Releases this hub wrote, some of which the cache shows (R1.8): both passes
+				// count the same as released and forget the same.
+				var wholeReleases, trackedReleases deploy.Releases
+				for _, cl := range f.clusters() {
+					if f.rnd.IntN(3) == 0 {
+						key := types.NamespacedName{Namespace: cl.Status.Namespace, Name: model.DeploymentName("fleet", "web")}
+						ref := f.ref
+						if f.rnd.IntN(2) == 0 {
+							ref.DeploymentID = "s256-next"
+						}
+						wholeReleases.Add(key, ref, f.now)
+						trackedReleases.Add(key, ref, f.now)
+					}
+				}
+				whole.CountUnseen(&wholeReleases, f.bun, f.now)
+				tracked.CountUnseen(&trackedReleases, f.bun, f.now)
 				if diff := cmp.Diff(comparable(whole), comparable(tracked), cmp.Exporter(func(reflect.Type) bool { return true })); diff != "" {
 					t.Fatalf("pass %d after %s: the tracked pass plans on another fleet (-whole +tracked):\n%s", pass, strings.Join(changes, "; "), diff)
+				}
+				name := model.DeploymentName("fleet", "web")
+				if w, tr := wholeReleases.UnseenOf(name, f.now), trackedReleases.UnseenOf(name, f.now); !maps.Equal(w, tr) {
+					t.Fatalf("pass %d after %s: releases still unseen differ: whole %v, tracked %v", pass, strings.Join(changes, "; "), w, tr)
 				}
 				if pass == 30 { // the groups change: every cluster is read again
 					g := &v1alpha1.ClusterGroup{}
