@@ -257,11 +257,8 @@ type Heartbeat struct {
 // Heartbeat reads c's heartbeats: its status's and its Leases' (in its namespace and the one
 // it moves from), from the cache.
 func (l *Liveness) Heartbeat(c *v1alpha1.Cluster) Heartbeat {
-	leases := l.leasesOf(c)
-	return l.heartbeatWith(c, leases.all())
-}
-
-func (l *Liveness) heartbeatWith(c *v1alpha1.Cluster, leases []*coordinationv1.Lease) Heartbeat {
+	found := l.leasesOf(c)
+	leases := found.all()
 	h := Heartbeat{deadline: l.heartbeatDeadline(c)}
 	add := func(o any) {
 		if key, value, ok := heartbeatOf(o); ok && value != nil {

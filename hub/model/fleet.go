@@ -87,7 +87,7 @@ func ListDeployments(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle)
 // ReadFleet reads a bundle's deployments and the Clusters of its namespace from the cache:
 // the cache's own objects, not copies (through c's FleetIndex when it has one).
 func ReadFleet(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]*v1alpha1.BundleDeployment, []*v1alpha1.Cluster, error) {
-	if f := fleetOf(c); f != nil {
+	if f := FleetIndexOf(c); f != nil {
 		return f.read(bun)
 	}
 	bds, err := ListDeployments(ctx, c, bun)

@@ -142,9 +142,6 @@ func byKey[T any](store toolscache.Store, key string) *T {
 	return t
 }
 
-// FleetIndexOf is the FleetIndex c reads through, nil when it has none.
-func FleetIndexOf(c client.Reader) *FleetIndex { return fleetOf(c) }
-
 // IndexedClient is the hub's client with its FleetIndex: ReadFleet (and so every planning pass)
 // reads through the index when it is given one, and through the client's List otherwise.
 type IndexedClient struct {
@@ -152,8 +149,8 @@ type IndexedClient struct {
 	Fleet *FleetIndex
 }
 
-// fleetOf is the FleetIndex of c, nil when c has none.
-func fleetOf(c client.Reader) *FleetIndex {
+// FleetIndexOf is the FleetIndex c reads through, nil when it has none.
+func FleetIndexOf(c client.Reader) *FleetIndex {
 	if ic, ok := c.(IndexedClient); ok {
 		return ic.Fleet
 	}

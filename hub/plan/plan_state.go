@@ -43,7 +43,11 @@ type PlanState struct {
 // cluster outside also that still has a deployment takes part as Excluded: it left the targets.
 // It reads the whole fleet of the bundle; a Tracker's Gather reads only what changed.
 func GatherPlan(ctx context.Context, c client.Reader, live *liveness.Liveness, now time.Time, bun *v1alpha1.Bundle, also map[string]model.RevisionTarget) (*PlanState, error) {
-	v, err := readView(ctx, c, live, bun, also)
+	groupsOf, groups, err := model.VersionedClusterGroups(ctx, c, bun.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	v, err := readView(ctx, c, live, bun, also, groupsOf, groups)
 	if err != nil {
 		return nil, err
 	}
@@ -91,14 +95,11 @@ func basisOf(bun *v1alpha1.Bundle, also map[string]model.RevisionTarget, groups 
 	return b
 }
 
-// readView reads the bundle's fleet whole: its deployments, the Clusters of its namespace and
-// its ClusterGroups.
-func readView(ctx context.Context, c client.Reader, live *liveness.Liveness, bun *v1alpha1.Bundle, also map[string]model.RevisionTarget) (*fleetView, error) {
+// readView reads the bundle's fleet whole: its deployments and the Clusters of its namespace,
+// each cluster's groups by groupsOf (of the ClusterGroups whose version is groups).
+func readView(ctx context.Context, c client.Reader, live *liveness.Liveness, bun *v1alpha1.Bundle, also map[string]model.RevisionTarget,
+	groupsOf func(*v1alpha1.Cluster) map[string]map[string]string, groups string) (*fleetView, error) {
 	bds, clusters, err := model.ReadFleet(ctx, c, bun)
-	if err != nil {
-		return nil, err
-	}
-	groupsOf, groups, err := model.VersionedClusterGroups(ctx, c, bun.Namespace)
 	if err != nil {
 		return nil, err
 	}

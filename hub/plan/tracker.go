@@ -74,7 +74,7 @@ func (t *Tracker) Gather(ctx context.Context, c client.Reader, now time.Time, bu
 		return nil, err
 	}
 	if v := tb.view; v == nil || v.basis != basisOf(bun, also, groups) {
-		if tb.view, err = readView(ctx, c, t.live, bun, also); err != nil {
+		if tb.view, err = readView(ctx, c, t.live, bun, also, groupsOf, groups); err != nil {
 			return nil, err
 		}
 		changed, agentNamespaces = nil, nil // read whole
