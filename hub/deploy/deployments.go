@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"slices"
 	"sync"
 	"time"
@@ -312,19 +311,9 @@ func (r *Releases) Forget(key types.NamespacedName, deploymentID string) {
 
 // Seen forgets what the cache shows released.
 func (r *Releases) Seen(bd *v1alpha1.BundleDeployment) {
-	r.SeenAll(func(yield func(*v1alpha1.BundleDeployment) bool) { yield(bd) })
-}
-
-// SeenAll is Seen for each of bds, under one lock.
-func (r *Releases) SeenAll(bds iter.Seq[*v1alpha1.BundleDeployment]) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.at) == 0 {
-		return
-	}
-	for bd := range bds {
-		r.seenLocked(client.ObjectKeyFromObject(bd), bd)
-	}
+	r.seenLocked(client.ObjectKeyFromObject(bd), bd)
 }
 
 // SeenOf is Seen for the deployments named name whose releases are remembered, each looked up

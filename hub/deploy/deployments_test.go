@@ -180,7 +180,12 @@ func TestR1_8_UnseenReleasesOfABundle(t *testing.T) {
 	}
 	shown := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Released: &v1alpha1.RevisionRef{DeploymentID: "d-2"}}}
 	shown.Namespace, shown.Name = "cluster-a", "fleet-web"
-	r.SeenAll(func(yield func(*v1alpha1.BundleDeployment) bool) { yield(shown) })
+	r.SeenOf("fleet-web", func(ns string) *v1alpha1.BundleDeployment {
+		if ns == shown.Namespace {
+			return shown
+		}
+		return nil
+	})
 	if got := r.UnseenOf("fleet-web", now); len(got) != 0 {
 		t.Errorf("after the cache shows it: %v", got)
 	}

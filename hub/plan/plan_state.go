@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -32,9 +31,9 @@ type PlanState struct {
 	Clusters map[string]*v1alpha1.Cluster
 	// Requeue is when the next cluster's heartbeat deadline passes (R1.11 needs a look then).
 	Requeue time.Duration
-	// deploymentIn finds the deployment in a cluster namespace among Bds, when the state was
-	// gathered by a Tracker (whose view indexes its clusters' namespaces).
-	deploymentIn func(namespace string) *v1alpha1.BundleDeployment
+	// clusterIn names the cluster of Clusters whose namespace (or the one it leaves) is a
+	// cluster namespace: the view's index, built when first asked.
+	clusterIn func(namespace string) (string, bool)
 }
 
 // GatherPlan reads the bundle's deployments and their clusters (groups, heartbeats, pause,
@@ -172,13 +171,17 @@ func (v *fleetView) put(live *liveness.Liveness, bun *v1alpha1.Bundle, also map[
 	return m
 }
 
-// indexAgentNamespaces notes cl's namespaces in byAgentNamespace, once that is built.
+// indexAgentNamespaces notes cl's namespaces in byAgentNamespace, once that is built. A
+// namespace stays the cluster's that lives there rather than one that left it.
 func (v *fleetView) indexAgentNamespaces(cl *v1alpha1.Cluster) {
 	if v.byAgentNamespace == nil {
 		return
 	}
-	for _, ns := range [2]string{cl.Status.Namespace, cl.Status.PreviousNamespace} {
-		if ns != "" {
+	if ns := cl.Status.Namespace; ns != "" {
+		v.byAgentNamespace[ns] = cl.Name
+	}
+	if ns := cl.Status.PreviousNamespace; ns != "" {
+		if other := v.clusters[v.byAgentNamespace[ns]]; other == nil || other.Status.Namespace != ns {
 			v.byAgentNamespace[ns] = cl.Name
 		}
 	}
@@ -200,14 +203,6 @@ func (v *fleetView) clusterOfAgentNamespace(ns string) (string, bool) {
 // sortOrder sorts the members by name.
 func (v *fleetView) sortOrder() {
 	slices.SortFunc(v.order, func(a, b *viewMember) int { return strings.Compare(a.target.Cluster, b.target.Cluster) })
-}
-
-// deploymentIn is the view's deployment in a cluster namespace, nil when none takes part.
-func (v *fleetView) deploymentIn(ns string) *v1alpha1.BundleDeployment {
-	if name, ok := v.clusterOfAgentNamespace(ns); ok {
-		return v.bds[name]
-	}
-	return nil
 }
 
 // drop takes a cluster out of the view; the caller keeps the order.
@@ -235,7 +230,7 @@ func (v *fleetView) state(ctx context.Context, c client.Reader, live *liveness.L
 	rev := model.WantedRevision(bun)
 	st := &PlanState{In: &rollout.Input{Revision: rev, Paused: bun.Spec.Paused, Now: now, Quarantine: ActiveQuarantine(bun), CompletedAt: completedAt(bun, rev),
 		Targets: make([]rollout.Target, 0, len(v.order))},
-		Bds: v.bds, Clusters: v.clusters}
+		Bds: v.bds, Clusters: v.clusters, clusterIn: v.clusterOfAgentNamespace}
 	in := st.In
 	if in.Strategy, err = model.RolloutStrategy(bun.Spec.RolloutStrategy); err != nil {
 		return nil, err
@@ -264,32 +259,41 @@ func (v *fleetView) state(ctx context.Context, c client.Reader, live *liveness.L
 
 // CountUnseen plans with the releases this hub wrote that the cache does not show yet (their
 // clusters WaitApplied): a pass right after a batch must neither hand the same clusters the
-// revision again nor leave them out of the partition's budget (R1.8).
+// revision again nor leave them out of the partition's budget (R1.8). It looks up the few
+// releases in flight by their namespace rather than visiting every cluster of the fleet: the
+// targets are sorted by cluster, as a gathered state's are.
 func (st *PlanState) CountUnseen(r *deploy.Releases, bun *v1alpha1.Bundle, now time.Time) {
 	name := model.DeploymentName(bun.Namespace, bun.Name)
-	if st.deploymentIn != nil {
-		r.SeenOf(name, st.deploymentIn)
-	} else {
-		r.SeenAll(maps.Values(st.Bds))
-	}
-	unseen := r.UnseenOf(name, now)
-	if len(unseen) == 0 {
-		return
-	}
-	for i := range st.In.Targets {
-		t := &st.In.Targets[i]
-		ref, ok := unseen[st.Clusters[t.Cluster].Status.Namespace]
+	r.SeenOf(name, func(ns string) *v1alpha1.BundleDeployment {
+		if cl, ok := st.clusterIn(ns); ok {
+			return st.Bds[cl]
+		}
+		return nil
+	})
+	for ns, ref := range r.UnseenOf(name, now) {
+		// A release counts for the cluster whose namespace it was written to, not for one
+		// that left that namespace.
+		cl, ok := st.clusterIn(ns)
+		if !ok || st.Clusters[cl].Status.Namespace != ns {
+			continue
+		}
+		i, ok := slices.BinarySearchFunc(st.In.Targets, cl, func(t rollout.Target, name string) int { return strings.Compare(t.Cluster, name) })
 		if !ok {
 			continue
 		}
-		d := rollout.Deployment{}
-		if t.Deployment != nil {
-			d = *t.Deployment
-		}
-		d.Staged, d.Released, d.Applied, d.ApplyFailed = ref.Index, ref.Index, 0, false
-		d.ReleasedAt, d.WasReady, d.NotReadyAt, d.Rollback = now, false, time.Time{}, false
-		t.Deployment = &d
+		countReleased(&st.In.Targets[i], ref, now)
 	}
+}
+
+// countReleased plans t as released ref at now and not applied yet.
+func countReleased(t *rollout.Target, ref v1alpha1.RevisionRef, now time.Time) {
+	d := rollout.Deployment{}
+	if t.Deployment != nil {
+		d = *t.Deployment
+	}
+	d.Staged, d.Released, d.Applied, d.ApplyFailed = ref.Index, ref.Index, 0, false
+	d.ReleasedAt, d.WasReady, d.NotReadyAt, d.Rollback = now, false, time.Time{}, false
+	t.Deployment = &d
 }
 
 // ReleasedWithStaging plans as if want were staged already and returns the clusters the planner

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func TestR1_8_NextBatchCountsReleasesTheCacheDoesNotShowYet(t *testing.T) {
 		cached := &v1alpha1.BundleDeployment{Spec: v1alpha1.BundleDeploymentSpec{Staged: ref(1, "1"), Released: &v1alpha1.RevisionRef{Index: 1, DeploymentID: "d-1"}}}
 		cached.Status.AppliedRevision, cached.Status.AppliedDeploymentID, cached.Status.Ready = 1, "d-1", true
 		st := &PlanState{In: &rollout.Input{Revision: 2, Now: now}, Bds: map[string]*v1alpha1.BundleDeployment{}, Clusters: map[string]*v1alpha1.Cluster{}}
+		st.clusterIn = func(ns string) (string, bool) { return strings.CutPrefix(ns, "cluster-") }
 		st.In.Strategy.MaxNew = &one
 		st.In.Strategy.MaxUnavailable = tc.maxUnavailable
 		for _, name := range []string{"a", "b", "c"} {

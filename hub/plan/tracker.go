@@ -103,11 +103,7 @@ func (t *Tracker) Gather(ctx context.Context, c client.Reader, now time.Time, bu
 		}
 		v.sortOrder()
 	}
-	st, err := v.state(ctx, c, t.live, now, bun)
-	if err == nil {
-		st.deploymentIn = v.deploymentIn
-	}
-	return st, err
+	return v.state(ctx, c, t.live, now, bun)
 }
 
 // Forget stops tracking a bundle (removed, or no longer planned by the tracker's passes).
