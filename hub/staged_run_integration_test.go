@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/e2e/stale"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/liveness"
 	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/strategy"
@@ -71,7 +73,7 @@ func TestR3_4_R3_8_AStepOnALateCopyOfItsRunReleasesNothing(t *testing.T) {
 		bd := deploymentsOf(t, cached, f.ns, "shop-web")["windowed"]
 		return bd.Spec.Released != nil && bd.Spec.Released.Index == 2 && bd.Status.AppliedDeploymentID == bd.Spec.Released.DeploymentID && bd.Status.ReadyAt != nil
 	})
-	runs := &strategy.RunReconciler{Client: stale.Reads[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{Client: cached, Copy: late}, Uncached: live, Live: liveness.New(nil, 0, 0, nil),
+	runs := &strategy.RunReconciler{Client: stale.Reads[v1alpha1.StagedUpdateRun, *v1alpha1.StagedUpdateRun]{Client: cached, Copy: late}, Uncached: live, Live: liveness.New(nil, 0, 0, nil), Released: &deploy.Releases{},
 		Revisions: &model.RevisionStore{Content: &contentstore.Store{Client: live}}, Now: clock.now}
 	if _, err := runs.Reconciler().Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(late)}); err != nil {
 		t.Fatal(err)
@@ -138,5 +140,76 @@ func TestR1_12_R1_13_R3_2_AStagedUpdateWritesEachDeploymentOnce(t *testing.T) {
 	})
 	if got := f.released(3); len(got) != 0 {
 		t.Errorf("a paused bundle released revision 3 to %v", got)
+	}
+}
+
+// R1.12, R3.7, §0: a staged run's first deployment writes each cluster's deployment once. The
+// bundler creates none; the run's members are its revision's record from its first step (its
+// stages name every cluster, none left out to join later); the clusters its stages have not
+// reached have no deployment and the bundle counts them Pending; a stage creates each one
+// staged and released in one write.
+func TestR1_12_R3_7_AStagedFirstDeploymentCreatesEachDeploymentReleased(t *testing.T) {
+	const run = "shop-web-r1"
+	labels := map[string]map[string]string{"a": {"ring": "s0"}, "b": {"ring": "s1"}, "c": {"ring": "s1"}}
+	f := newSimFleet(t, Options{}, "defaultNamespace: web\nstagedUpdate: {strategy: rings, autoRun: true}\n", labels)
+	f.createStrategy("rings",
+		v1alpha1.StageConfig{Name: "s0", Selector: "ring=s0"},
+		v1alpha1.StageConfig{Name: "s1", Selector: "ring=s1", MaxConcurrency: ptrTo(intstr.FromString("100%")),
+			BeforeStageTasks: []v1alpha1.StageTask{{Type: v1alpha1.TaskApproval}}})
+	f.until("stage s0 releases revision 1 to a", func() bool { return slices.Equal(f.released(1), []string{"a"}) })
+	f.ready("a")
+	f.until("stage s1 waits for its approval", func() bool {
+		st := f.run(run).Status
+		return len(st.Stages) == 2 && st.Stages[0].State == v1alpha1.RunCompleted
+	})
+	if got := f.runClustersIn(run, v1alpha1.RunNotStarted); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("clusters of the run not started: %v, want b and c (the run's members are its revision's record)", got)
+	}
+	f.until("the bundle counts b and c Pending", func() bool {
+		s := f.getBundle().Status.Summary
+		return s.Pending == 2 && s.Ready == 1 && s.DesiredReady == 3
+	})
+	if bds := f.deployments(); len(bds) != 1 {
+		t.Errorf("deployments before stage s1 reached its clusters: %v, want a's alone", slices.Sorted(maps.Keys(bds)))
+	}
+
+	r := f.run(run)
+	orig := r.DeepCopy()
+	r.Spec.Skips = append(r.Spec.Skips, v1alpha1.RunSkip{Stage: "s1", Gate: "Before"})
+	if err := f.c.Patch(context.Background(), r, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	f.until("stage s1 releases revision 1 to b and c", func() bool { return len(f.released(1)) == 3 })
+	for name, bd := range f.deployments() {
+		if rel := bd.Spec.Released; rel == nil || *rel != bd.Spec.Staged || bd.Spec.Staged.Index != 1 || bd.Generation != 1 {
+			t.Errorf("%s: revision 1 must be created staged and released in one write: generation %d, %+v", name, bd.Generation, bd.Spec)
+		}
+	}
+}
+
+// R1.12, R4.1, §0: a sequence's first deployment writes each cluster's deployment once: a group
+// the sequence has not reached has no deployment (its clusters Pending), and reaching it
+// creates each one staged and released.
+func TestR1_12_R4_1_ASequenceFirstDeploymentCreatesEachDeploymentReleased(t *testing.T) {
+	labels := map[string]map[string]string{"d1": {"tier": "dev"}, "p1": {"tier": "prod"}, "p2": {"tier": "prod"}}
+	f := newSimFleet(t, Options{}, "defaultNamespace: web\nsequence: {name: chain}\n", labels)
+	f.createSequence("chain", v1alpha1.RolloutSequenceSpec{Groups: []v1alpha1.SequenceGroup{
+		{Name: "dev", Selector: "tier=dev", Soak: &metav1.Duration{}},
+		{Name: "prod", Upstream: "dev", Selector: "tier=prod", Soak: &metav1.Duration{}},
+	}})
+	f.until("dev receives revision 1", func() bool { return f.onRevision(1, "d1") })
+	f.until("the bundle counts p1 and p2 Pending", func() bool {
+		s := f.getBundle().Status.Summary
+		return s.Pending == 2 && s.DesiredReady == 3
+	})
+	if bds := f.deployments(); len(bds) != 1 {
+		t.Errorf("deployments before the sequence reached prod: %v, want d1's alone", slices.Sorted(maps.Keys(bds)))
+	}
+	f.ready("d1")
+	f.until("prod receives revision 1", func() bool { return f.onRevision(1, "p1", "p2") })
+	for name, bd := range f.deployments() {
+		if rel := bd.Spec.Released; rel == nil || *rel != bd.Spec.Staged || bd.Spec.Staged.Index != 1 || bd.Generation != 1 {
+			t.Errorf("%s: revision 1 must be created staged and released in one write: generation %d, %+v", name, bd.Generation, bd.Spec)
+		}
 	}
 }

@@ -232,11 +232,12 @@ func BenchmarkFleetWithChecks(b *testing.B) {
 }
 
 // BenchmarkStrategies rolls one bundle out over SCALE_STRATEGY_CLUSTERS clusters (1,000 by
-// default; the size is 10,000) with each strategy that stages every cluster at once and
-// releases them in steps: a staged run of five stages (ring r0 … r4, each stage all at once,
-// started by the revision: autoRun) and a sequence of three groups (r0; r1 and r2; r3 and r4;
-// no soak). It reports what BenchmarkFleet does: the steps wait for the agents' reports, so
-// the time against the watched floor is what a step costs beyond the writes.
+// default; the size is 10,000) with each strategy that releases them in steps, each
+// cluster's deployment written when its step reaches it: a staged run of five stages (ring r0 …
+// r4, each stage all at once, started by the revision: autoRun) and a sequence of three groups
+// (r0; r1 and r2; r3 and r4; no soak). It reports what BenchmarkFleet does: the steps wait for
+// the agents' reports, so the time against the watched floor is what a step costs beyond the
+// writes.
 func BenchmarkStrategies(b *testing.B) {
 	clusters := max(envCount(b, "SCALE_STRATEGY_CLUSTERS", 1000), rings)
 	for _, strategy := range []rolloutKind{stagedRun, sequence} {

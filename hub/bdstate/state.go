@@ -12,8 +12,12 @@ import (
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
-// Deployment converts a BundleDeployment's spec and status.
+// Deployment converts a BundleDeployment's spec and status; none (nil) is none: the rollout
+// has not reached the cluster.
 func Deployment(bd *v1alpha1.BundleDeployment) *rollout.Deployment {
+	if bd == nil {
+		return nil
+	}
 	d := &rollout.Deployment{Staged: bd.Spec.Staged.Index, Applied: bd.Status.AppliedRevision, Ready: bd.Status.Ready, Modified: bd.Status.Modified}
 	if bd.Spec.Released != nil {
 		d.Released = bd.Spec.Released.Index

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -260,6 +261,9 @@ func (s WriteSlots) Do(ctx context.Context, write func() error) error {
 type Releases struct {
 	mu sync.Mutex
 	at map[types.NamespacedName]release
+	// sweepAt is the size at which Add drops the releases past releaseMemory: a release no
+	// pass asks about again (a staged run's, once the cache shows it) is dropped there.
+	sweepAt int
 }
 
 type release struct {
@@ -278,7 +282,14 @@ func (r *Releases) Add(key types.NamespacedName, ref v1alpha1.RevisionRef, now t
 		r.at = map[types.NamespacedName]release{}
 	}
 	r.at[key] = release{ref: ref, at: now}
+	if len(r.at) >= r.sweepAt {
+		maps.DeleteFunc(r.at, func(_ types.NamespacedName, rel release) bool { return now.Sub(rel.at) > releaseMemory })
+		r.sweepAt = max(2*len(r.at), minReleaseSweep) // amortised: each release is swept over once
+	}
 }
+
+// minReleaseSweep is the fewest releases remembered before Add sweeps.
+const minReleaseSweep = 1024
 
 // Pending reports whether deploymentID was released to key recently and the cache may not
 // show it yet.

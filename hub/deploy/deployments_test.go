@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -262,5 +263,24 @@ func TestR1_10_StagingEndWakesTheRolloutOfEachBundle(t *testing.T) {
 	s.End([]types.NamespacedName{web})
 	if got := woken(); !slices.Equal(got, []string{"fleet/web"}) {
 		t.Errorf("woken %v, want fleet/web once its last commit ended", got)
+	}
+}
+
+// Releases no pass asks about again (a staged run's deployments, created and then shown by the
+// cache) are dropped once past releaseMemory: the memory holds what was released lately, not
+// every deployment ever created.
+func TestReleasesForgetWhatNoPassAsksAbout(t *testing.T) {
+	var r Releases
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 10 * minReleaseSweep {
+		at := now.Add(time.Duration(i) * releaseMemory / minReleaseSweep) // a thousand a memory's span
+		r.Add(types.NamespacedName{Namespace: fmt.Sprintf("cluster-%d", i), Name: "fleet-web"}, ref(1, "1"), at)
+	}
+	if n := len(r.at); n > 3*minReleaseSweep {
+		t.Errorf("%d releases remembered after 10 memory spans of %d each, want the last spans' alone", n, minReleaseSweep)
+	}
+	last := types.NamespacedName{Namespace: fmt.Sprintf("cluster-%d", 10*minReleaseSweep-1), Name: "fleet-web"}
+	if _, ok := r.Unseen(last, now.Add(10*releaseMemory)); !ok {
+		t.Error("the latest release was dropped")
 	}
 }

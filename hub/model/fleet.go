@@ -115,7 +115,8 @@ func ListClusters(ctx context.Context, c client.Reader, namespace string) ([]v1a
 	return list.Items, nil
 }
 
-// placed is a bundle's deployment on a cluster that still exists.
+// placed is a bundle's deployment on a cluster that still exists (nil when the rollout has
+// not reached the cluster yet: PlacementsWith).
 type placed struct {
 	Bd      *v1alpha1.BundleDeployment
 	Cluster *v1alpha1.Cluster
@@ -126,6 +127,14 @@ type placed struct {
 // ones a cluster that moves to a new namespace leaves behind (clusterMove). Both are
 // the cache's objects: copy a deployment before changing it.
 func Placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]placed, error) {
+	return PlacementsWith(ctx, c, bun, nil)
+}
+
+// PlacementsWith is Placements with the clusters recorded (a revision's record) names that the
+// rollout has not reached: admitted, and without a deployment of the bundle in their namespace
+// or the one they leave, they are placed with Bd nil (Pending, ROLLOUT.md §0). Releasing the
+// revision to one creates its deployment.
+func PlacementsWith(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle, recorded RevisionTargets) ([]placed, error) {
 	bds, clusters, err := ReadFleet(ctx, c, bun)
 	if err != nil {
 		return nil, err
@@ -134,21 +143,33 @@ func Placements(ctx context.Context, c client.Reader, bun *v1alpha1.Bundle) ([]p
 	for _, cl := range clusters {
 		byName[cl.Name] = cl
 	}
-	out := make([]placed, 0, len(bds))
+	out := make([]placed, 0, max(len(bds), len(recorded)))
+	deployed := make(map[string]bool, len(bds)) // cluster namespaces with a deployment of the bundle
 	for _, bd := range bds {
+		deployed[bd.Namespace] = true
 		if cl := byName[bd.Labels[LabelCluster]]; cl != nil && bd.Namespace == cl.Status.Namespace {
 			out = append(out, placed{Bd: bd, Cluster: cl})
 		}
+	}
+	for name := range recorded {
+		cl := byName[name]
+		if cl == nil || cl.Status.Namespace == "" || deployed[cl.Status.Namespace] || cl.Status.PreviousNamespace != "" && deployed[cl.Status.PreviousNamespace] {
+			continue
+		}
+		out = append(out, placed{Cluster: cl})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Cluster.Name < out[j].Cluster.Name })
 	return out, nil
 }
 
-// ByCluster indexes placements' deployments by cluster name.
+// ByCluster indexes placements' deployments by cluster name; the clusters placed without one
+// (PlacementsWith) are not in it.
 func ByCluster(ps []placed) map[string]*v1alpha1.BundleDeployment {
 	out := make(map[string]*v1alpha1.BundleDeployment, len(ps))
 	for _, p := range ps {
-		out[p.Cluster.Name] = p.Bd
+		if p.Bd != nil {
+			out[p.Cluster.Name] = p.Bd
+		}
 	}
 	return out
 }

@@ -137,7 +137,7 @@ type staging struct {
 
 // planStaging decides what to stage for a bundle's latest revision. A continuous rollout asks
 // the planner which clusters it would release right away, so that those are staged and
-// released in one write, and creates no deployment for the others yet. A rolled-back bundle
+// released in one write; no rollout gets a deployment for the others yet. A rolled-back bundle
 // stages nothing: its pinned revision stays.
 func (b *Bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorded model.RevisionTargets) (staging, error) {
 	p := staging{bundle: bun}
@@ -153,25 +153,15 @@ func (b *Bundler) planStaging(ctx context.Context, bun *v1alpha1.Bundle, recorde
 		cl := p.state.Clusters[name]
 		return bun.Spec.Paused || cl != nil && cl.Spec.Paused
 	}
-	if bun.Spec.StagedUpdate != nil || bun.Spec.Sequence != nil {
-		// A staged run's stage or a sequence's group stages and releases a cluster's revision
-		// from its record in one write when it reaches the cluster (Restage); staging it here
-		// first would make that two writes. What is written now is what must exist before: the
-		// deployments of clusters that have none (a run starts once each targeted cluster has
-		// one), and the staging of paused bundles and clusters (R1.13). The others stay
-		// OutOfSync, their older revision staged, until released.
-		for name := range p.want {
-			if p.state.Bds[name] != nil && !paused(name) {
-				delete(p.want, name)
-			}
-		}
-		return p, nil
+	// A rollout writes a cluster's deployment when it reaches the cluster, staged and released
+	// from the revision's record in one write: the rollout controller for a continuous rollout,
+	// a staged run's stage or a sequence's group for theirs. Until then a cluster stays Pending
+	// (no deployment yet) or OutOfSync (its older revision staged). What is written now is what
+	// a continuous rollout's planner releases at once, and the staging of paused bundles and
+	// clusters that have a deployment (R1.13).
+	if bun.Spec.StagedUpdate == nil && bun.Spec.Sequence == nil {
+		p.release, p.decision = plan.ReleasedWithStaging(p.state, p.want)
 	}
-	p.release, p.decision = plan.ReleasedWithStaging(p.state, p.want)
-	// A continuous rollout writes a cluster's deployment when it reaches the cluster, staged and
-	// released in one write: the rollout controller does it from the revision's record. Until
-	// then a cluster stays Pending (no deployment yet) or OutOfSync (its older revision staged).
-	// Paused bundles and clusters are staged at once (R1.13).
 	for name := range p.want {
 		if !p.release[name] && (p.state.Bds[name] == nil || !paused(name)) {
 			delete(p.want, name)

@@ -2,10 +2,13 @@ package strategy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
 	"github.com/flotilla-dev/flotilla/hub/liveness"
 	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/plan"
@@ -23,17 +26,33 @@ type member struct {
 	since int64
 }
 
-// readMembers reads the bundle's placements as members, with their deployments by cluster.
-func readMembers(ctx context.Context, c client.Reader, revisions *model.RevisionStore, live *liveness.Liveness, now time.Time, bun *v1alpha1.Bundle) ([]member, map[string]*v1alpha1.BundleDeployment, error) {
-	ps, err := model.Placements(ctx, c, bun)
+// members is a bundle's fleet as the staged and sequence planners see it.
+type members struct {
+	list []member
+	// clusters and bds are the members' Clusters and deployments by cluster name; a member the
+	// rollout has not reached has no deployment.
+	clusters map[string]*v1alpha1.Cluster
+	bds      map[string]*v1alpha1.BundleDeployment
+}
+
+// readMembers reads the bundle's placements as members, and the clusters revision's record
+// names that the rollout has not reached yet (no deployment: releasing the revision to one
+// creates it, staged and released in one write).
+func readMembers(ctx context.Context, c client.Reader, revisions *model.RevisionStore, live *liveness.Liveness, now time.Time, bun *v1alpha1.Bundle, revision int64) (*members, error) {
+	recorded, err := revisions.Targets(ctx, bun, revision)
+	var missing *model.MissingRevisionError
+	if err != nil && !errors.As(err, &missing) { // without a record, the deployments alone take part
+		return nil, err
+	}
+	ps, err := model.PlacementsWith(ctx, c, bun, recorded)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	since, err := revisions.Since(ctx, bun)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out := make([]member, 0, len(ps))
+	out := &members{list: make([]member, 0, len(ps)), clusters: make(map[string]*v1alpha1.Cluster, len(ps)), bds: model.ByCluster(ps)}
 	for _, p := range ps {
 		m := member{cluster: p.Cluster, deployment: bdstate.Deployment(p.Bd), availability: availability(p.Cluster),
 			offline: live.Offline(p.Cluster, now), since: since[p.Cluster.Name]}
@@ -41,7 +60,28 @@ func readMembers(ctx context.Context, c client.Reader, revisions *model.Revision
 			seen, _ := live.LastSeen(p.Cluster)
 			plan.MarkOffline(m.deployment, seen)
 		}
-		out = append(out, m)
+		out.list = append(out.list, m)
+		out.clusters[p.Cluster.Name] = p.Cluster
 	}
-	return out, model.ByCluster(ps), nil
+	return out, nil
+}
+
+// releaseTarget stages and releases target (a revision's record for cl) in one write: on bd,
+// or creating the cluster's deployment when the rollout reaches it for the first time (bd
+// nil). The agent is granted the content first if no grant the bundler wrote covers it yet. A
+// deployment created is remembered in released for as long as a cache may lag: a step planned
+// on a cache a moment behind releases the cluster again, and would write it twice.
+func releaseTarget(ctx context.Context, c client.Client, uncached client.Reader, released *deploy.Releases, bun *v1alpha1.Bundle, cl *v1alpha1.Cluster, bd *v1alpha1.BundleDeployment, target model.RevisionTarget, now time.Time) error {
+	key := deploy.DeploymentKey(bun, cl)
+	if bd == nil {
+		if released.Pending(key, target.Ref.DeploymentID, now) {
+			return nil
+		}
+		released.Add(key, target.Ref, now)
+	}
+	if _, err := deploy.GrantAndWrite(ctx, c, uncached, bun, cl, bd, target, true, now); err != nil {
+		released.Forget(key, target.Ref.DeploymentID)
+		return fmt.Errorf("failed to release %s to %s: %w", bun.Name, cl.Name, err)
+	}
+	return nil
 }

@@ -581,16 +581,23 @@ func (r *RolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	if name := rollout.CurrentRun(bdstate.RunRefs(runs), r.Now()); name != "" {
 		current = &runs[slices.IndexFunc(runs, func(run v1alpha1.StagedUpdateRun) bool { return run.Name == name })]
 	}
-	ps, err := model.Placements(ctx, r.Client, bun)
+	p := bundleProgress{revision: model.WantedRevision(bun), counts: rollout.Counts{}}
+	if current != nil && current.Status.RevisionIndex != 0 {
+		p.revision = current.Status.RevisionIndex
+	}
+	// The clusters the revision's record names that the run has not reached are Pending.
+	recorded, err := r.Revisions.Targets(ctx, bun, p.revision)
+	var missing *model.MissingRevisionError
+	if err != nil && !errors.As(err, &missing) {
+		return err
+	}
+	ps, err := model.PlacementsWith(ctx, r.Client, bun, recorded)
 	if err != nil {
 		return err
 	}
-	p := bundleProgress{revision: model.WantedRevision(bun), counts: rollout.Counts{}, clusters: len(ps)}
+	p.clusters = len(ps)
 	bun.Status.Stages = nil
 	if current != nil {
-		if current.Status.RevisionIndex != 0 {
-			p.revision = current.Status.RevisionIndex
-		}
 		for _, s := range current.Status.Stages {
 			sp := v1alpha1.StageProgress{Name: s.Name, State: s.State}
 			for _, g := range s.Groups {
@@ -619,17 +626,16 @@ func (r *RolloutReconciler) reportStaged(ctx context.Context, bun *v1alpha1.Bund
 	}
 	p.blocking = model.BlockingObject(p.revision, func(yield func(*v1alpha1.BundleDeployment) bool) {
 		for _, pl := range ps {
-			if !yield(pl.Bd) {
+			if pl.Bd != nil && !yield(pl.Bd) {
 				return
 			}
 		}
 	})
 	p.complete = current != nil && (current.Status.State == v1alpha1.RunCompleted || current.Status.State == v1alpha1.RunSkipped) && p.counts[rollout.Ready]+p.counts[rollout.Modified] == len(ps)
 	setProgress(bun, p)
-	plan.
-		// The current run's failure is the bundle's: one that rolled back quarantines its revision
-		// for the bundle's other runs (R5.5).
-		RecordQuarantine(bun, nil)
+	// The current run's failure is the bundle's: one that rolled back quarantines its revision
+	// for the bundle's other runs (R5.5).
+	plan.RecordQuarantine(bun, nil)
 	var failure *rollout.Failure
 	var outcome rollout.Outcome
 	if current != nil {

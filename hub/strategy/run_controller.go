@@ -56,8 +56,11 @@ type RunReconciler struct {
 	// confirms a step's copy of the run is the latest before it releases (DecidedOnLatest).
 	Uncached  client.Reader
 	Revisions *model.RevisionStore
-	Now       func() time.Time
-	Recorder  *events.Recorder
+	// Released remembers the deployments a step created until the cache shows them (the
+	// hub's one, shared with the other controllers that release).
+	Released *deploy.Releases
+	Now      func() time.Time
+	Recorder *events.Recorder
 	// Analysis measures the checks of the runs' tasks (§7).
 	Analysis *analysis.Runner
 }
@@ -152,18 +155,14 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 		return reconciler.Outcome{}, err
 	}
 	in.Current = current && in.Revision == model.WantedRevision(&bun)
-	fleet, bds, err := r.fleet(ctx, &bun)
+	// The run's members are the clusters its revision's record names (those the rollout has not
+	// reached have no deployment yet) and the bundle's other deployments: its membership is
+	// whole from its first step (R3.7).
+	fleet, ms, err := r.fleet(ctx, &bun, in.Revision)
 	if err != nil {
 		return reconciler.Outcome{}, err
 	}
-	if run.Status.State == "" {
-		if staged, err := r.stagedEverywhere(ctx, &bun, in.Revision, bds); err != nil || !staged {
-			if err == nil {
-				log.FromContext(ctx).V(1).Info("run waits for its revision's deployments to be staged before it starts", "run", run.Name, "bundle", bun.Name, "revision", in.Revision)
-			}
-			return reconciler.Outcome{}, err // the deployments' creation wakes the run
-		}
-	}
+	bds := ms.bds
 	approvals, err := r.approvals(ctx, run)
 	if err != nil {
 		return reconciler.Outcome{}, err
@@ -185,7 +184,7 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 			return reconciler.Outcome{}, err
 		}
 	}
-	if err := r.release(ctx, &bun, bds, release, res.Status.RevisionIndex); errors.As(err, &missing) {
+	if err := r.release(ctx, &bun, ms, release, res.Status.RevisionIndex); errors.As(err, &missing) {
 		return r.fail(run, missing.Error())
 	} else if err != nil {
 		return reconciler.Outcome{}, err
@@ -243,30 +242,33 @@ func approveCommand(run *v1alpha1.StagedUpdateRun, g rollout.ApprovalGate) strin
 	return cmd
 }
 
-// release lets the agents of the named clusters apply the run's revision. A revision other than
-// the one staged (a run of an older index: a rollback) is staged from its record at the same time.
-func (r *RunReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, clusters []string, revision int64) error {
+// release lets the agents of the named clusters apply the run's revision: a cluster the
+// rollout has not reached gets its deployment, staged and released from the revision's record
+// in one write; a revision other than the one staged (a run of an older index: a rollback) is
+// staged from its record at the same time.
+func (r *RunReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, ms *members, clusters []string, revision int64) error {
 	var targets model.RevisionTargets
 	for _, name := range clusters {
-		bd := bds[name]
-		if bd == nil {
+		bd, cl := ms.bds[name], ms.clusters[name]
+		if cl == nil {
 			continue
 		}
-		want := model.RevisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}
-		if bd.Spec.Staged.Index != revision {
+		var want model.RevisionTarget
+		if bd != nil && bd.Spec.Staged.Index == revision {
+			want = model.RevisionTarget{Ref: bd.Spec.Staged, Options: bd.Spec.Options}
+		} else {
 			if targets == nil {
 				var err error
 				if targets, err = r.Revisions.Targets(ctx, bun, revision); err != nil {
 					return err
 				}
 			}
-			t, ok := targets[name]
-			if !ok {
+			var ok bool
+			if want, ok = targets[name]; !ok {
 				continue // the revision did not deploy to this cluster
 			}
-			want = t
 		}
-		if _, err := deploy.Restage(ctx, r.Client, bd, want, true, r.Now()); err != nil {
+		if err := releaseTarget(ctx, r.Client, r.Uncached, r.Released, bun, cl, bd, want, r.Now()); err != nil {
 			return err
 		}
 	}
@@ -312,39 +314,18 @@ func (r *RunReconciler) gather(ctx context.Context, run *v1alpha1.StagedUpdateRu
 	return in, nil
 }
 
-// fleet reads the bundle's deployments and their clusters, windows included.
-func (r *RunReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.RunCluster, map[string]*v1alpha1.BundleDeployment, error) {
-	views, bds, err := readMembers(ctx, r.Client, r.Revisions, r.Live, r.Now(), bun)
-	fleet := make([]rollout.RunCluster, 0, len(views))
-	for _, m := range views {
+// fleet reads the run's members (readMembers), windows included.
+func (r *RunReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle, revision int64) ([]rollout.RunCluster, *members, error) {
+	ms, err := readMembers(ctx, r.Client, r.Revisions, r.Live, r.Now(), bun, revision)
+	if err != nil {
+		return nil, nil, err
+	}
+	fleet := make([]rollout.RunCluster, 0, len(ms.list))
+	for _, m := range ms.list {
 		fleet = append(fleet, rollout.RunCluster{Name: m.cluster.Name, Labels: m.cluster.Labels, Deployment: m.deployment, Availability: m.availability,
 			Paused: m.cluster.Spec.Paused, Offline: m.offline, Since: m.since})
 	}
-	return fleet, bds, err
-}
-
-// stagedEverywhere reports whether every admitted cluster the revision's record names has its
-// deployment in the cache. A run that started before would freeze a partial membership (R3.7):
-// the clusters the cache did not show yet would be joiners, outside every stage.
-func (r *RunReconciler) stagedEverywhere(ctx context.Context, bun *v1alpha1.Bundle, revision int64, bds map[string]*v1alpha1.BundleDeployment) (bool, error) {
-	recorded, err := r.Revisions.Targets(ctx, bun, revision)
-	var missing *model.MissingRevisionError
-	switch {
-	case errors.As(err, &missing):
-		return true, nil // no record to compare with: the run fails or starts as it would
-	case err != nil:
-		return false, err
-	}
-	clusters, err := model.ListClusters(ctx, r.Client, bun.Namespace)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range clusters {
-		if _, ok := recorded[c.Name]; ok && c.Status.Namespace != "" && bds[c.Name] == nil {
-			return false, nil
-		}
-	}
-	return true, nil
+	return fleet, ms, nil
 }
 
 // availability is when work may start on a cluster: its maintenance window and exclusions

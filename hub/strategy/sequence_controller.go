@@ -45,6 +45,9 @@ type SequenceReconciler struct {
 	Shard     model.Shard
 	Live      *liveness.Liveness
 	Revisions *model.RevisionStore
+	// Released remembers the deployments a step created until the cache shows them (the
+	// hub's one, shared with the other controllers that release).
+	Released *deploy.Releases
 	// Uncached confirms a step's copy of the Bundle is the latest before it releases
 	// (DecidedOnLatest).
 	Uncached client.Reader
@@ -124,10 +127,11 @@ func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 	// A retried revision starts over from the first group (R5.5).
 	prev := rollout.SequenceStatus{Groups: forgetRevisions(model.SequenceProgress(bun.Status.Sequence), plan.LiftedRevisions(bun))}
 	steps.Paused, steps.Quarantine = bun.Spec.Paused, plan.ActiveQuarantine(bun)
-	fleet, bds, err := r.fleet(ctx, bun)
+	fleet, ms, err := r.fleet(ctx, bun)
 	if err != nil {
 		return reconciler.Outcome{}, err
 	}
+	bds := ms.bds
 	var revisions []int64
 	for _, rev := range bun.Spec.Revisions {
 		if rev.TargetsID != "" {
@@ -163,14 +167,14 @@ func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 				return reconciler.Outcome{}, err
 			}
 		}
-		if err := r.release(ctx, bun, bds, res.Release); err != nil {
+		if err := r.release(ctx, bun, ms, res.Release); err != nil {
 			return reconciler.Outcome{}, err
 		}
 		if err := plan.RestoreDeployments(ctx, r.Client, nil, bds, res.Restore, now); err != nil {
 			return reconciler.Outcome{}, err
 		}
 	}
-	r.report(bun, bds, res)
+	r.report(bun, ms, res)
 	bun.Status.Analysis = summary
 	plan.SetOutcome(bun, bun.Spec.LatestRevision, res.Outcome, plan.NewestFailure(res.Failures, bun.Spec.LatestRevision), bds, now)
 	plan.ApplyOutcome(bun)
@@ -188,8 +192,10 @@ func (r *SequenceReconciler) step(ctx context.Context, bun, orig *v1alpha1.Bundl
 	return out, nil
 }
 
-func (r *SequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.SequenceCluster, map[string]*v1alpha1.BundleDeployment, error) {
-	views, bds, err := readMembers(ctx, r.Client, r.Revisions, r.Live, r.Now(), bun)
+// fleet reads the bundle's members (readMembers, with the clusters the wanted revision's record
+// names) and their groups.
+func (r *SequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([]rollout.SequenceCluster, *members, error) {
+	ms, err := readMembers(ctx, r.Client, r.Revisions, r.Live, r.Now(), bun, model.WantedRevision(bun))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -197,16 +203,17 @@ func (r *SequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([
 	if err != nil {
 		return nil, nil, err
 	}
-	fleet := make([]rollout.SequenceCluster, 0, len(views))
-	for _, m := range views {
+	fleet := make([]rollout.SequenceCluster, 0, len(ms.list))
+	for _, m := range ms.list {
 		fleet = append(fleet, rollout.SequenceCluster{Name: m.cluster.Name, Labels: m.cluster.Labels, Deployment: m.deployment, Availability: m.availability,
 			Paused: m.cluster.Spec.Paused, Offline: m.offline, Since: m.since, Groups: slices.Sorted(maps.Keys(groupsOf(m.cluster)))})
 	}
-	return fleet, bds, nil
+	return fleet, ms, nil
 }
 
-// release stages and releases each cluster's revision from its record, in one write.
-func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, release map[string]int64) error {
+// release stages and releases each cluster's revision from its record, in one write (creating
+// the deployment of a cluster the rollout has not reached yet).
+func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, ms *members, release map[string]int64) error {
 	names := make([]string, 0, len(release))
 	for name := range release {
 		names = append(names, name)
@@ -217,11 +224,11 @@ func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 		if err != nil {
 			return err
 		}
-		bd, want := bds[name], targets[name]
-		if bd == nil || want.Ref.Index == 0 {
+		cl, want := ms.clusters[name], targets[name]
+		if cl == nil || want.Ref.Index == 0 {
 			continue // the revision did not deploy to this cluster
 		}
-		if _, err := deploy.Restage(ctx, r.Client, bd, want, true, r.Now()); err != nil {
+		if err := releaseTarget(ctx, r.Client, r.Uncached, r.Released, bun, cl, ms.bds[name], want, r.Now()); err != nil {
 			return err
 		}
 	}
@@ -229,7 +236,7 @@ func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 }
 
 // report sets the sequence's progress and the bundle's summary.
-func (r *SequenceReconciler) report(bun *v1alpha1.Bundle, bds map[string]*v1alpha1.BundleDeployment, res rollout.SequenceResult) {
+func (r *SequenceReconciler) report(bun *v1alpha1.Bundle, ms *members, res rollout.SequenceResult) {
 	st := res.Status
 	s := &bun.Status
 	s.Sequence = nil
@@ -240,8 +247,8 @@ func (r *SequenceReconciler) report(bun *v1alpha1.Bundle, bds map[string]*v1alph
 	s.Sequence = model.SequenceStatus(st.Groups)
 	latest := bun.Spec.LatestRevision
 	counts := rollout.Counts{}
-	for _, bd := range bds {
-		counts[rollout.ClusterState(bdstate.Deployment(bd), latest)]++
+	for _, m := range ms.list { // those the rollout has not reached are Pending
+		counts[rollout.ClusterState(bdstate.Deployment(ms.bds[m.cluster.Name]), latest)]++
 	}
 	var where []string
 	complete := len(st.Groups) > 0
@@ -264,8 +271,8 @@ func (r *SequenceReconciler) report(bun *v1alpha1.Bundle, bds map[string]*v1alph
 			break
 		}
 	}
-	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(bds), complete: complete, waiting: strings.Join(where, "; "),
-		blocking: model.BlockingObject(latest, maps.Values(bds))})
+	setProgress(bun, bundleProgress{revision: latest, counts: counts, clusters: len(ms.list), complete: complete, waiting: strings.Join(where, "; "),
+		blocking: model.BlockingObject(latest, maps.Values(ms.bds))})
 }
 
 // recordTransitions records the groups that started or completed a revision in this pass.
