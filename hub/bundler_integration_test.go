@@ -2,9 +2,15 @@ package hub
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -455,5 +461,81 @@ func TestABundleNameNeverTakesOverAnotherGitReposBundle(t *testing.T) {
 	}
 	if bds := deploymentsOf(t, c, ns, "intruder-own"); len(bds) != 1 {
 		t.Errorf("the intruder's own bundle did not roll out: %v", bds)
+	}
+}
+
+// A Bundle's status written (a rollout's progress) after the bundler read the Bundle for a new
+// commit and before it wrote the new revision: the write is refused (it is conditional on the
+// Bundle as read) and the commit is drafted again at once, not left to the next poll an hour
+// later. The status write is made by the test at the moment the hub's write goes out.
+func TestR1_10_AStatusWrittenWhileACommitIsPublishedDoesNotDelayTheCommit(t *testing.T) {
+	ctx := context.Background()
+	tc := apiClient(t)
+	ns := namespace(t, tc)
+	bundlePath := "/apis/flotilla.dev/v1alpha1/namespaces/" + ns + "/bundles/shop-web"
+	var armed atomic.Bool
+	var raced, refused atomic.Int32
+	cfg := rest.CopyConfig(hubCluster.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodPatch || req.URL.Path != bundlePath {
+				return rt.RoundTrip(req)
+			}
+			if armed.CompareAndSwap(true, false) {
+				var bun v1alpha1.Bundle
+				if err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &bun); err != nil {
+					return nil, err
+				}
+				orig := bun.DeepCopy()
+				bun.Status.Display.ReadyClusters = "0/9"
+				if err := tc.Status().Patch(ctx, &bun, client.MergeFrom(orig)); err != nil {
+					return nil, err
+				}
+				raced.Add(1)
+			}
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusConflict {
+				refused.Add(1)
+			}
+			return resp, err
+		})
+	})
+	c, webhook := startHub(t, Options{Config: cfg})
+	registerCluster(t, c, ns, "dev-1", map[string]string{"env": "dev"})
+	up := gitserver.New(t)
+	first := up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\n",
+		"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: blue}\n"})
+	url := up.ServeHTTP("", "").URL + "/repo.git"
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}, StringData: map[string]string{"token": "s3cret"}}); err != nil {
+		t.Fatal(err)
+	}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: url, PollingInterval: &metav1.Duration{Duration: time.Hour}, WebhookSecretRef: &v1alpha1.LocalObjectReference{Name: "hook"},
+		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	if err := c.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	waitFor(t, c, key, "first commit rendered", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == first })
+
+	armed.Store(true)
+	second := up.Commit("main", map[string]string{"web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: green}\n"})
+	if code, out := deliverPush(t, webhook, fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, url), "s3cret"); code != http.StatusAccepted {
+		t.Fatalf("webhook delivery: %d %q", code, out)
+	}
+	got := waitFor(t, c, key, "second commit rendered within the webhook's wake-up, not the next poll", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == second })
+	if raced.Load() != 1 || refused.Load() == 0 {
+		t.Fatalf("the status write was to land between the read and the write of the new revision, and refuse it: %d status writes, %d refused", raced.Load(), refused.Load())
+	}
+	var bun v1alpha1.Bundle
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shop-web"}, &bun); err != nil {
+		t.Fatal(err)
+	}
+	if bun.Spec.LatestRevision != 2 || len(bun.Spec.Revisions) != 2 || bun.Spec.Revisions[1].Commit != second || bun.Spec.Revisions[1].Index != 2 {
+		t.Errorf("the commit must be revision 2, recorded once: latest %d, history %+v", bun.Spec.LatestRevision, bun.Spec.Revisions)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("the GitRepo must not show the refused write as a failed sync: %+v", got.Status.Conditions)
 	}
 }

@@ -184,7 +184,7 @@ func (b *Bundler) record(ctx context.Context, repo Origin, commit string, all []
 				}
 			}
 			var err error
-			drafts[i], err = b.draft(gctx, repo, commit, r)
+			drafts[i], err = b.draft(gctx, b.Client, repo, commit, r)
 			return err
 		})
 	}
@@ -201,7 +201,7 @@ func (b *Bundler) record(ctx context.Context, repo Origin, commit string, all []
 	for i := range drafts {
 		g.Go(func() error {
 			d := &drafts[i]
-			if err := b.publish(gctx, repo, d); err != nil {
+			if err := b.publishDraft(gctx, repo, commit, all[i], d); err != nil {
 				return err
 			}
 			var err error
@@ -249,14 +249,14 @@ type revisionDraft struct {
 	newRevision bool
 }
 
-// draft records a new revision of the Bundle when any target's deployment changed: the record
-// of what it deploys to each cluster is stored, the Bundle naming it is returned to be
-// published.
-func (b *Bundler) draft(ctx context.Context, repo Origin, commit string, r rendered) (revisionDraft, error) {
+// draft records a new revision of the Bundle (as read from from) when any target's deployment
+// changed: the record of what it deploys to each cluster is stored, the Bundle naming it is
+// returned to be published.
+func (b *Bundler) draft(ctx context.Context, from client.Reader, repo Origin, commit string, r rendered) (revisionDraft, error) {
 	src, targets := r.src, r.targets
 	var bun v1alpha1.Bundle
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: src.Name}
-	err := b.Client.Get(ctx, key, &bun)
+	err := from.Get(ctx, key, &bun)
 	if apierrors.IsNotFound(err) && !b.Shard.FleetWide() {
 		err = model.Adopt(ctx, b.Client, b.Uncached, key, &bun, repo.Labels)
 	}
@@ -337,6 +337,27 @@ func (b *Bundler) draft(ctx context.Context, repo Origin, commit string, r rende
 		d.orig = orig
 	}
 	return d, nil
+}
+
+// publishAttempts bounds how often a commit's Bundle is drafted again after its write found
+// the Bundle changed since it was read.
+const publishAttempts = 4
+
+// publishDraft publishes d, drafting it again on the Bundle as the API server has it when the
+// write finds it changed since it was read: the rollout controllers write the Bundle's status
+// while a commit is rendered and granted (at 10,000 clusters, seconds), and a commit that failed
+// on that conflict waited for the next poll, a minute or an hour after its webhook. A person's
+// change to the spec meanwhile (a rollback, a retry) is kept: the new draft starts from it.
+func (b *Bundler) publishDraft(ctx context.Context, repo Origin, commit string, r rendered, d *revisionDraft) error {
+	for attempt := 1; ; attempt++ {
+		err := b.publish(ctx, repo, d)
+		if !apierrors.IsConflict(err) || attempt == publishAttempts {
+			return err
+		}
+		if *d, err = b.draft(ctx, b.Uncached, repo, commit, r); err != nil {
+			return err
+		}
+	}
 }
 
 // publish writes the drafted Bundle, drops the deployments of clusters no longer targeted and
