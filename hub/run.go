@@ -271,8 +271,8 @@ func controllers(mgr ctrl.Manager, c client.Client, opts Options, endpoint clust
 	return []controllerSetup{
 		{"rollout", false, (&strategy.RolloutReconciler{Client: c, Uncached: uncached, Shard: sh, Live: live, Revisions: b.Revisions, Released: b.Released, Staging: b.Staging, Writes: b.Writes, Now: clock,
 			Progress: model.ProgressThrottle{Every: strategy.ProgressEvery, PerSecond: strategy.BundleProgressPerSecond}, Recorder: recorder, Analysis: checks}).Setup},
-		{"sequence", false, (&strategy.SequenceReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Released: b.Released, Now: clock, Recorder: recorder, Analysis: checks}).Setup},
-		{"staged run", false, (&strategy.RunReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Released: b.Released, Now: clock, Recorder: recorder, Analysis: checks}).Setup},
+		{"sequence", false, (&strategy.SequenceReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Released: b.Released, Writes: b.Writes, Now: clock, Recorder: recorder, Analysis: checks}).Setup},
+		{"staged run", false, (&strategy.RunReconciler{Client: c, Shard: sh, Live: live, Uncached: uncached, Revisions: b.Revisions, Released: b.Released, Writes: b.Writes, Now: clock, Recorder: recorder, Analysis: checks}).Setup},
 		{"deployment removal", false, (&lifecycle.DeploymentRemovalReconciler{Client: c, Shard: sh, Live: live, Now: time.Now, Timeout: src.UninstallTimeout}).Setup},
 		{"bundle removal", false, (&lifecycle.BundleRemovalReconciler{Client: c, Shard: sh}).Setup},
 		{"gitrepo status", false, (&sources.RepoStatusReconciler{Client: c}).Setup},

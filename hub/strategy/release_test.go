@@ -1,10 +1,26 @@
 package strategy
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/flotilla-dev/flotilla/e2e/wait"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/deploy"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // R1.8, R1.10: a pass hands its batch of releases to the write workers and returns once no
@@ -73,5 +89,86 @@ func TestR1_8_R1_10_APassReturnsOnceNoMoreThanAheadOfItsWritesWait(t *testing.T)
 				t.Fatalf("%d writes ran at once, more than the %d workers", got, tc.workers)
 			}
 		})
+	}
+}
+
+// R3.8: a stage's releases go out through the hub's write slots, as many at once as the slots
+// allow and no more, and one write the API server refuses (a quota or admission policy in that
+// cluster's namespace) neither stops the others nor is reported as released. Each write waits
+// at a gate the test opens once the slots are full: written one after the other, the first
+// write would hold the gate shut.
+func TestR3_8_AStepReleasesThroughTheWriteSlotsAndARefusedWriteStopsNoOther(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bun := &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "web"}}
+	old := v1alpha1.RevisionRef{Index: 1, ContentID: "k1", DeploymentID: "d-1"}
+	next := model.RevisionTarget{Ref: v1alpha1.RevisionRef{Index: 2, ContentID: "k1", DeploymentID: "d-2"}}
+	const refusedIn = "cluster-c05"
+	var objs []client.Object
+	var releases []release
+	for i := range 12 {
+		cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: fmt.Sprintf("c%02d", i)}}
+		cl.Status.Namespace = "cluster-" + cl.Name
+		bd := &v1alpha1.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: cl.Status.Namespace, Name: model.DeploymentName(bun.Namespace, bun.Name)},
+			Spec: v1alpha1.BundleDeploymentSpec{Bundle: bun.Name, BundleNamespace: bun.Namespace, Staged: old, Released: &old}}
+		objs = append(objs, bd)
+		releases = append(releases, release{cluster: cl, bd: bd, target: next})
+	}
+	gate := make(chan struct{})
+	openGate := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(openGate) // a failure below lets the writes waiting at the gate end
+	var inFlight, most atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			if o.GetNamespace() == refusedIn {
+				return apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("bundledeployments").GroupResource(), o.GetName(), errors.New("exceeded quota"))
+			}
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-gate
+			return c.Update(ctx, o, opts...)
+		},
+	}).Build()
+	// The releases' copies of the deployments are the client's (with their resourceVersions).
+	for i := range releases {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(releases[i].bd), releases[i].bd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots := make(deploy.WriteSlots, 3)
+	done := make(chan error, 1)
+	go func() {
+		done <- releaseAll(context.Background(), c, nil, slots, &deploy.Releases{}, bun, releases, time.Now())
+	}()
+	wait.Until(t, "the write slots full", 30*time.Second, func() bool { return inFlight.Load() == int32(cap(slots)) })
+	openGate()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the step's releases did not finish once every write could")
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(fmt.Sprint(err), "to c05") {
+		t.Errorf("the refused write's error should name its cluster and why: %v", err)
+	}
+	if got := most.Load(); got != int32(cap(slots)) {
+		t.Errorf("at most %d writes were in flight, want the slots' %d", got, cap(slots))
+	}
+	for _, r := range releases {
+		var bd v1alpha1.BundleDeployment
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(r.bd), &bd); err != nil {
+			t.Fatal(err)
+		}
+		want := next.Ref
+		if bd.Namespace == refusedIn {
+			want = old
+		}
+		if bd.Spec.Released == nil || *bd.Spec.Released != want || bd.Spec.Staged != want {
+			t.Errorf("%s: staged %v, released %v; want both %v", r.cluster.Name, bd.Spec.Staged, bd.Spec.Released, want)
+		}
 	}
 }

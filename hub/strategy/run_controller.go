@@ -59,6 +59,9 @@ type RunReconciler struct {
 	// Released remembers the deployments a step created until the cache shows them (the
 	// hub's one, shared with the other controllers that release).
 	Released *deploy.Releases
+	// Writes bounds the release writes in flight (the hub's one, shared with the bundler and
+	// the other controllers that release).
+	Writes   deploy.WriteSlots
 	Now      func() time.Time
 	Recorder *events.Recorder
 	// Analysis measures the checks of the runs' tasks (§7).
@@ -248,6 +251,7 @@ func approveCommand(run *v1alpha1.StagedUpdateRun, g rollout.ApprovalGate) strin
 // staged from its record at the same time.
 func (r *RunReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, ms *members, clusters []string, revision int64) error {
 	var targets model.RevisionTargets
+	releases := make([]release, 0, len(clusters))
 	for _, name := range clusters {
 		bd, cl := ms.bds[name], ms.clusters[name]
 		if cl == nil {
@@ -268,11 +272,9 @@ func (r *RunReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, ms *m
 				continue // the revision did not deploy to this cluster
 			}
 		}
-		if err := releaseTarget(ctx, r.Client, r.Uncached, r.Released, bun, cl, bd, want, r.Now()); err != nil {
-			return err
-		}
+		releases = append(releases, release{cluster: cl, bd: bd, target: want})
 	}
-	return nil
+	return releaseAll(ctx, r.Client, r.Uncached, r.Writes, r.Released, bun, releases, r.Now())
 }
 
 // onRevisionButStagedElse lists clusters that run revision already while another is staged: in

@@ -48,6 +48,9 @@ type SequenceReconciler struct {
 	// Released remembers the deployments a step created until the cache shows them (the
 	// hub's one, shared with the other controllers that release).
 	Released *deploy.Releases
+	// Writes bounds the release writes in flight (the hub's one, shared with the bundler and
+	// the other controllers that release).
+	Writes deploy.WriteSlots
 	// Uncached confirms a step's copy of the Bundle is the latest before it releases
 	// (DecidedOnLatest).
 	Uncached client.Reader
@@ -213,14 +216,15 @@ func (r *SequenceReconciler) fleet(ctx context.Context, bun *v1alpha1.Bundle) ([
 
 // release stages and releases each cluster's revision from its record, in one write (creating
 // the deployment of a cluster the rollout has not reached yet).
-func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, ms *members, release map[string]int64) error {
-	names := make([]string, 0, len(release))
-	for name := range release {
+func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, ms *members, revisionOf map[string]int64) error {
+	names := make([]string, 0, len(revisionOf))
+	for name := range revisionOf {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	releases := make([]release, 0, len(names))
 	for _, name := range names {
-		targets, err := r.Revisions.Targets(ctx, bun, release[name])
+		targets, err := r.Revisions.Targets(ctx, bun, revisionOf[name])
 		if err != nil {
 			return err
 		}
@@ -228,11 +232,9 @@ func (r *SequenceReconciler) release(ctx context.Context, bun *v1alpha1.Bundle, 
 		if cl == nil || want.Ref.Index == 0 {
 			continue // the revision did not deploy to this cluster
 		}
-		if err := releaseTarget(ctx, r.Client, r.Uncached, r.Released, bun, cl, ms.bds[name], want, r.Now()); err != nil {
-			return err
-		}
+		releases = append(releases, release{cluster: cl, bd: ms.bds[name], target: want})
 	}
-	return nil
+	return releaseAll(ctx, r.Client, r.Uncached, r.Writes, r.Released, bun, releases, r.Now())
 }
 
 // report sets the sequence's progress and the bundle's summary.
