@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/preview"
 )
@@ -35,6 +37,8 @@ func TestPreviewFromTheHubReadsWithAViewersRights(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	viewerRules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group},
+		Resources: []string{"gitrepos", "clusters", "clustergroups", "stagedupdatestrategies", "rolloutsequences"}, Verbs: []string{"get", "list"}}}
 	objs := []client.Object{
 		&v1alpha1.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Name: "production", Namespace: ns, Labels: map[string]string{"tier": "1"}},
 			Spec: v1alpha1.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}},
@@ -47,8 +51,7 @@ func TestPreviewFromTheHubReadsWithAViewersRights(t *testing.T) {
 			Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}}}},
 		&v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: other}, Spec: v1alpha1.GitRepoSpec{Repo: "https://git.example/shop",
 			Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}}}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "viewer", Namespace: ns}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group},
-			Resources: []string{"gitrepos", "clusters", "clustergroups", "stagedupdatestrategies", "rolloutsequences"}, Verbs: []string{"get", "list"}}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "viewer", Namespace: ns}, Rules: viewerRules},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "viewer", Namespace: ns}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "viewer"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "previewer"}}},
 	}
@@ -59,6 +62,13 @@ func TestPreviewFromTheHubReadsWithAViewersRights(t *testing.T) {
 	}
 	cfg := rest.CopyConfig(hubCluster.Config())
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "previewer"}
+	// The authorizer learns of the viewer's Role from its own watch: a refusal below must be the
+	// namespace's, not the moment's.
+	held, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := controlplane.WaitRulesHeld(held, cfg, ns, viewerRules); err != nil {
+		t.Fatal(err)
+	}
 	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)

@@ -108,10 +108,11 @@ func TestTenantCannotMoveAClusterIntoAnotherClustersNamespace(t *testing.T) {
 	attacker, victim := workloads[0].Name, workloads[1].Name
 	ctx := context.Background()
 	tenant := "tenant-" + f.ns
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"get", "update", "patch"}}}
 	for _, o := range []client.Object{
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: tenant, Namespace: f.ns}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"get", "update", "patch"}}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: tenant, Namespace: f.ns}, Rules: rules},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: tenant, Namespace: f.ns}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant}},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tenant}},
 	} {
@@ -130,6 +131,9 @@ func TestTenantCannotMoveAClusterIntoAnotherClustersNamespace(t *testing.T) {
 	as := rest.CopyConfig(hubCluster.Config())
 	as.Impersonate = rest.ImpersonationConfig{UserName: tenant}
 	clusters := dynamic.NewForConfigOrDie(as).Resource(schema.GroupVersionResource{Group: "flotilla.dev", Version: "v1alpha1", Resource: "clusters"}).Namespace(f.ns)
+	// Refusals below must come from the policy, not from an authorizer that has not seen the
+	// tenant's Role yet.
+	rulesHeld(t, as, f.ns, rules)
 	if _, err := clusters.Get(ctx, attacker, metav1.GetOptions{}, "status"); err != nil {
 		t.Fatalf("the tenant reads its Cluster's status: %v", err)
 	}

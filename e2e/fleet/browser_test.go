@@ -101,6 +101,8 @@ func personConfig(t *testing.T, f *fleetEnv, name string, rules, clusterRules []
 	}
 	cfg := rest.AnonymousClientConfig(hubCluster.Config())
 	cfg.BearerToken = token.Status.Token
+	rulesHeld(t, cfg, f.ns, rules)
+	rulesHeld(t, cfg, "", clusterRules)
 	return cfg, "system:serviceaccount:" + f.ns + ":" + name
 }
 

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/browser"
@@ -143,6 +144,9 @@ func approveThroughProxy(t *testing.T, f *fleetEnv, run string) {
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "alice"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	alice := rest.CopyConfig(hubCluster.Config())
+	alice.Impersonate = rest.ImpersonationConfig{UserName: "alice"}
+	rulesHeld(t, alice, f.ns, rules)
 	proxyCA := testpki.NewCA(t, "proxy-ca")
 	proxyCert := proxyCA.Client(t, "auth-proxy")
 	otherCA := testpki.NewCA(t, "someone-else")

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
@@ -41,6 +43,17 @@ func createRepo(t *testing.T, f *fleetEnv, url string, selector map[string]strin
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool, show ...func() string) {
 	t.Helper()
 	wait.Until(t, what, timeout, cond, show...)
+}
+
+// rulesHeld waits until the API server's authorizer grants the subject of cfg the rules just
+// bound to it, in namespace ("" for a ClusterRole's).
+func rulesHeld(t *testing.T, cfg *rest.Config, namespace string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := controlplane.WaitRulesHeld(ctx, cfg, namespace, rules); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func bundleOf(t *testing.T, f *fleetEnv, name string) *v1alpha1.Bundle {
