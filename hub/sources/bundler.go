@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/access"
@@ -354,6 +355,8 @@ func (b *Bundler) publishDraft(ctx context.Context, repo Origin, commit string, 
 		if !apierrors.IsConflict(err) || attempt == publishAttempts {
 			return err
 		}
+		log.FromContext(ctx).V(1).Info("bundle changed since it was read; drafting the commit again on the API server's copy",
+			"source", repo.Namespace+"/"+repo.Name, "bundle", d.bundle.Name, "commit", commit, "attempt", attempt)
 		if *d, err = b.draft(ctx, b.Uncached, repo, commit, r); err != nil {
 			return err
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/bdstate"
@@ -15,7 +15,6 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/hub/plan"
 	"github.com/flotilla-dev/flotilla/rollout"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // member is what the staged and sequence planners see of a cluster a bundle is placed on.
@@ -83,17 +82,15 @@ type release struct {
 // releases the refused clusters again.
 func releaseAll(ctx context.Context, c client.Client, uncached client.Reader, slots deploy.WriteSlots, released *deploy.Releases, bun *v1alpha1.Bundle, releases []release, now time.Time) error {
 	errs := make([]error, len(releases))
-	var g errgroup.Group
-	g.SetLimit(deploy.StageWorkers)
+	writes := make([]func(), len(releases))
 	for i, rel := range releases {
-		g.Go(func() error {
+		writes[i] = func() {
 			errs[i] = slots.Do(ctx, func() error {
 				return releaseTarget(ctx, c, uncached, released, bun, rel.cluster, rel.bd, rel.target, now)
 			})
-			return nil
-		})
+		}
 	}
-	_ = g.Wait()
+	<-startWrites(writes, deploy.StageWorkers, len(writes))
 	return errors.Join(errs...)
 }
 
