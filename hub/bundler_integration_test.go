@@ -254,9 +254,10 @@ func TestR1_12_R1_13_UpdateStagesAClusterWhenTheRolloutReachesIt(t *testing.T) {
 	}
 	// Its agent may already read revision 2's content: its release will be one write, and the
 	// agent will not wait for access.
-	if rev2 := held["canary-1"].Spec.Staged.ContentID; !agentMayRead(t, c, access.ClusterNamespace(ns, "main-1"), ns, rev2) {
-		t.Errorf("main-1's agent is not granted revision 2's content %s", rev2)
-	}
+	rev2 := held["canary-1"].Spec.Staged.ContentID
+	waitUntil(t, "main-1's agent is granted revision 2's content "+rev2, func() bool {
+		return agentMayRead(t, c, access.ClusterNamespace(ns, "main-1"), ns, rev2)
+	})
 	// Its Cluster says so too, though nothing wrote its deployment: the new revision did.
 	waitForClusterSummary(t, c, types.NamespacedName{Namespace: ns, Name: "main-1"}, "its bundle OutOfSync", func(s v1alpha1.StateCounts) bool { return s.OutOfSync == 1 })
 

@@ -95,9 +95,10 @@ func TestSharedContentGrantFollowsTheDeployments(t *testing.T) {
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: access.ContentGrantName(first)}, &binding)
 		return apierrors.IsNotFound(err)
 	})
-	if agentMayRead(t, c, agentNS("a"), ns, first) {
-		t.Errorf("agent a may still read revision 1's content, which no deployment references")
-	}
+	// The authorizer forgets the grant from its own watch, a moment after the deletion.
+	waitUntil(t, "agent a may no longer read revision 1's content, which no deployment references", func() bool {
+		return !agentMayRead(t, c, agentNS("a"), ns, first)
+	})
 	waitUntil(t, "the three agents may read revision 2's content", func() bool {
 		return agentMayRead(t, c, agentNS("a"), ns, second) && agentMayRead(t, c, agentNS("b"), ns, second) && agentMayRead(t, c, agentNS("c"), ns, second)
 	})
@@ -172,9 +173,9 @@ func TestAccessRecomputeConfirmsSharedGrantsPastTheCache(t *testing.T) {
 	if got := ownContent(); len(got) != 0 {
 		t.Errorf("a release past the stale cache wrote content %v into the cluster's Role", got)
 	}
-	if !agentMayRead(t, c, cl.Status.Namespace, ns, shared.ContentID) {
-		t.Errorf("the agent may not read the content its shared grant gives it")
-	}
+	waitUntil(t, "the agent may read the content its shared grant gives it", func() bool {
+		return agentMayRead(t, c, cl.Status.Namespace, ns, shared.ContentID)
+	})
 
 	// Without the live read, the stale cache puts the content in the Role: the case guarded.
 	if err := access.GrantAccessWith(ctx, staleGrants{c}, cl, nil, access.AccessRewrite{}); err != nil {
@@ -321,10 +322,11 @@ func TestR1_1_SharedGrantKeepsTheClustersARolloutHasNotReachedYet(t *testing.T) 
 	if err := c.Get(ctx, key, &after); err != nil || after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("a pass right after a prune wrote the grant (%v)", err)
 	}
-	if !agentMayRead(t, c, clusterNS["later"], ns, ref.ID) || agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID) {
-		t.Errorf("the API server does not enforce the grant as kept: later may read %v, untargeted %v",
-			agentMayRead(t, c, clusterNS["later"], ns, ref.ID), agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID))
-	}
+	waitUntil(t, "the API server enforces the grant as kept: later may read, untargeted may not", func() bool {
+		return agentMayRead(t, c, clusterNS["later"], ns, ref.ID) && !agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID)
+	}, func() string {
+		return fmt.Sprintf("later may read %v, untargeted %v", agentMayRead(t, c, clusterNS["later"], ns, ref.ID), agentMayRead(t, c, clusterNS["untargeted"], ns, ref.ID))
+	})
 	// A grant naming another bundle, or none, keeps only the deployments' agents.
 	other := model.ContentRef{Namespace: ns, ID: "s-1-elsewhere"}
 	if err := access.GrantShared(ctx, c, access.SharedGrant{Ref: other, Bundles: []string{"api"}, ClusterNamespaces: all}, granted); err != nil {
