@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -262,13 +263,21 @@ func TestHelmChartsInstall(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: v1alpha1.GroupVersion.Group, Resource: "approvalrequests", Subresource: "status", Namespace: "fleet-default"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "flotilla-chart"}, false},
 	} {
-		sar, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: account, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:flotilla-chart"}, ResourceAttributes: &tc.attrs}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+		allowed := func() bool {
+			sar, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: account, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:flotilla-chart"}, ResourceAttributes: &tc.attrs}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sar.Status.Allowed
 		}
-		if sar.Status.Allowed != tc.want {
-			t.Errorf("the dashboard's account may %s %s/%s %s: %t, want %t", tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, tc.attrs.Name, sar.Status.Allowed, tc.want)
+		what := fmt.Sprintf("the dashboard's account may %s %s/%s %s", tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, tc.attrs.Name)
+		// The authorizer learns of the chart's bindings from its own watch: what they grant is
+		// waited for, and the cases refused come after those (ordered so), once it has them.
+		if tc.want {
+			eventually(t, what, 30*time.Second, allowed)
+		} else if allowed() {
+			t.Errorf("%s: true, want false", what)
 		}
 	}
 
