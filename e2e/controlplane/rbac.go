@@ -9,9 +9,14 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
+
+// reviewInterval is how often WaitRulesHeld asks again: the authorizer's watch catches up
+// within milliseconds.
+const reviewInterval = 20 * time.Millisecond
 
 // WaitRulesHeld returns once the API server's authorizer grants the subject of cfg every verb
 // of rules, in namespace ("" for a ClusterRole's rules), or fails when ctx ends first. The
@@ -20,23 +25,16 @@ import (
 // here, asking the authorizer itself (SelfSubjectAccessReview, which any signed-in subject may).
 func WaitRulesHeld(ctx context.Context, cfg *rest.Config, namespace string, rules []rbacv1.PolicyRule) error {
 	reviews := kubernetes.NewForConfigOrDie(cfg).AuthorizationV1().SelfSubjectAccessReviews()
-	pending := accessOf(namespace, rules)
-	interval := 10 * time.Millisecond
-	for len(pending) > 0 {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: pending[0]}
-		answer, err := reviews.Create(ctx, review, metav1.CreateOptions{})
-		switch {
-		case err == nil && answer.Status.Allowed:
-			pending = pending[1:]
-			continue
-		case ctx.Err() != nil:
-			return fmt.Errorf("the authorizer does not grant %s yet (%v): %w", describeAccess(pending[0]), err, ctx.Err())
+	for _, access := range accessOf(namespace, rules) {
+		var lastErr error
+		held := func(ctx context.Context) (bool, error) {
+			answer, err := reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: access}, metav1.CreateOptions{})
+			lastErr = err
+			return err == nil && answer.Status.Allowed, nil
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(interval):
+		if err := wait.PollUntilContextCancel(ctx, reviewInterval, true, held); err != nil {
+			return fmt.Errorf("the authorizer does not grant %s yet (last review: %v): %w", describeAccess(access), lastErr, err)
 		}
-		interval = min(2*interval, 200*time.Millisecond)
 	}
 	return nil
 }

@@ -252,6 +252,7 @@ func TestHelmChartsInstall(t *testing.T) {
 		}
 	}
 	account := "system:serviceaccount:flotilla-chart:flotilla-hub-dashboard"
+	reviews := kubernetes.NewForConfigOrDie(hubCluster.Config()).AuthorizationV1().SubjectAccessReviews()
 	for _, tc := range []struct {
 		attrs authorizationv1.ResourceAttributes
 		want  bool
@@ -264,7 +265,7 @@ func TestHelmChartsInstall(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "flotilla-chart"}, false},
 	} {
 		allowed := func() bool {
-			sar, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			sar, err := reviews.Create(ctx, &authorizationv1.SubjectAccessReview{
 				Spec: authorizationv1.SubjectAccessReviewSpec{User: account, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:flotilla-chart"}, ResourceAttributes: &tc.attrs}}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
