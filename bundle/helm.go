@@ -178,6 +178,10 @@ func (r *Renderer) helmValues(ctx context.Context, src *Source, h *Helm, t Targe
 		if err != nil {
 			return nil, &FieldError{File: src.FleetFile, Field: fmt.Sprintf("helm.valuesFrom[%d]", i), Err: err}
 		}
+		if vf.SecretKeyRef != nil {
+			// Values from a Secret are as secret as the Secret: no error may show them.
+			r.secrets.AddTree(m)
+		}
 		vals = mergeValues(vals, m)
 	}
 	vals = mergeValues(vals, h.Values)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 )
 
 // RendererOptions configure a Renderer.
@@ -24,6 +26,10 @@ type RendererOptions struct {
 	Sandbox *Sandbox
 	// Decryption decrypts the repository's SOPS files; nil: a bundle that reads one fails.
 	Decryption *Decryptor
+	// Secrets are values no error of the renderer may show (chart credentials, say); the
+	// renderer adds what it reads from secrets itself (values from a Secret, what SOPS files
+	// decrypt to). Nil: the renderer keeps its own.
+	Secrets *scrub.Secrets
 }
 
 // Renderer renders the bundles of one checkout (one commit) for many targets. Targets with
@@ -35,6 +41,8 @@ type Renderer struct {
 	values      ValuesResolver
 	kubeVersion string
 	sandbox     *sandboxSession
+	// secrets are scrubbed from every error Render returns, with what the decryptor revealed.
+	secrets *scrub.Secrets
 
 	mu      sync.Mutex
 	results map[string]*renderCall
@@ -59,7 +67,10 @@ func NewRenderer(root string, opts RendererOptions) (*Renderer, error) {
 		fetcher = &ChartFetcher{}
 	}
 	checkout.decryptor = opts.Decryption
-	r := &Renderer{checkout: checkout, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, results: map[string]*renderCall{}}
+	r := &Renderer{checkout: checkout, fetcher: fetcher, values: opts.Values, kubeVersion: opts.KubeVersion, secrets: opts.Secrets, results: map[string]*renderCall{}}
+	if r.secrets == nil {
+		r.secrets = &scrub.Secrets{}
+	}
 	if opts.Sandbox != nil {
 		r.sandbox = opts.Sandbox.session()
 	}
@@ -147,8 +158,20 @@ func deploymentOptions(o Options) DeploymentOptions {
 	return d
 }
 
-// Render renders a bundle for a target.
+// Render renders a bundle for a target. Its error shows no secret the renderer read or was
+// given (Scrub).
 func (r *Renderer) Render(ctx context.Context, src *Source, t Target) (*Rendered, error) {
+	res, err := r.renderCached(ctx, src, t)
+	return res, r.Scrub(err)
+}
+
+// Scrub is err without the values of secrets this renderer read or was given: what a caller
+// adds to a render's outcome (a check of the rendered objects) passes through it too.
+func (r *Renderer) Scrub(err error) error {
+	return r.checkout.decryptor.Revealed().Error(r.secrets.Error(err))
+}
+
+func (r *Renderer) renderCached(ctx context.Context, src *Source, t Target) (*Rendered, error) {
 	if src.Err != nil {
 		return nil, src.Err
 	}

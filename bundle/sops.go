@@ -2,7 +2,6 @@ package bundle
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"filippo.io/age"
@@ -28,6 +26,8 @@ import (
 	sopsjson "github.com/getsops/sops/v3/stores/json"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	"github.com/sirupsen/logrus"
+
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 	k8syaml "sigs.k8s.io/yaml"
 )
 
@@ -50,9 +50,8 @@ type Decryptor struct {
 	pgp    openpgp.EntityList
 	source string
 
-	mu sync.Mutex
-	// revealed are the values it decrypted, for Reveals.
-	revealed map[string]bool
+	// revealed are the values it decrypted: the renders it serves scrub them from their errors.
+	revealed scrub.Secrets
 }
 
 // DecryptionKeyNames are how the values of a decryption Secret are named: an age identity file
@@ -188,10 +187,6 @@ func formatOf(file string) sopsFormat {
 	return formatYAML
 }
 
-// minRevealed is the shortest decrypted value Reveals looks for: shorter ones ("1", "yes")
-// are everywhere.
-const minRevealed = 4
-
 // remember records the values that were encrypted in a file (a leaf of the ciphertext that is
 // ENC[…]) as the plaintext has them.
 func (d *Decryptor) remember(format sopsFormat, cipher, plain []byte) {
@@ -203,11 +198,6 @@ func (d *Decryptor) remember(format sopsFormat, cipher, plain []byte) {
 		if k8syaml.Unmarshal(cipher, &c) != nil || k8syaml.Unmarshal(plain, &p) != nil {
 			return
 		}
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.revealed == nil {
-		d.revealed = map[string]bool{}
 	}
 	var walk func(c, p any)
 	walk = func(c, p any) {
@@ -226,26 +216,26 @@ func (d *Decryptor) remember(format sopsFormat, cipher, plain []byte) {
 			}
 		case string:
 			if strings.HasPrefix(c, "ENC[AES256_GCM,") && p != nil {
-				if v := fmt.Sprint(p); len(v) >= minRevealed {
-					d.revealed[v] = true
-				}
+				d.revealed.AddTree(p)
 			}
 		}
 	}
 	walk(c, p)
 }
 
-// Reveals reports whether text holds a value the decryptor decrypted, as it is or base64
-// encoded (as a Secret's data holds it): what must not be shown without being asked for.
+// Reveals reports whether text holds a value the decryptor decrypted, in any of the forms
+// scrub.Forms names (as it is, base64 encoded as a Secret's data holds it, …): what must not be
+// shown without being asked for.
 func (d *Decryptor) Reveals(text []byte) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for v := range d.revealed {
-		if bytes.Contains(text, []byte(v)) || bytes.Contains(text, []byte(base64.StdEncoding.EncodeToString([]byte(v)))) {
-			return true
-		}
+	return d.revealed.Reveals(text)
+}
+
+// Revealed are the values it decrypted so far.
+func (d *Decryptor) Revealed() *scrub.Secrets {
+	if d == nil {
+		return nil
 	}
-	return false
+	return &d.revealed
 }
 
 // dataKey recovers a file's data key with one of the decryptor's keys. Only age and OpenPGP

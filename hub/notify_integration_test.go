@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/e2e/testpki"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/notify"
@@ -238,5 +241,56 @@ func TestNotificationsReachATLSProviderOnlyThroughItsOwnCA(t *testing.T) {
 	}
 	if n, m := systemRoots.received(), wrongCA.received(); n != 0 || m != 0 {
 		t.Errorf("requests through an untrusted handshake: %d and %d", n, m)
+	}
+}
+
+// A Slack webhook URL kept in a Secret, as the CRD advises, is a credential: when its delivery
+// cannot connect (Go's transport error quotes the whole URL), the provider's Ready condition
+// and the hub's log say that it failed and why, without the URL's path.
+func TestAWebhookURLFromASecretStaysOutOfStatusAndLog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there: the delivery cannot connect
+	const credential = "T0FLEET/B0HOOK/webhook-credential-5e8f21"
+	address := "http://" + closed + "/services/" + credential
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\n", "web/cm.yaml": configMap("1")})
+	srv := up.ServeHTTP("", "")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slack-url"}, Data: map[string][]byte{"address": []byte(address)}},
+		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slack"},
+			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderSlack, SecretRef: &v1alpha1.LocalSecretReference{Name: "slack-url"}}},
+		&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"}, Spec: v1alpha1.AlertSpec{
+			ProviderRef: v1alpha1.LocalSecretReference{Name: "slack"}, EventSources: []v1alpha1.EventSource{{Kind: "GitRepo", Name: "shop"}}}},
+		&v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git"}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var provider v1alpha1.NotificationProvider
+	waitUntil(t, "the provider says its delivery failed", func() bool {
+		if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "slack"}, &provider) != nil {
+			return false
+		}
+		cond := meta.FindStatusCondition(provider.Status.Conditions, v1alpha1.ReadyCondition)
+		return cond != nil && cond.Reason == "DeliveryFailed"
+	}, func() string { return fmt.Sprintf("%+v", provider.Status) })
+	msg := meta.FindStatusCondition(provider.Status.Conditions, v1alpha1.ReadyCondition).Message
+	if !strings.Contains(msg, "provider unreachable") || !strings.Contains(msg, "connection refused") {
+		t.Errorf("Ready says %q; want why the delivery failed", msg)
+	}
+	for what, text := range map[string]string{"the provider's Ready condition": msg, "the hub's log": hubLogs.String()} {
+		for _, part := range []string{credential, "webhook-credential-5e8f21", url.PathEscape("/services/" + credential)} {
+			if strings.Contains(text, part) {
+				t.Errorf("%s holds %q: %s", what, part, text[max(0, strings.Index(text, part)-200):strings.Index(text, part)+len(part)])
+			}
+		}
 	}
 }

@@ -2,6 +2,9 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
+	"github.com/flotilla-dev/flotilla/e2e/forgeserver"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/e2e/reftools"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -98,6 +103,98 @@ func TestSOPSSecretsDeployDecryptedToTargetedClustersOnly(t *testing.T) {
 	for _, plain := range []string{password, "rotated-" + password} {
 		if where := exposures(t, c, plain, map[string]bool{ns + "/" + prodContent: true}); len(where) > 0 {
 			t.Errorf("%q is in %v", plain, where)
+		}
+	}
+}
+
+// A repository's author writes a template that fails with the values of a SOPS-encrypted file
+// and of a Secret (helm.valuesFrom) in its message: the render fails naming the template, and
+// neither value is anywhere people look (GitRepo and Bundle statuses, Events, the hub's log,
+// the notification its Alert delivers, the commit status the forge receives); the revision
+// before stays deployed.
+func TestADecryptedSecretLeavesNoTraceThroughARenderError(t *testing.T) {
+	const password, token = "sops-plaintext-9c1e5a", "values-from-secret-77d2b0"
+	ops, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	encrypted := string(reftools.SOPSEncrypt(t, "secrets.yaml", []byte("password: "+password+"\n"), reftools.SOPSOptions{Age: []string{ops.Recipient().String()}}))
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{
+		"app/fleet.yaml":              "defaultNamespace: app\nhelm:\n  chart: ./chart\n  valuesFiles: [secrets.yaml]\n  valuesFrom:\n  - secretKeyRef: {name: app-values}\n",
+		"app/secrets.yaml":            encrypted,
+		"app/chart/Chart.yaml":        "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+		"app/chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {color: blue}\n",
+	})
+	srv := up.ServeHTTP("", "")
+	forge := forgeserver.New(t, "forge-token")
+	hook := newHookReceiver(t, "hook-key")
+	c, _ := startHub(t, Options{})
+	ns := namespace(t, c)
+	ctx := context.Background()
+	registerCluster(t, c, ns, "dev-1", map[string]string{"env": "dev"})
+	notifier(t, c, ns, "hook", "render-failures", hook, "hook")
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second},
+		Decryption:   &v1alpha1.Decryption{Provider: v1alpha1.DecryptionSOPS, SecretRef: v1alpha1.LocalObjectReference{Name: "sops-keys"}},
+		CommitStatus: &v1alpha1.CommitStatusSpec{ProviderRef: v1alpha1.LocalSecretReference{Name: "forge"}, Repository: "team/shop"},
+		Targets:      []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+	}}
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-keys", Namespace: ns}, Data: map[string][]byte{"ops.agekey": []byte(ops.String())}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-values", Namespace: ns}, StringData: map[string]string{"values.yaml": "token: " + token + "\n"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forge"}, Data: map[string][]byte{"token": []byte("forge-token")}},
+		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forge"},
+			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGitHub, Address: forge.URL, SecretRef: &v1alpha1.LocalSecretReference{Name: "forge"}}},
+		repo,
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKeyFromObject(repo)
+	waitFor(t, c, key, "the first commit rendered", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit != "" })
+	before := deploymentsOf(t, c, ns, "shop-app")["dev-1"]
+
+	bad := up.Commit("main", map[string]string{"app/chart/templates/cm.yaml": `{{ fail (printf "cannot connect with %s / %q / %s" .Values.password .Values.token (toYaml .Values | b64enc)) }}`})
+	got := waitFor(t, c, key, "the failing commit refused", func(r *v1alpha1.GitRepo) bool {
+		cond := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
+		return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(cond.Message, "cannot connect with")
+	})
+	msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.RenderedCondition).Message
+	if !strings.Contains(msg, "templates/cm.yaml") || !strings.Contains(msg, scrub.Redacted) {
+		t.Errorf("Rendered: %s; want the template named and the values redacted", msg)
+	}
+	waitUntil(t, "the forge has the failing commit's status", func() bool {
+		for _, s := range forge.Statuses("github") {
+			if s.SHA == bad && strings.HasPrefix(s.Description, "does not render") {
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("%+v", forge.Statuses("github")) })
+	waitUntil(t, "the alert delivered the render failure", func() bool {
+		return slices.ContainsFunc(hook.reasons(), func(r string) bool { return strings.Contains(r, string(v1alpha1.EventRenderFailed)) })
+	}, func() string { return strings.Join(hook.reasons(), "\n") })
+
+	if now := deploymentsOf(t, c, ns, "shop-app")["dev-1"]; now.Spec.Staged != before.Spec.Staged {
+		t.Errorf("dev-1 was staged %+v, want %+v kept", now.Spec.Staged, before.Spec.Staged)
+	}
+	hook.mu.Lock()
+	delivered, _ := json.Marshal(hook.messages)
+	hook.mu.Unlock()
+	statuses, _ := json.Marshal(forge.Statuses("github"))
+	for _, secret := range []string{password, token} {
+		// Every form an error could carry it in: as it is, quoted, base64 at each alignment.
+		var s scrub.Secrets
+		s.Add(secret)
+		if where := exposures(t, c, secret, nil); len(where) > 0 {
+			t.Errorf("%q is in %v", secret, where)
+		}
+		for what, text := range map[string]string{"the Rendered condition": msg, "the notifications": string(delivered), "the commit statuses": string(statuses), "the hub's log": hubLogs.String()} {
+			if s.Reveals([]byte(text)) {
+				t.Errorf("%s reveal %q in some form", what, secret)
+			}
 		}
 	}
 }

@@ -122,3 +122,69 @@ func TestARestrictionRequiresVerifiedSources(t *testing.T) {
 		t.Errorf("the repository was read %d times", n)
 	}
 }
+
+// Tag and CommitAndTag, on a fresh hub: a semver GitRepo whose release v1.0.0 is a tag signed by
+// an allowed key deploys it (the hub verified the tag before its cache held anything); the same
+// signed tag pushed again as v9.9.9 by someone with push access and no key is not selected: the
+// GitRepo stays at v1.0.0, its deployment unwritten. With CommitAndTag, a signed tag on an
+// unsigned commit is refused as the commit.
+func TestSignedTagModesThroughTheHub(t *testing.T) {
+	c, _ := startHub(t, Options{})
+	ctx := context.Background()
+	for _, mode := range []v1alpha1.VerificationMode{v1alpha1.VerifyTag, v1alpha1.VerifyCommitAndTag} {
+		t.Run(string(mode), func(t *testing.T) {
+			up := gitserver.New(t)
+			alice := gitserver.NewSSHSigningKey(t, "alice")
+			up.Signing = alice.Signing
+			release := up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\n", "web/cm.yaml": configMap("1.0.0")})
+			up.Tag("v1.0.0", true)
+			srv := up.ServeHTTP("", "")
+			ns := namespace(t, c)
+			registerCluster(t, c, ns, "dev-1", map[string]string{"env": "dev"})
+			keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "signers", Namespace: ns}, Data: map[string][]byte{"alice.pub": []byte(alice.Public)}}
+			repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{
+				Repo: srv.URL + "/repo.git", Semver: ">=1.0.0", PollingInterval: &metav1.Duration{Duration: time.Second},
+				Verify:  &v1alpha1.SourceVerification{Mode: mode, SecretRef: &v1alpha1.LocalObjectReference{Name: "signers"}},
+				Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
+			}}
+			for _, o := range []client.Object{keys, repo} {
+				if err := c.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := client.ObjectKeyFromObject(repo)
+			waitFor(t, c, key, "the signed release deployed", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit == release })
+			before := deploymentsOf(t, c, ns, "shop-web")["dev-1"]
+
+			up.Commit("main", map[string]string{"web/cm.yaml": configMap("unsigned-work")})
+			reads := up.RefReads()
+			up.Git(up.Work, "push", "-q", "origin", "refs/tags/v1.0.0:refs/tags/v9.9.9")
+			// Two polls after the push: the hub has listed the copy and passed it over.
+			waitFor(t, c, key, "two polls after the copy was pushed", func(r *v1alpha1.GitRepo) bool { return up.RefReads() >= reads+2 })
+			var got v1alpha1.GitRepo
+			if err := c.Get(ctx, key, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Commit != release {
+				t.Errorf("the GitRepo moved to %s; want v1.0.0's %s", got.Status.Commit, release[:12])
+			}
+			if now := deploymentsOf(t, c, ns, "shop-web")["dev-1"]; now.ResourceVersion != before.ResourceVersion {
+				t.Errorf("dev-1's deployment was written: %+v", now.Spec)
+			}
+
+			if mode == v1alpha1.VerifyCommitAndTag {
+				up.Signing = nil
+				unsigned := up.Commit("main", map[string]string{"web/cm.yaml": configMap("1.1.0")})
+				up.Signing = alice.Signing
+				up.Tag("v10.0.0", true) // the newest name, signed, on an unsigned commit
+				refused := waitFor(t, c, key, "the unsigned commit refused", func(r *v1alpha1.GitRepo) bool {
+					cond := sourceReady(r)
+					return cond != nil && cond.Reason == v1alpha1.UnverifiedReason && strings.Contains(cond.Message, unsigned[:12])
+				})
+				if refused.Status.Commit != release {
+					t.Errorf("after the refusal the GitRepo is at %s; want %s", refused.Status.Commit, release[:12])
+				}
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/bundle/analysisexpr"
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/rollout"
@@ -101,6 +102,8 @@ type provider struct {
 	timeout  time.Duration
 	version  string
 	resolved time.Time
+	// secrets are its credentials, scrubbed from what its queries' errors say.
+	secrets scrub.Secrets
 }
 
 // providers caches resolved providers per namespace and name.
@@ -179,6 +182,7 @@ func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (
 		if err := ps.c.Get(ctx, client.ObjectKey{Namespace: ap.Namespace, Name: ref.Name}, &s); err != nil {
 			return nil, fmt.Errorf("failed to read credentials secret %s: %w", ref.Name, err)
 		}
+		p.secrets.Add(strings.TrimSpace(string(s.Data["token"])), string(s.Data["password"]))
 		switch {
 		case len(s.Data["token"]) > 0:
 			p.header.Set("Authorization", "Bearer "+strings.TrimSpace(string(s.Data["token"])))
@@ -186,6 +190,7 @@ func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (
 			req := &http.Request{Header: http.Header{}}
 			req.SetBasicAuth(string(s.Data["username"]), string(s.Data["password"]))
 			p.header.Set("Authorization", req.Header.Get("Authorization"))
+			p.secrets.Add(strings.TrimPrefix(req.Header.Get("Authorization"), "Basic "))
 		default:
 			return nil, fmt.Errorf("credentials secret %s has neither a token nor a username key", ref.Name)
 		}
@@ -193,8 +198,13 @@ func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (
 	return p, nil
 }
 
-// do sends a request to the provider and reads its JSON answer into out.
+// do sends a request to the provider and reads its JSON answer into out. Its error shows none of
+// the provider's credentials (an answer may quote the request).
 func (p *provider) do(req *http.Request, out any) error {
+	return p.secrets.Error(p.exchange(req, out))
+}
+
+func (p *provider) exchange(req *http.Request, out any) error {
 	for k, vs := range p.header {
 		req.Header[k] = vs
 	}

@@ -14,6 +14,8 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 )
 
 // Auth is how to reach a repository.
@@ -29,6 +31,15 @@ type Auth struct {
 	CABundle []byte
 	// InsecureSkipTLSVerify turns TLS verification off. Explicit opt-in only.
 	InsecureSkipTLSVerify bool
+}
+
+// Secrets are the credentials' values, for scrubbing what a fetch's errors say.
+func (a *Auth) Secrets() *scrub.Secrets {
+	s := &scrub.Secrets{}
+	if a != nil {
+		s.Add(a.Password, string(a.SSHPrivateKey), a.SSHPassphrase)
+	}
+	return s
 }
 
 // identity is a digest of everything that decides what the remote lets a client see: two

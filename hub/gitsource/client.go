@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/go-logr/logr"
 )
@@ -32,6 +33,10 @@ type Repo struct {
 	Auth                     *Auth
 	// Verify, when set, is what the commits or tags deployed must be signed with.
 	Verify *Verification
+	// SignedTags: the tags it follows must be signed (its verification asks for Tag; the keys
+	// are read only at checkout). Resolve then takes a semver tag's version from the name its
+	// tag object was signed with, not from the ref it was pushed under.
+	SignedTags bool
 }
 
 // Ref is a resolved reference.
@@ -39,6 +44,9 @@ type Ref struct {
 	// Name is the full reference name (refs/heads/main, refs/tags/v1.2.0), or the commit itself.
 	Name   string
 	Commit string
+	// Tag is the annotated tag object the remote lists under Name; empty for a lightweight
+	// tag, a branch or a commit.
+	Tag string
 }
 
 // ShortName is the reference's name for people: main, v1.2.0.
@@ -72,19 +80,51 @@ type Client struct {
 
 var commitSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// Resolve lists the remote's references (no objects are transferred) and returns the commit the
-// repository wants: the branch head, the pinned tag or commit, or the newest tag satisfying the
-// semver constraint.
+// Resolve lists the remote's references (no objects are transferred, but the tag objects of a
+// repository with SignedTags) and returns the commit the repository wants: the branch head, the
+// pinned tag or commit, or the newest tag satisfying the semver constraint.
 func (c *Client) Resolve(ctx context.Context, repo Repo) (Ref, error) {
 	if IsOCI(repo.URL) {
 		return c.resolveOCI(ctx, repo)
 	}
+	listed, err := c.resolveListed(ctx, repo)
+	if err != nil || repo.Semver == "" || !repo.SignedTags {
+		return firstOf(listed, err)
+	}
+	// A tag pushed under another name (refs/tags/v1.0.0:refs/tags/v9.9.9) carries the signature
+	// of the release it copies: its version is the name it was signed with.
+	for _, ref := range listed {
+		if ref.Tag == "" {
+			return ref, nil // refused by VerifyTag, loudly: a lightweight tag carries no signature
+		}
+		tag, err := c.tagObject(ctx, repo, ref)
+		if err != nil {
+			return Ref{}, err
+		}
+		if "refs/tags/"+tag.Name == ref.Name {
+			return ref, nil
+		}
+		c.Log.Info("a tag whose signed object names another tag is not a candidate", "repo", SanitizeURL(repo.URL), "tag", ref.ShortName(), "signedAs", tag.Name)
+	}
+	return Ref{}, fmt.Errorf("no tag satisfies %q under the name it was signed with: %w", repo.Semver, ErrRefNotFound)
+}
+
+func firstOf(refs []Ref, err error) (Ref, error) {
+	if err != nil {
+		return Ref{}, err
+	}
+	return refs[0], nil
+}
+
+// resolveListed resolves from the remote's list of references alone: the one ref a branch, a
+// pinned tag or a commit names, or every tag satisfying the semver constraint, newest first.
+func (c *Client) resolveListed(ctx context.Context, repo Repo) ([]Ref, error) {
 	if commitSHA.MatchString(repo.Revision) {
-		return Ref{Name: repo.Revision, Commit: repo.Revision}, nil
+		return []Ref{{Name: repo.Revision, Commit: repo.Revision}}, nil
 	}
 	refs, err := c.list(ctx, repo)
 	if err != nil {
-		return Ref{}, err
+		return nil, err
 	}
 	byName := map[string]string{}
 	var head string
@@ -98,42 +138,43 @@ func (c *Client) Resolve(ctx context.Context, repo Repo) (Ref, error) {
 			}
 		}
 	}
-	// An annotated tag's commit is its peeled entry, "<tag>^{}".
-	commitOf := func(name string) (string, bool) {
+	// An annotated tag's commit is its peeled entry, "<tag>^{}"; the entry itself is the tag
+	// object.
+	refOf := func(name string) (Ref, bool) {
 		if peeled, ok := byName[name+"^{}"]; ok {
-			return peeled, true
+			return Ref{Name: name, Commit: peeled, Tag: byName[name]}, true
 		}
 		h, ok := byName[name]
-		return h, ok
+		return Ref{Name: name, Commit: h}, ok
 	}
 	switch {
 	case repo.Semver != "":
-		return newestTag(byName, commitOf, repo.Semver)
+		return tagsSatisfying(byName, refOf, repo.Semver)
 	case repo.Revision != "":
-		name := "refs/tags/" + repo.Revision
-		if h, ok := commitOf(name); ok {
-			return Ref{Name: name, Commit: h}, nil
+		if ref, ok := refOf("refs/tags/" + repo.Revision); ok {
+			return []Ref{ref}, nil
 		}
-		return Ref{}, fmt.Errorf("tag %q: %w", repo.Revision, ErrRefNotFound)
+		return nil, fmt.Errorf("tag %q: %w", repo.Revision, ErrRefNotFound)
 	}
 	name := head
 	if repo.Branch != "" {
 		name = "refs/heads/" + repo.Branch
 	}
 	if name == "" {
-		return Ref{}, fmt.Errorf("the remote advertises no default branch; set branch: %w", ErrRefNotFound)
+		return nil, fmt.Errorf("the remote advertises no default branch; set branch: %w", ErrRefNotFound)
 	}
 	h, ok := byName[name]
 	if !ok {
-		return Ref{}, fmt.Errorf("branch %q: %w", strings.TrimPrefix(name, "refs/heads/"), ErrRefNotFound)
+		return nil, fmt.Errorf("branch %q: %w", strings.TrimPrefix(name, "refs/heads/"), ErrRefNotFound)
 	}
-	return Ref{Name: name, Commit: h}, nil
+	return []Ref{{Name: name, Commit: h}}, nil
 }
 
-func newestTag(byName map[string]string, commitOf func(string) (string, bool), constraint string) (Ref, error) {
+// tagsSatisfying are the tags satisfying a semver constraint, newest first.
+func tagsSatisfying(byName map[string]string, refOf func(string) (Ref, bool), constraint string) ([]Ref, error) {
 	c, err := semver.NewConstraint(constraint)
 	if err != nil {
-		return Ref{}, fmt.Errorf("invalid semver constraint %q: %w", constraint, err)
+		return nil, fmt.Errorf("invalid semver constraint %q: %w", constraint, err)
 	}
 	type tag struct {
 		name string
@@ -152,12 +193,15 @@ func newestTag(byName map[string]string, commitOf func(string) (string, bool), c
 		tags = append(tags, tag{name, v})
 	}
 	if len(tags) == 0 {
-		return Ref{}, fmt.Errorf("no tag satisfies %q: %w", constraint, ErrRefNotFound)
+		return nil, fmt.Errorf("no tag satisfies %q: %w", constraint, ErrRefNotFound)
 	}
-	sort.Slice(tags, func(i, j int) bool { return tags[i].v.LessThan(tags[j].v) })
-	best := tags[len(tags)-1]
-	h, _ := commitOf(best.name)
-	return Ref{Name: best.name, Commit: h}, nil
+	sort.Slice(tags, func(i, j int) bool { return tags[j].v.LessThan(tags[i].v) })
+	out := make([]Ref, 0, len(tags))
+	for _, t := range tags {
+		ref, _ := refOf(t.name)
+		out = append(out, ref)
+	}
+	return out, nil
 }
 
 func (c *Client) list(ctx context.Context, repo Repo) ([]*plumbing.Reference, error) {
@@ -234,18 +278,9 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	c.sweep(time.Now(), dir)
 	defer c.lock(dir)()
 	out := filepath.Join(dir, "checkouts", commit)
-	r, err := git.PlainInit(filepath.Join(dir, "repo.git"), true)
-	if errors.Is(err, git.ErrRepositoryAlreadyExists) {
-		r, err = git.PlainOpen(filepath.Join(dir, "repo.git"))
-	}
+	r, err := openCache(dir, repo)
 	if err != nil {
-		return "", fmt.Errorf("failed to open the cache of %s: %w", SanitizeURL(repo.URL), err)
-	}
-	if _, err := r.Remote("origin"); errors.Is(err, git.ErrRemoteNotFound) {
-		// The stored URL carries no credentials; each fetch passes the real one.
-		if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{SanitizeURL(repo.URL)}}); err != nil {
-			return "", fmt.Errorf("failed to prepare the cache of %s: %w", SanitizeURL(repo.URL), err)
-		}
+		return "", err
 	}
 	if _, err := r.CommitObject(plumbing.NewHash(commit)); err != nil {
 		if err := c.fetch(ctx, r, repo, commit); err != nil {
@@ -288,11 +323,31 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	return out, nil
 }
 
+// openCache opens the bare repository of a cache, made when it is not there yet (a fresh hub,
+// or one whose cache was swept). The caller holds the cache's lock.
+func openCache(dir string, repo Repo) (*git.Repository, error) {
+	r, err := git.PlainInit(filepath.Join(dir, "repo.git"), true)
+	if errors.Is(err, git.ErrRepositoryAlreadyExists) {
+		r, err = git.PlainOpen(filepath.Join(dir, "repo.git"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to open the cache of %s: %w", SanitizeURL(repo.URL), err)
+	}
+	if _, err := r.Remote("origin"); errors.Is(err, git.ErrRemoteNotFound) {
+		// The stored URL carries no credentials; each fetch passes the real one.
+		if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{SanitizeURL(repo.URL)}}); err != nil {
+			return nil, fmt.Errorf("failed to prepare the cache of %s: %w", SanitizeURL(repo.URL), err)
+		}
+	}
+	return r, nil
+}
+
 func (c *Client) fetch(ctx context.Context, r *git.Repository, repo Repo, commit string) error {
 	// Shallow fetch of the wanted ref when we know it; a pinned commit needs the history that
-	// contains it, so all branches and tags are fetched in full.
-	ref, err := c.Resolve(ctx, repo)
-	if err == nil && ref.Commit == commit && ref.Name != commit {
+	// contains it, so all branches and tags are fetched in full. (The listing alone: the
+	// cache's lock is held.)
+	listed, err := c.resolveListed(ctx, repo)
+	if ref, _ := firstOf(listed, err); err == nil && ref.Commit == commit && ref.Name != commit {
 		return c.fetchRefs(ctx, r, repo, []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}, 1)
 	}
 	return c.fetchRefs(ctx, r, repo, []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}, 0)
@@ -372,32 +427,45 @@ func (c *Client) VerifyTag(ctx context.Context, repo Repo, ref Ref) error {
 	if !isTag {
 		return refuse("commit "+shortCommit(ref.Commit), fmt.Sprintf("the GitRepo follows %s, not a tag, and signed tags are required", ref.ShortName()))
 	}
-	dir := c.repoDir(repo)
-	defer c.lock(dir)()
-	r, err := git.PlainOpen(filepath.Join(dir, "repo.git"))
-	if err != nil {
-		return fmt.Errorf("failed to open the cache of %s: %w", SanitizeURL(repo.URL), err)
-	}
-	tagRef, err := r.Reference(plumbing.ReferenceName(ref.Name), false)
-	if err != nil {
-		if err := c.fetchRefs(ctx, r, repo, []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}, 1); err != nil {
-			return err
-		}
-		if tagRef, err = r.Reference(plumbing.ReferenceName(ref.Name), false); err != nil {
-			return fmt.Errorf("tag %s of %s: %w", name, SanitizeURL(repo.URL), ErrRefNotFound)
-		}
-	}
-	tag, err := r.TagObject(tagRef.Hash())
-	if errors.Is(err, plumbing.ErrObjectNotFound) {
+	if ref.Tag == "" {
 		return refuse("tag "+name, "it is a lightweight tag, which carries no signature")
 	}
+	tag, err := c.tagObject(ctx, repo, ref)
 	if err != nil {
-		return fmt.Errorf("tag %s of %s: %w", name, SanitizeURL(repo.URL), err)
+		return err
+	}
+	if tag.Name != name {
+		// Pushed under another name: the signature is the release it was made for, not this one.
+		return refuse("tag "+name, fmt.Sprintf("its signed tag object names tag %q: a signed tag counts only under the name it was signed with", tag.Name))
 	}
 	if tag.TargetType != plumbing.CommitObject || tag.Target.String() != ref.Commit {
 		return refuse("tag "+name, fmt.Sprintf("it points at %s, not at commit %s", tag.Target, shortCommit(ref.Commit)))
 	}
 	return v.Keys.VerifyTag(tag)
+}
+
+// tagObject reads the annotated tag object ref lists (ref.Tag), from the cache or fetched into
+// it: by its hash, so a tag the remote moved since the cache fetched it is fetched again.
+func (c *Client) tagObject(ctx context.Context, repo Repo, ref Ref) (*object.Tag, error) {
+	dir := c.repoDir(repo)
+	defer c.lock(dir)()
+	r, err := openCache(dir, repo)
+	if err != nil {
+		return nil, err
+	}
+	hash := plumbing.NewHash(ref.Tag)
+	tag, err := r.TagObject(hash)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		if err := c.fetchRefs(ctx, r, repo, []config.RefSpec{config.RefSpec("+" + ref.Name + ":" + ref.Name)}, 1); err != nil {
+			return nil, err
+		}
+		tag, err = r.TagObject(hash)
+	}
+	if err != nil {
+		// Not there even after the fetch: the remote moved the tag since it listed it.
+		return nil, fmt.Errorf("tag %s of %s: %w", ref.ShortName(), SanitizeURL(repo.URL), err)
+	}
+	return tag, nil
 }
 
 func shortCommit(c string) string {

@@ -114,11 +114,11 @@ func (c *Client) resolveOCI(ctx context.Context, repo Repo) (Ref, error) {
 		for _, t := range tags {
 			byName["refs/tags/"+t] = ""
 		}
-		best, err := newestTag(byName, func(string) (string, bool) { return "", true }, repo.Semver)
+		newest, err := tagsSatisfying(byName, func(name string) (Ref, bool) { return Ref{Name: name}, true }, repo.Semver)
 		if err != nil {
 			return Ref{}, err
 		}
-		tag = strings.TrimPrefix(best.Name, "refs/tags/")
+		tag = strings.TrimPrefix(newest[0].Name, "refs/tags/")
 	case repo.Revision != "":
 		tag = repo.Revision
 	}

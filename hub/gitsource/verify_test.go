@@ -213,6 +213,61 @@ func TestSignedTagsOfATagFollowingRepository(t *testing.T) {
 	}
 }
 
+// A signed tag counts only under the name it was signed with: the release v1.0.0 pushed again
+// as v9.9.9 (by someone with push access and no key) is refused by VerifyTag, and a semver
+// repository with SignedTags never selects it: it keeps resolving to the newest tag signed under
+// its own name. A client whose cache is empty (a fresh hub) verifies a tag before it has checked
+// anything out.
+func TestASignedTagCountsOnlyUnderItsOwnName(t *testing.T) {
+	up := gitserver.New(t)
+	srv := up.ServeHTTP("", "")
+	alice := gitserver.NewSSHSigningKey(t, "alice")
+	repo := Repo{URL: srv.URL + "/repo.git", Semver: ">=1.0.0", SignedTags: true,
+		Verify: &Verification{Tag: true, Keys: keyRing(t, map[string]gitserver.SigningKey{"alice.pub": alice})}}
+	ctx := context.Background()
+	up.Commit("main", map[string]string{"v": "1.0.0"})
+	up.Signing = alice.Signing
+	up.Tag("v1.0.0", true)
+
+	fresh := newClient(t)
+	ref, err := fresh.Resolve(ctx, repo)
+	if err != nil || ref.Name != "refs/tags/v1.0.0" || ref.Tag == "" {
+		t.Fatalf("resolve: %+v, %v", ref, err)
+	}
+	if err := fresh.VerifyTag(ctx, repo, ref); err != nil {
+		t.Fatalf("a signed tag on a client with an empty cache: %v", err)
+	}
+	signed := ref
+
+	up.Commit("main", map[string]string{"v": "unsigned work"})
+	up.Git(up.Work, "push", "-q", "origin", "refs/tags/v1.0.0:refs/tags/v9.9.9")
+	c := newClient(t)
+	if ref, err := c.Resolve(ctx, repo); err != nil || ref != signed {
+		t.Errorf("with v9.9.9 a copy of v1.0.0: resolved %+v, %v; want v1.0.0 (%s)", ref, err, signed.Commit[:12])
+	}
+	listedOnly := repo
+	listedOnly.SignedTags = false
+	impostor, err := c.Resolve(ctx, listedOnly)
+	if err != nil || impostor.Name != "refs/tags/v9.9.9" {
+		t.Fatalf("the listing's newest: %+v, %v", impostor, err)
+	}
+	err = c.VerifyTag(ctx, repo, impostor)
+	var ve *VerificationError
+	if !errors.As(err, &ve) || ve.Object != "tag v9.9.9" || !strings.Contains(ve.Reason, `names tag "v1.0.0"`) {
+		t.Errorf("v9.9.9, a copy of v1.0.0: %v; want refused as signed under v1.0.0", err)
+	}
+
+	// A release signed under its own name is selected again.
+	up.Commit("main", map[string]string{"v": "1.1.0"})
+	up.Tag("v1.1.0", true)
+	// v9.9.9 stays the newest name; the newest signed under its own name is v1.1.0.
+	if ref, err := c.Resolve(ctx, repo); err != nil || ref.Name != "refs/tags/v1.1.0" {
+		t.Errorf("after v1.1.0: resolved %+v, %v", ref, err)
+	} else if err := c.VerifyTag(ctx, repo, ref); err != nil {
+		t.Errorf("v1.1.0: %v", err)
+	}
+}
+
 // A key list that holds no key, or a value that is no key, is an error naming it: an empty list
 // would quietly refuse everything.
 func TestParseKeysRefusesWhatIsNoKey(t *testing.T) {

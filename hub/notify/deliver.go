@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/hub/metrics"
@@ -34,6 +35,9 @@ type Endpoint struct {
 	Client  *http.Client
 	Timeout time.Duration
 	Suspend bool
+	// Secrets are what no error of a delivery may show: the token, the HMAC key, and an
+	// address read from a Secret (a Slack or Teams webhook URL is a credential).
+	Secrets *scrub.Secrets
 }
 
 // SignatureHeader carries generic-hmac's signature: "sha256=" and the hex HMAC-SHA256 of the
@@ -93,15 +97,9 @@ type finalError struct{ error }
 
 // post sends one attempt.
 func (ep *Endpoint) post(ctx context.Context, body []byte, contentType string) error {
-	timeout := ep.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return &finalError{err}
+		return ep.scrubbed(&finalError{err})
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("User-Agent", "flotilla-hub")
@@ -111,21 +109,44 @@ func (ep *Endpoint) post(ctx context.Context, body []byte, contentType string) e
 	if ep.Type == v1alpha1.ProviderGenericHMAC {
 		req.Header.Set(SignatureHeader, Sign(ep.HMACKey, body))
 	}
-	resp, err := ep.Client.Do(req)
+	return ep.send(ctx, req, "provider")
+}
+
+// send sends a request to the endpoint within its timeout. Its error is final when another
+// attempt would not change the answer (a redirect, a 4xx but 408 and 429), and shows none of the
+// endpoint's secrets: Go's transport errors quote the whole URL, and an answer may quote the
+// request.
+func (ep *Endpoint) send(ctx context.Context, req *http.Request, who string) error {
+	timeout := ep.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := ep.Client.Do(req.WithContext(ctx))
 	if err != nil {
 		if errors.Is(err, endpoint.ErrRedirect) {
-			return &finalError{err}
+			return ep.scrubbed(&finalError{err})
 		}
-		return fmt.Errorf("provider unreachable: %w", err)
+		return ep.scrubbed(fmt.Errorf("%s unreachable: %w", who, err))
 	}
 	defer resp.Body.Close()
 	answer, _ := endpoint.ReadBody(resp.Body, maxAnswer)
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	err = fmt.Errorf("the provider answered %s: %s", resp.Status, truncate(strings.TrimSpace(string(answer)), 200))
+	err = fmt.Errorf("the %s answered %s: %s", who, resp.Status, truncate(strings.TrimSpace(ep.Secrets.Text(string(answer))), 200))
 	if resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests {
-		return &finalError{err}
+		return ep.scrubbed(&finalError{err})
 	}
-	return err
+	return ep.scrubbed(err)
+}
+
+// scrubbed is err without the endpoint's secrets in its text, final when err was.
+func (ep *Endpoint) scrubbed(err error) error {
+	out := ep.Secrets.Error(err)
+	if final := (*finalError)(nil); out != err && errors.As(err, &final) {
+		return &finalError{out}
+	}
+	return out
 }

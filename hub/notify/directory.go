@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/hub/events"
@@ -119,7 +121,7 @@ func (c *Cluster) Provider(ctx context.Context, ns, name string) (*Endpoint, err
 }
 
 func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider) (*Endpoint, error) {
-	ep := &Endpoint{Type: p.Spec.Type, URL: p.Spec.Address, Suspend: p.Spec.Suspend, Timeout: DefaultTimeout}
+	ep := &Endpoint{Type: p.Spec.Type, URL: p.Spec.Address, Suspend: p.Spec.Suspend, Timeout: DefaultTimeout, Secrets: &scrub.Secrets{}}
 	if t := p.Spec.Timeout; t != nil && t.Duration > 0 {
 		ep.Timeout = t.Duration
 	}
@@ -131,8 +133,10 @@ func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider)
 		}
 		if a := strings.TrimSpace(string(secret.Data["address"])); a != "" {
 			ep.URL = a
+			ep.Secrets.Add(addressSecrets(a)...)
 		}
 		ep.Token, ep.HMACKey = strings.TrimSpace(string(secret.Data["token"])), secret.Data["hmacKey"]
+		ep.Secrets.Add(ep.Token, string(ep.HMACKey))
 	}
 	if ep.URL == "" && ep.Type.Forge() {
 		ep.URL = forgeBase[ep.Type]
@@ -141,7 +145,8 @@ func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider)
 		return nil, fmt.Errorf("generic-hmac needs the hmacKey of secret %s", secretName(p))
 	}
 	if err := endpoint.CheckURL(ep.URL); err != nil {
-		return nil, fmt.Errorf("address: %w", err)
+		// The address may be the Secret's: the error says what is wrong with it, not what it is.
+		return nil, ep.Secrets.Error(fmt.Errorf("address: %w", err))
 	}
 	hc, err := endpoint.NewClient(ctx, c.Uncached, p.Namespace, endpoint.Options{CA: p.Spec.CASecretRef})
 	if err != nil {
@@ -149,6 +154,20 @@ func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider)
 	}
 	ep.Client = hc
 	return ep, nil
+}
+
+// addressSecrets are the parts of an address kept in a Secret that are secret: the whole, and
+// what follows the host (a webhook URL's path and query carry its credential), each as it is
+// and as Go's URL errors print it.
+func addressSecrets(address string) []string {
+	out := []string{address}
+	if u, err := url.Parse(address); err == nil {
+		out = append(out, u.String(), u.EscapedPath(), u.Path, u.RawQuery)
+		if pass, ok := u.User.Password(); ok {
+			out = append(out, pass)
+		}
+	}
+	return out
 }
 
 func secretName(p *v1alpha1.NotificationProvider) string {

@@ -25,25 +25,9 @@ var forgeBase = map[v1alpha1.NotificationProviderType]string{
 func PostCommitStatus(ctx context.Context, ep *Endpoint, path string, s CommitStatus, link string) error {
 	req, err := forgeRequest(ep, path, s, link)
 	if err != nil {
-		return &finalError{err}
+		return ep.scrubbed(&finalError{err})
 	}
-	timeout := ep.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req = req.WithContext(ctx)
-	resp, err := ep.Client.Do(req)
-	if err != nil {
-		return fmt.Errorf("forge unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	answer, _ := endpoint.ReadBody(resp.Body, maxAnswer)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("the forge answered %s: %s", resp.Status, truncate(strings.TrimSpace(string(answer)), 200))
-	}
-	return nil
+	return ep.send(ctx, req, "forge")
 }
 
 // forgeRequest builds the request each forge documents for a commit status.

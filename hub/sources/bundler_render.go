@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/bundle/scrub"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 	"github.com/flotilla-dev/flotilla/hub/model"
@@ -217,7 +218,10 @@ func (b *Bundler) newRepoRenderer(ctx context.Context, repo Origin, checkout str
 	if err != nil {
 		return nil, &RenderError{Err: err}
 	}
-	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.Charts.For(access), Values: values, Sandbox: b.Sandbox, Decryption: decryption})
+	// The chart password is scrubbed from what the renders say, with what they read of secrets.
+	secrets := &scrub.Secrets{}
+	secrets.Add(access.Password)
+	renderer, err := bundle.NewRenderer(checkout, bundle.RendererOptions{Charts: b.Charts.For(access), Values: values, Sandbox: b.Sandbox, Decryption: decryption, Secrets: secrets})
 	if err != nil {
 		return nil, err
 	}
@@ -225,20 +229,23 @@ func (b *Bundler) newRepoRenderer(ctx context.Context, repo Origin, checkout str
 }
 
 // render renders a bundle for one cluster; nil when the bundle does not target it or is not
-// to be deployed there.
+// to be deployed there. It is the one way a render's text reaches the hub's statuses, Events,
+// logs, notifications and commit statuses: its error holds no value of a secret the render read
+// (bundle.Renderer.Scrub).
 func (rr *repoRenderer) render(ctx context.Context, repo Origin, src *bundle.Source, t bundle.Target) (*bundle.Rendered, error) {
 	if !bundle.Selected(model.TargetMatches(repo.Spec.Targets), src.Fleet.OverrideTargets, t) {
 		return nil, nil
 	}
 	res, err := rr.Render(ctx, src, t)
-	if err != nil {
-		return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err)}
+	if err == nil && !res.DoNotDeploy {
+		// The restrictions name the rendered objects, which a template may name after a secret.
+		err = rr.policy.restrict(res)
 	}
-	if res.DoNotDeploy {
+	switch {
+	case err != nil:
+		return nil, &RenderError{Err: rr.Scrub(fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err))}
+	case res.DoNotDeploy:
 		return nil, nil
-	}
-	if err := rr.policy.restrict(res); err != nil {
-		return nil, &RenderError{Err: fmt.Errorf("bundle %s for cluster %s: %w", src.Name, t.ClusterName, err)}
 	}
 	return res, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/gitsource"
 )
 
 // Tenancy: the FleetRestrictions of a fleet namespace bound its GitRepos' repositories (checked
@@ -33,6 +34,14 @@ func (e *RestrictedError) Error() string {
 	return fmt.Sprintf("%s is not allowed by FleetRestriction %s", e.What, e.Restriction)
 }
 
+// AmbiguousURLError is a repository address that servers and proxies could read as different
+// places: it is refused before anything is fetched, and no restriction matches it.
+type AmbiguousURLError struct{ URL, Reason string }
+
+func (e *AmbiguousURLError) Error() string {
+	return fmt.Sprintf("repository %q is refused: %s; write it in its plain form", gitsource.Sanitize(e.URL), e.Reason)
+}
+
 // restrictions are the FleetRestrictions of one namespace, sorted by name.
 type restrictions []v1alpha1.FleetRestriction
 
@@ -45,8 +54,14 @@ func restrictionsOf(ctx context.Context, c client.Reader, namespace string) (res
 	return list.Items, nil
 }
 
-// allowRepo checks a GitRepo's repository URL against every restriction's patterns.
-func (rs restrictions) allowRepo(url string) error {
+// allowRepo checks a GitRepo's repository URL against every restriction's patterns. They
+// match its normal form (gitsource.NormalURL); an address that has none, being ambiguous, is
+// refused whether or not a restriction applies.
+func (rs restrictions) allowRepo(raw string) error {
+	url, err := gitsource.NormalURL(raw)
+	if err != nil {
+		return &AmbiguousURLError{URL: raw, Reason: err.Error()}
+	}
 	for _, r := range rs {
 		if len(r.Spec.AllowedRepoPatterns) == 0 {
 			continue

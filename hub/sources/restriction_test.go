@@ -29,6 +29,10 @@ func TestRestrictionsAllowRepositories(t *testing.T) {
 		{"another team", restrictions{teamA}, "https://git.example.com/team-b/app.git", `repository "https://git.example.com/team-b/app.git" is not allowed`},
 		{"every restriction applies", restrictions{teamA, restriction("ssh-only", v1alpha1.FleetRestrictionSpec{AllowedRepoPatterns: []string{`ssh://.*`}})},
 			"https://git.example.com/team-a/app.git", "FleetRestriction ssh-only"},
+		{"matched in its normal form", restrictions{teamA}, "HTTPS://Git.Example.com:443/team-a/%61pp.git", ""},
+		{"a dot segment that reads as another team's", restrictions{teamA}, "https://git.example.com/team-a/../team-b/repo", `".." segment`},
+		{"an encoded dot segment", restrictions{teamA}, "https://git.example.com/team-a/%2E%2E/team-b/repo", "encodes '.'"},
+		{"ambiguous without any restriction", nil, "https://git.example.com/team-a/../team-b/repo", "write it in its plain form"},
 		{"an invalid pattern allows nothing", restrictions{restriction("broken", v1alpha1.FleetRestrictionSpec{AllowedRepoPatterns: []string{`(`}})},
 			"https://git.example.com/x.git", "spec.allowedRepoPatterns[0] is invalid"},
 	}

@@ -249,6 +249,9 @@ func (r *SourceReconciler) Sync(ctx context.Context, key string) error {
 		r.Rerender[key]++
 		r.Mu.Unlock()
 	}
+	// What the fetch says passes through the credentials' scrubber (a render's text has passed
+	// through its own, repoRenderer.render) before it reaches the log, the status and the Events.
+	err = src.Auth.Secrets().Error(err)
 	if err != nil {
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
 	} else if asked > 0 && held == "" {
@@ -291,6 +294,9 @@ func (r *SourceReconciler) releaseAllowed(repo *v1alpha1.GitRepo) (bool, string)
 // RepoFor builds the gitsource.Repo of a GitRepo, reading its credentials Secret.
 func (r *SourceReconciler) RepoFor(ctx context.Context, repo *v1alpha1.GitRepo) (gitsource.Repo, error) {
 	src := gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver}
+	if v := repo.Spec.Verify; v != nil {
+		src.SignedTags = v.Mode == v1alpha1.VerifyTag || v.Mode == v1alpha1.VerifyCommitAndTag
+	}
 	// Checked before anything is read or fetched on the repository's behalf.
 	policy, err := restrictionsOf(ctx, r.Client, repo.Namespace)
 	if err != nil {
@@ -343,7 +349,7 @@ func (r *SourceReconciler) record(ctx context.Context, repo *v1alpha1.GitRepo, r
 		if renderErr.Partial {
 			st.Commit = ref.Commit // the bundles that render roll out at it
 		}
-	case errors.As(syncErr, new(*RestrictedError)):
+	case errors.As(syncErr, new(*RestrictedError)), errors.As(syncErr, new(*AmbiguousURLError)):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.RestrictedReason, syncErr.Error()
 		metrics.SyncErrors.
 			WithLabelValues(cond.Reason).Inc()

@@ -44,6 +44,11 @@ func (v *valuesResolver) Values(ctx context.Context, ref bundle.ValuesFrom, _ st
 	}
 	var vals map[string]any
 	if err := yaml.Unmarshal(data, &vals); err != nil {
+		if ref.SecretKeyRef != nil {
+			// The parser quotes what it could not read: of a Secret, only where it is is said.
+			return nil, fmt.Errorf("secretKeyRef: secret %s, key %s: the values are not a YAML map (the parser's message is withheld: it quotes the Secret)",
+				ref.SecretKeyRef.Name, orDefault(ref.SecretKeyRef.Key, "values.yaml"))
+		}
 		return nil, fmt.Errorf("values are not YAML: %w", err)
 	}
 	return vals, nil
