@@ -51,9 +51,9 @@
 //	                      | reconciler sources                            |
 //	webhooks              | api/v1alpha1 gitsource                        | -
 //	.                     | access analysis api/v1alpha1 clusters         | ConfigMap
-//	                      | contentstore deploy events gitsource helmops  |
-//	                      | lifecycle liveness metrics model notify       |
-//	                      | sources strategy webhooks                     |
+//	                      | contentstore deploy endpoint events gitsource |
+//	                      | helmops lifecycle liveness metrics model      |
+//	                      | notify sources strategy webhooks              |
 //	report                | api/v1alpha1 model                            | -
 //	preview               | api/v1alpha1 model                            | -
 //	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster

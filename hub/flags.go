@@ -49,6 +49,10 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 		o.AllowedChartHosts = append(o.AllowedChartHosts, strings.Split(v, ",")...)
 		return nil
 	})
+	fs.Func("allowed-provider-addresses", "comma-separated addresses analysis and notification providers may reach: CIDRs, IPs, host names, *.domain, each optionally with http:// or https://; loopback, link-local and metadata addresses only where an entry names them; default none", func(v string) error {
+		o.AllowedProviderAddresses = append(o.AllowedProviderAddresses, strings.Split(v, ",")...)
+		return nil
+	})
 	fs.DurationVar(&o.RenderTimeout, "render-timeout", bundle.DefaultRenderTimeout, "how long one render of a bundle in the sandbox (Helm, values templates, Kustomize) may take")
 	fs.Int64Var(&o.RenderMemory, "render-memory", bundle.DefaultRenderMemory, "bytes of memory the render sandbox (Helm, values templates, Kustomize) may use")
 	fs.DurationVar(&o.RenderBudget, "render-budget", sources.DefaultRenderBudget, "how long the renders of one commit of a GitRepo may take together; the bundles left fail until the next poll")

@@ -294,3 +294,51 @@ func TestAWebhookURLFromASecretStaysOutOfStatusAndLog(t *testing.T) {
 		}
 	}
 }
+
+// A NotificationProvider reaches only where the operator's lists admit: with the hub's list
+// 0.0.0.0/0 (every address but loopback, link-local and metadata, which an entry must name), a
+// provider on loopback is refused and its hook receives nothing; a FleetRestriction that lists
+// only 10.0.0.0/8 refuses it within a hub list that names loopback; the provider's and the
+// alert's Ready conditions say which list refused.
+func TestProvidersReachOnlyTheAddressesTheOperatorAllows(t *testing.T) {
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: web\n", "web/cm.yaml": configMap("1")})
+	srv := up.ServeHTTP("", "")
+	for _, tc := range []struct {
+		name        string
+		hub         []string
+		restriction []string
+		refusedBy   string
+	}{
+		{"the hub's list does not name loopback", []string{"0.0.0.0/0", "::/0"}, nil, "--allowed-provider-addresses"},
+		{"a FleetRestriction narrows the hub's list", []string{"127.0.0.1"}, []string{"10.0.0.0/8"}, "FleetRestriction team-a spec.allowedProviderAddresses"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hook := newHookReceiver(t, "hook-key")
+			c, _ := startHub(t, Options{AllowedProviderAddresses: tc.hub})
+			ns := namespace(t, c)
+			ctx := context.Background()
+			if tc.restriction != nil {
+				r := &v1alpha1.FleetRestriction{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: ns}, Spec: v1alpha1.FleetRestrictionSpec{AllowedProviderAddresses: tc.restriction}}
+				if err := c.Create(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			notifier(t, c, ns, "hook", "all", hook, "hook")
+			if err := c.Create(ctx, &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: v1alpha1.GitRepoSpec{Repo: srv.URL + "/repo.git"}}); err != nil {
+				t.Fatal(err)
+			}
+			var cond *metav1.Condition
+			waitUntil(t, "the alert says its provider is refused", func() bool {
+				cond = alertCondition(c, ns, "all")
+				return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(cond.Message, "not among the addresses the operator allows")
+			}, func() string { return fmt.Sprintf("%+v", cond) })
+			if !strings.Contains(cond.Message, tc.refusedBy) {
+				t.Errorf("the alert says %q; want the list that refused named (%s)", cond.Message, tc.refusedBy)
+			}
+			if n := hook.received(); n != 0 {
+				t.Errorf("the hook received %d requests", n)
+			}
+		})
+	}
+}

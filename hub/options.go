@@ -55,6 +55,11 @@ type Options struct {
 	// downloads charts from on a repository's behalf: Helm repositories, OCI registries,
 	// dependencies and redirects alike. Empty: any.
 	AllowedChartHosts []string
+	// AllowedProviderAddresses are where AnalysisProviders and NotificationProviders may be
+	// reached (endpoint.ParseAddressList: CIDRs, IPs, host names, *.domain, each optionally
+	// with http:// or https://); a namespace's FleetRestrictions narrow it further. Empty:
+	// nowhere. Loopback, link-local and metadata addresses need an entry that names them.
+	AllowedProviderAddresses []string
 	// RenderTimeout bounds each render of a bundle (Helm, values templates, Kustomize), which
 	// runs in a child process of the hub; default 60s. RenderMemory bounds that process's memory,
 	// enforced by the kernel; default 256 MiB. A render past either fails its GitRepo with a condition, and the others go on.

@@ -30,6 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/clusters"
 	"github.com/flotilla-dev/flotilla/hub/contentstore"
 	"github.com/flotilla-dev/flotilla/hub/deploy"
+	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/gitsource"
 	"github.com/flotilla-dev/flotilla/hub/helmops"
@@ -64,7 +65,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
-	endpoint, err := clusters.ResolveAgentEndpoint(opts.Server, opts.CACert, opts.Config, os.Getenv)
+	agentEndpoint, err := clusters.ResolveAgentEndpoint(opts.Server, opts.CACert, opts.Config, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -80,7 +81,11 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	// What the Events tell, passed on to the providers the alerts of their namespace choose.
-	notifyDir := &notify.Cluster{Cached: mgr.GetClient(), Uncached: mgr.GetAPIReader(), Status: mgr.GetClient()}
+	providerAddresses, err := endpoint.ParseAddressList("--allowed-provider-addresses", opts.AllowedProviderAddresses)
+	if err != nil {
+		return err
+	}
+	notifyDir := &notify.Cluster{Cached: mgr.GetClient(), Uncached: mgr.GetAPIReader(), Status: mgr.GetClient(), Addresses: providerAddresses}
 	notifier := notify.NewDispatcher(notifyDir, nil)
 	notifier.DashboardURL = opts.DashboardURL
 	recorder.OnTold(notifier.Tell)
@@ -107,12 +112,12 @@ func Run(ctx context.Context, opts Options) error {
 	src, b := newSource(mgr, c, opts, sh, live, recorder)
 	// The analysis gates' measurements (§7): secrets are read uncached (the client caches
 	// none), providers and restrictions from the cache.
-	checks := analysis.New(mgr.GetClient(), opts.Clock, 0)
+	checks := analysis.New(mgr.GetClient(), opts.Clock, 0, providerAddresses)
 	checks.Recorder = recorder
 	if err := mgr.Add(checks); err != nil {
 		return err
 	}
-	for _, ctl := range controllers(mgr, c, opts, endpoint, sh, src, b, kube, live, recorder, checks, notifyDir) {
+	for _, ctl := range controllers(mgr, c, opts, agentEndpoint, sh, src, b, kube, live, recorder, checks, notifyDir) {
 		if ctl.fleetWide && !sh.FleetWide() {
 			continue
 		}
@@ -263,7 +268,7 @@ func rolloutClock(opts Options) func() time.Time {
 
 // controllers is the hub's table of controllers; the bundler's state that the rollout
 // controllers share (revisions, releases, staging, write slots) comes from b.
-func controllers(mgr ctrl.Manager, c client.Client, opts Options, endpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner, notifyDir *notify.Cluster) []controllerSetup {
+func controllers(mgr ctrl.Manager, c client.Client, opts Options, agentEndpoint clusters.AgentEndpoint, sh model.Shard, src *sources.SourceReconciler, b *sources.Bundler, kube kubernetes.Interface, live *liveness.Liveness, recorder *events.Recorder, checks *analysis.Runner, notifyDir *notify.Cluster) []controllerSetup {
 	statusDelay := model.PositiveOr(opts.StatusDelay, clusters.DefaultStatusDelay)
 	contentGrace := model.PositiveOr(opts.ContentGrace, lifecycle.DefaultContentGrace)
 	uncached := mgr.GetAPIReader()
@@ -287,7 +292,7 @@ func controllers(mgr ctrl.Manager, c client.Client, opts Options, endpoint clust
 		{"cluster status", true, (&clusters.ClusterStatusReconciler{Client: c, Live: live, Now: time.Now, Delay: statusDelay,
 			Progress: model.ProgressThrottle{Every: 3 * statusDelay, PerSecond: strategy.ClusterProgressPerSecond}, Recorder: recorder}).Setup},
 		{"cluster group status", true, (&clusters.ClusterGroupStatusReconciler{Client: c, Delay: statusDelay}).Setup},
-		{"registration token", true, (&clusters.TokenReconciler{Client: c, Uncached: uncached, Kube: kube, Endpoint: endpoint, TTL: opts.RegistrationTokenTTL}).Setup},
+		{"registration token", true, (&clusters.TokenReconciler{Client: c, Uncached: uncached, Kube: kube, Endpoint: agentEndpoint, TTL: opts.RegistrationTokenTTL}).Setup},
 		{"registration", true, (&clusters.RegistrationReconciler{Client: c, Kube: kube, Now: time.Now, TokenTTL: model.PositiveOr(opts.AgentTokenTTL, clusters.DefaultAgentTokenTTL),
 			Limits: clusters.TokenLimits{Every: model.PositiveOr(opts.RegistrationInterval, clusters.DefaultRegistrationInterval), Burst: model.PositiveOr(opts.RegistrationBurst, clusters.DefaultRegistrationBurst)}}).Setup},
 		{"content grant", true, (&access.ContentGrantReconciler{Client: c, Revisions: b.Revisions, Now: time.Now, Delay: model.PositiveOr(opts.GrantPruneDelay, access.DefaultGrantPruneDelay)}).Setup},

@@ -53,6 +53,11 @@ func startHub(t *testing.T, opts Options) (client.Client, string) {
 		opts.Config = hubCluster.Config()
 	}
 	opts.CacheDir, opts.WebhookAddr = t.TempDir(), addr
+	if opts.AllowedProviderAddresses == nil {
+		// The tests' providers (hooks, forges, Prometheus) are served on loopback: listed, as
+		// an operator lists where theirs are.
+		opts.AllowedProviderAddresses = []string{"127.0.0.1"}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -473,7 +473,7 @@ func startScenario(ctx context.Context, b *testing.B, c client.Client, clusters 
 
 	runtime.GC()
 	runtime.ReadMemStats(&s.heapBefore)
-	opts := hub.Options{PollWorkers: 4, WebhookAddr: s.webhook}
+	opts := hub.Options{PollWorkers: 4, WebhookAddr: s.webhook, AllowedProviderAddresses: []string{"127.0.0.1"}}
 	for _, f := range configure {
 		f(&opts)
 	}

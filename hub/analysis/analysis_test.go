@@ -14,10 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
 var t0 = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+
+// loopback is the policy of providers served by the tests, on 127.0.0.1.
+var loopback = endpoint.Policy{endpoint.MustParseAddressList("the test's list", "127.0.0.1")}
 
 func TestPromValuesReadScalarsAndVectors(t *testing.T) {
 	for _, tc := range []struct {
@@ -66,7 +70,7 @@ func TestAProviderIsAskedOnlyWhereTheOperatorSaid(t *testing.T) {
 	}))
 	defer srv.Close()
 	p, err := (&providers{}).build(context.Background(), &v1alpha1.AnalysisProvider{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n"},
-		Spec: v1alpha1.AnalysisProviderSpec{Prometheus: &v1alpha1.PrometheusProvider{Address: srv.URL + "/"}}})
+		Spec: v1alpha1.AnalysisProviderSpec{Prometheus: &v1alpha1.PrometheusProvider{Address: srv.URL + "/"}}}, loopback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +87,7 @@ func TestAProviderIsAskedOnlyWhereTheOperatorSaid(t *testing.T) {
 		t.Errorf("the redirect's target received %d requests", n)
 	}
 	for _, address := range []string{"ftp://metrics.example", "http://", "metrics:9090"} {
-		if _, err := (&providers{}).build(ctx, &v1alpha1.AnalysisProvider{Spec: v1alpha1.AnalysisProviderSpec{Prometheus: &v1alpha1.PrometheusProvider{Address: address}}}); err == nil {
+		if _, err := (&providers{}).build(ctx, &v1alpha1.AnalysisProvider{Spec: v1alpha1.AnalysisProviderSpec{Prometheus: &v1alpha1.PrometheusProvider{Address: address}}}, loopback); err == nil {
 			t.Errorf("a provider at %q was built", address)
 		}
 	}
@@ -101,7 +105,7 @@ func TestAnHTTPProviderReceivesTheMeasurement(t *testing.T) {
 		_, _ = w.Write([]byte(`{"healthy": true, "score": 97}`))
 	}))
 	defer srv.Close()
-	p, err := (&providers{}).build(context.Background(), &v1alpha1.AnalysisProvider{Spec: v1alpha1.AnalysisProviderSpec{HTTP: &v1alpha1.HTTPProvider{URL: srv.URL + "/verdict"}}})
+	p, err := (&providers{}).build(context.Background(), &v1alpha1.AnalysisProvider{Spec: v1alpha1.AnalysisProviderSpec{HTTP: &v1alpha1.HTTPProvider{URL: srv.URL + "/verdict"}}}, loopback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +127,7 @@ func TestAnHTTPProviderReceivesTheMeasurement(t *testing.T) {
 // at most ten names, the worst first.
 func TestSummaryIsBoundedAndNamesTheWorst(t *testing.T) {
 	now := t0
-	r := New(nil, func() time.Time { return now }, 1)
+	r := New(nil, func() time.Time { return now }, 1, endpoint.AddressList{})
 	o := Owner{Kind: KindRollout, Namespace: "shop", Name: "web", Bundle: "web"}
 	check := &rollout.Check{Name: "error-rate", Provider: "p", Query: "q", Condition: "result < 0.01"}
 	var active []rollout.ActiveCheck

@@ -108,13 +108,15 @@ type provider struct {
 
 // providers caches resolved providers per namespace and name.
 type providers struct {
-	c  client.Reader
-	mu sync.Mutex
-	by map[client.ObjectKey]*provider
+	c client.Reader
+	// addresses is the hub's allow-list of where providers may be reached.
+	addresses endpoint.AddressList
+	mu        sync.Mutex
+	by        map[client.ObjectKey]*provider
 }
 
-func newProviders(c client.Reader) *providers {
-	return &providers{c: c, by: map[client.ObjectKey]*provider{}}
+func newProviders(c client.Reader, addresses endpoint.AddressList) *providers {
+	return &providers{c: c, addresses: addresses, by: map[client.ObjectKey]*provider{}}
 }
 
 // get resolves the provider name of namespace ns: it must exist there and every
@@ -143,8 +145,11 @@ func (ps *providers) get(ctx context.Context, ns, name string) (*provider, error
 	if p != nil && p.version == ap.ResourceVersion && time.Since(p.resolved) < resolvedFor {
 		return p, nil
 	}
-	p, err := ps.build(ctx, &ap)
+	policy, err := endpoint.PolicyFor(ctx, ps.c, ns, ps.addresses)
 	if err != nil {
+		return nil, err
+	}
+	if p, err = ps.build(ctx, &ap, policy); err != nil {
 		return nil, fmt.Errorf("AnalysisProvider %s: %w", name, err)
 	}
 	ps.mu.Lock()
@@ -154,8 +159,9 @@ func (ps *providers) get(ctx context.Context, ns, name string) (*provider, error
 }
 
 // build reads the provider's CA and credentials and makes its HTTP client. Redirects are not
-// followed: a query goes to the address the operator wrote and nowhere else.
-func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (*provider, error) {
+// followed, and the address must satisfy policy: a query goes to the address the operator
+// wrote and only where the operator allows.
+func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider, policy endpoint.Policy) (*provider, error) {
 	p := &provider{timeout: DefaultTimeout, version: ap.ResourceVersion, resolved: time.Now(), header: http.Header{}}
 	if t := ap.Spec.Timeout; t != nil && t.Duration > 0 {
 		p.timeout = t.Duration
@@ -172,7 +178,17 @@ func (ps *providers) build(ctx context.Context, ap *v1alpha1.AnalysisProvider) (
 	if err := endpoint.CheckURL(p.url); err != nil {
 		return nil, err
 	}
-	hc, err := endpoint.NewClient(ctx, ps.c, ap.Namespace, endpoint.Options{CA: conn.CASecretRef, Proxy: true})
+	if p.kind == "prometheus" {
+		// The query's path is the provider kind's: an address with a query or a fragment
+		// (#) would choose another.
+		if u, _ := url.Parse(p.url); u.RawQuery != "" || u.Fragment != "" || strings.Contains(p.url, "#") {
+			return nil, errors.New("prometheus.address: a Prometheus server's base URL has no query or fragment")
+		}
+	}
+	if err := policy.CheckAddress(p.url); err != nil {
+		return nil, err
+	}
+	hc, err := endpoint.NewClient(ctx, ps.c, ap.Namespace, endpoint.Options{CA: conn.CASecretRef, Proxy: true, Allowed: policy})
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +258,7 @@ type promResponse struct {
 // one sample, a list of values for several samples. No sample is no verdict: a query that
 // matches nothing says nothing of the workload (write `or vector(0)` where none means good).
 func (p *provider) queryPrometheus(ctx context.Context, query string) (any, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+"/api/v1/query", strings.NewReader(url.Values{"query": {query}}.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.url, "/")+"/api/v1/query", strings.NewReader(url.Values{"query": {query}}.Encode()))
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/endpoint"
 	"github.com/flotilla-dev/flotilla/hub/events"
 	"github.com/flotilla-dev/flotilla/hub/metrics"
 	"github.com/flotilla-dev/flotilla/rollout"
@@ -97,8 +98,9 @@ type entry struct {
 
 // New returns a Runner that reads providers, restrictions and Secrets with c (Secrets should
 // be uncached: the hub caches none). now is the clock; workers bounds measurements in flight
-// (0: DefaultWorkers).
-func New(c client.Reader, now func() time.Time, workers int) *Runner {
+// (0: DefaultWorkers); addresses is the hub's allow-list of where providers may be reached
+// (with the namespace's FleetRestrictions').
+func New(c client.Reader, now func() time.Time, workers int, addresses endpoint.AddressList) *Runner {
 	if now == nil {
 		now = time.Now
 	}
@@ -106,7 +108,7 @@ func New(c client.Reader, now func() time.Time, workers int) *Runner {
 		workers = DefaultWorkers
 	}
 	return &Runner{client: c, now: now, workers: workers, owners: map[Owner]map[rollout.AnalysisKey]*entry{}, notify: map[Kind]chan event.GenericEvent{},
-		pending: map[Owner]bool{}, wake: make(chan struct{}, 1), resolved: newProviders(c), toldFailed: map[Owner]map[failedCheck]bool{}}
+		pending: map[Owner]bool{}, wake: make(chan struct{}, 1), resolved: newProviders(c, addresses), toldFailed: map[Owner]map[failedCheck]bool{}}
 }
 
 // Changed is the channel on which the runner tells a controller that a verdict of one of its

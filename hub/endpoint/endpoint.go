@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -31,8 +32,12 @@ type Options struct {
 	// certificate must chain to; nil: the system roots.
 	CA *v1alpha1.LocalSecretReference
 	// Proxy sends requests through the environment's proxy (HTTPS_PROXY); without it the hub
-	// connects directly.
+	// connects directly. Through a proxy, the lists check the host name the request names and
+	// the proxy resolves it.
 	Proxy bool
+	// Allowed are the allow-lists the endpoint's address must satisfy (PolicyFor); none
+	// admits nothing.
+	Allowed Policy
 }
 
 // NewClient makes the client for an endpoint defined in namespace ns.
@@ -49,11 +54,18 @@ func NewClient(ctx context.Context, c client.Reader, ns string, opts Options) (*
 		}
 		tlsConfig.RootCAs = pool
 	}
-	transport := &http.Transport{TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}
-	if opts.Proxy {
-		transport.Proxy = http.ProxyFromEnvironment
+	policy := opts.Allowed
+	if len(policy) == 0 {
+		policy = Policy{{source: "no allow-list"}}
 	}
-	return &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect }}, nil
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute,
+		DialContext: policy.guardedDial(dialer)}
+	g := &guard{policy: policy, next: transport}
+	if opts.Proxy {
+		transport.Proxy, g.proxy = http.ProxyFromEnvironment, http.ProxyFromEnvironment
+	}
+	return &http.Client{Transport: g, CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect }}, nil
 }
 
 // SecretValue reads key of Secret name in namespace ns.

@@ -31,6 +31,9 @@ type Cluster struct {
 	Cached, Uncached client.Reader
 	// Status writes the status of alerts and providers.
 	Status client.Client
+	// Addresses is the hub's allow-list of where providers may be reached (with the
+	// namespace's FleetRestrictions').
+	Addresses endpoint.AddressList
 
 	mu        sync.Mutex
 	endpoints map[client.ObjectKey]resolved
@@ -148,7 +151,14 @@ func (c *Cluster) resolve(ctx context.Context, p *v1alpha1.NotificationProvider)
 		// The address may be the Secret's: the error says what is wrong with it, not what it is.
 		return nil, ep.Secrets.Error(fmt.Errorf("address: %w", err))
 	}
-	hc, err := endpoint.NewClient(ctx, c.Uncached, p.Namespace, endpoint.Options{CA: p.Spec.CASecretRef})
+	policy, err := endpoint.PolicyFor(ctx, c.Cached, p.Namespace, c.Addresses)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.CheckAddress(ep.URL); err != nil {
+		return nil, ep.Secrets.Error(fmt.Errorf("address: %w", err))
+	}
+	hc, err := endpoint.NewClient(ctx, c.Uncached, p.Namespace, endpoint.Options{CA: p.Spec.CASecretRef, Allowed: policy})
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,14 @@ type FleetRestrictionSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	AllowedServiceAccounts []string `json:"allowedServiceAccounts,omitempty"`
+	// AllowedProviderAddresses bounds where the namespace's AnalysisProviders and
+	// NotificationProviders may send, within the hub's --allowed-provider-addresses: CIDRs,
+	// IP addresses, host names and *.domain wildcards, each optionally with http:// or
+	// https://. Loopback, link-local and metadata addresses need an entry that names them.
+	// Unset: the hub's list alone; empty: nowhere.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	AllowedProviderAddresses []string `json:"allowedProviderAddresses,omitempty"`
 	// AnalysisProviders bounds the AnalysisProviders of the namespace that rollouts' checks
 	// may ask (§7). Unset: any of them.
 	// +optional

@@ -1744,6 +1744,11 @@ func (in *FleetRestrictionSpec) DeepCopyInto(out *FleetRestrictionSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedProviderAddresses != nil {
+		in, out := &in.AllowedProviderAddresses, &out.AllowedProviderAddresses
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.AnalysisProviders != nil {
 		in, out := &in.AnalysisProviders, &out.AnalysisProviders
 		*out = new(AllowedProviders)
