@@ -95,7 +95,7 @@ func names(objs []*unstructured.Unstructured) []string {
 
 // dashboardValues enable the hub chart's dashboard behind a proxy named auth-proxy.
 var dashboardValues = map[string]any{"dashboard": map[string]any{"enabled": true, "tlsSecret": "dashboard-tls",
-	"proxy": map[string]any{"caSecret": "auth-proxy-ca", "allowedNames": []any{"auth-proxy"}}}}
+	"proxy": map[string]any{"caSecret": "auth-proxy-ca", "allowedNames": []any{"auth-proxy"}, "groups": []any{"release-managers"}}}}
 
 // dashboardRules are the rules the hub chart grants the dashboard's account.
 func dashboardRules(t *testing.T) []rbacv1.PolicyRule {
@@ -222,6 +222,13 @@ func TestHelmChartsInstall(t *testing.T) {
 	if _, err := renderChart(hubChart, "flotilla-chart", map[string]any{"dashboard": map[string]any{"enabled": true}}); err == nil || !strings.Contains(err.Error(), "dashboard.proxy.caSecret is required") {
 		t.Errorf("the dashboard without its proxy's CA: %v", err)
 	}
+	if _, err := renderChart(hubChart, "flotilla-chart", map[string]any{"dashboard": map[string]any{"enabled": true, "tlsSecret": "t", "proxy": map[string]any{"caSecret": "c"}}}); err == nil || !strings.Contains(err.Error(), "dashboard.proxy.allowedNames is required") {
+		t.Errorf("the dashboard without its proxy's names: %v", err)
+	}
+	if _, err := renderChart(hubChart, "flotilla-chart", map[string]any{"dashboard": map[string]any{"enabled": true, "tlsSecret": "t",
+		"proxy": map[string]any{"caSecret": "c", "allowedNames": []any{"p"}, "groups": []any{"system:masters"}}}}); err == nil || !strings.Contains(err.Error(), "never impersonates") {
+		t.Errorf("the dashboard with system:masters among its groups: %v", err)
+	}
 	stream, err = renderChart(hubChart, "flotilla-chart", dashboardValues)
 	if err != nil {
 		t.Fatalf("render the hub chart with the dashboard: %v", err)
@@ -245,7 +252,7 @@ func TestHelmChartsInstall(t *testing.T) {
 	}
 	containers, _, _ := unstructured.NestedSlice(dashboardDeployment.Object, "spec", "template", "spec", "containers")
 	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
-	for _, want := range []string{"dashboard", "--proxy-client-ca=/etc/flotilla/dashboard-proxy/ca.crt", "--proxy-allowed-names=auth-proxy", "--namespace=fleet-default",
+	for _, want := range []string{"dashboard", "--proxy-client-ca=/etc/flotilla/dashboard-proxy/ca.crt", "--proxy-allowed-names=auth-proxy", "--proxy-allowed-groups=release-managers", "--namespace=fleet-default",
 		"--tls-cert-file=/etc/flotilla/dashboard-tls/tls.crt"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("the dashboard runs with %v, want %s", args, want)
@@ -258,7 +265,8 @@ func TestHelmChartsInstall(t *testing.T) {
 		want  bool
 	}{
 		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: "alice"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "groups", Name: "system:masters"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "groups", Name: "release-managers"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "groups", Name: "system:masters"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "flotilla-chart", Name: "flotilla-hub"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "list", Group: v1alpha1.GroupVersion.Group, Resource: "bundles", Namespace: "fleet-default"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: v1alpha1.GroupVersion.Group, Resource: "approvalrequests", Subresource: "status", Namespace: "fleet-default"}, false},

@@ -33,21 +33,29 @@ func (id Identity) key() string {
 }
 
 // ProxyAuth is the in-cluster mode: the dashboard sits behind an authenticating proxy that
-// presents a client certificate signed by ClientCA (with a common name in AllowedNames, when
-// set) and asserts the user and groups in UserHeader and GroupHeader, as the API server's
-// request-header authentication does. The dashboard impersonates that user; a request without
-// the proxy's certificate is refused, whatever headers it carries.
+// presents a client certificate signed by ClientCA with a common name in AllowedNames (required:
+// any certificate the CA signed for another purpose is no proxy) and asserts the user and
+// groups in UserHeader and GroupHeader, as the API server's request-header authentication does.
+// The dashboard impersonates that user with the asserted groups AllowedGroups lists (others are
+// dropped: the dashboard's account may impersonate only those); a `system:` user or group is
+// never impersonated, whatever the lists say, and a request asserting one is refused. A request
+// without the proxy's certificate is refused, whatever headers it carries.
 type ProxyAuth struct {
-	ClientCA     *x509.CertPool
-	AllowedNames []string
-	UserHeader   string // default X-Remote-User
-	GroupHeader  string // default X-Remote-Group
+	ClientCA      *x509.CertPool
+	AllowedNames  []string
+	AllowedGroups []string
+	UserHeader    string // default X-Remote-User
+	GroupHeader   string // default X-Remote-Group
 }
 
 var errUnauthenticated = errors.New("unauthenticated")
 
+// systemPrefix names the API server's own identities (system:masters, system:nodes,
+// system:serviceaccount:…): a person signing in through a proxy is never one of them.
+const systemPrefix = "system:"
+
 // identify returns the user a request through the proxy asserts, or errUnauthenticated when it
-// did not come through the proxy.
+// did not come through the proxy or asserts a system identity.
 func (p *ProxyAuth) identify(r *http.Request) (Identity, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return Identity{}, errUnauthenticated
@@ -55,17 +63,21 @@ func (p *ProxyAuth) identify(r *http.Request) (Identity, error) {
 	// Go verified the chain against ClientCA in the handshake (VerifyClientCertIfGiven); what is
 	// left is whether this certificate is the proxy's.
 	leaf := r.TLS.VerifiedChains[0][0]
-	if len(p.AllowedNames) > 0 && !slices.Contains(p.AllowedNames, leaf.Subject.CommonName) {
+	if !slices.Contains(p.AllowedNames, leaf.Subject.CommonName) {
 		return Identity{}, errUnauthenticated
 	}
 	user := strings.TrimSpace(r.Header.Get(p.userHeader()))
-	if user == "" {
+	if user == "" || strings.HasPrefix(user, systemPrefix) {
 		return Identity{}, errUnauthenticated
 	}
 	var groups []string
 	for _, v := range r.Header.Values(p.groupHeader()) {
 		for _, g := range strings.Split(v, ",") {
-			if g = strings.TrimSpace(g); g != "" {
+			g = strings.TrimSpace(g)
+			if strings.HasPrefix(g, systemPrefix) {
+				return Identity{}, errUnauthenticated
+			}
+			if g != "" && slices.Contains(p.AllowedGroups, g) && !slices.Contains(groups, g) {
 				groups = append(groups, g)
 			}
 		}
@@ -93,7 +105,9 @@ func impersonating(base *rest.Config, id Identity) *rest.Config {
 
 // sessionCookie carries the local dashboard's login: the link `flotilla dashboard` prints
 // holds a token only the person who started it has; other users of the machine, and pages of
-// other sites, reach a loopback port too.
+// other sites, reach a loopback port too. The link signs in once, within LoginTTL of the
+// start: the session it opens is a secret of its own, so a link seen later (in a terminal's
+// scrollback, a shell history, a browser's) opens nothing.
 const sessionCookie = "flotilla_session"
 
 // mac is the server's keyed hash, for session and CSRF tokens.
@@ -114,7 +128,10 @@ func (s *Server) authenticate(r *http.Request) (Identity, error) {
 		return s.opts.Proxy.identify(r)
 	}
 	c, err := r.Cookie(sessionCookie)
-	if err != nil || !equalToken(c.Value, s.mac("session", s.loginToken)) {
+	s.mu.Lock()
+	session := s.session
+	s.mu.Unlock()
+	if err != nil || session == "" || !equalToken(c.Value, s.mac("session", session)) {
 		return Identity{}, errUnauthenticated
 	}
 	return s.localIdentity, nil

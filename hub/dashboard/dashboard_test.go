@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -272,7 +273,8 @@ func TestLoopbackHost(t *testing.T) {
 // localServer is a local-mode server with no API server behind it: enough for what is decided
 // before a request reaches the hub.
 func localServer() *Server {
-	return &Server{opts: Options{Namespace: "fleet-default", Version: "test"}, key: []byte("0123456789abcdef0123456789abcdef"), loginToken: "the-login-token", localIdentity: Identity{User: "alice"}, now: time.Now}
+	return &Server{opts: Options{Namespace: "fleet-default", Version: "test"}, key: []byte("0123456789abcdef0123456789abcdef"), loginToken: "the-login-token",
+		loginUntil: time.Now().Add(time.Minute), localIdentity: Identity{User: "alice"}, now: time.Now}
 }
 
 func TestLocalModeRefusesWhatIsNotThePersonsPage(t *testing.T) {
@@ -288,7 +290,13 @@ func TestLocalModeRefusesWhatIsNotThePersonsPage(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	cookie := (&http.Cookie{Name: sessionCookie, Value: s.mac("session", s.loginToken)}).String()
+	// The login link, used once here, opens the session the subtests present.
+	signedIn := do("GET", s.LoginPath(), nil, "")
+	if len(signedIn.Result().Cookies()) != 1 {
+		t.Fatalf("the login link: status %d, cookies %v", signedIn.Code, signedIn.Result().Cookies())
+	}
+	loginCookie := signedIn.Result().Cookies()[0]
+	cookie := loginCookie.String()
 
 	t.Run("every answer carries the content policy", func(t *testing.T) {
 		w := do("GET", "/assets/app.js", nil, "")
@@ -329,16 +337,32 @@ func TestLocalModeRefusesWhatIsNotThePersonsPage(t *testing.T) {
 			t.Errorf("status %d cookies %v, want 401 and none", w.Code, w.Result().Cookies())
 		}
 	})
-	t.Run("the login link signs in", func(t *testing.T) {
-		w := do("GET", s.LoginPath(), nil, "")
-		cookies := w.Result().Cookies()
-		if w.Code != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
-			t.Fatalf("status %d cookies %+v, want a redirect with one HttpOnly SameSite=Strict cookie", w.Code, cookies)
+	t.Run("the login link signs in once", func(t *testing.T) {
+		if signedIn.Code != http.StatusSeeOther || !loginCookie.HttpOnly || loginCookie.SameSite != http.SameSiteStrictMode {
+			t.Fatalf("status %d cookie %+v, want a redirect with one HttpOnly SameSite=Strict cookie", signedIn.Code, loginCookie)
 		}
-		w = do("GET", "/api/session", http.Header{"Cookie": {cookies[0].String()}}, "")
+		if strings.Contains(loginCookie.Value, s.loginToken) || loginCookie.Value == s.mac("session", s.loginToken) {
+			t.Errorf("the session cookie %q is derived from the link alone", loginCookie.Value)
+		}
+		w := do("GET", "/api/session", http.Header{"Cookie": {cookie}}, "")
 		var got session
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.User != "alice" || got.CSRF != s.csrfToken(Identity{User: "alice"}) {
 			t.Errorf("session = %s (%v), want alice with her CSRF token", w.Body.String(), err)
+		}
+		again := do("GET", s.LoginPath(), nil, "")
+		if again.Code != http.StatusUnauthorized || len(again.Result().Cookies()) != 0 {
+			t.Errorf("the link used a second time: status %d cookies %v, want 401 and none", again.Code, again.Result().Cookies())
+		}
+	})
+	t.Run("an expired login link signs nobody in", func(t *testing.T) {
+		late := localServer()
+		late.loginUntil = time.Now().Add(-time.Second)
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", late.LoginPath(), nil)
+		r.Host = "127.0.0.1:8585"
+		late.Handler().ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 || !strings.Contains(w.Body.String(), "expired") {
+			t.Errorf("status %d cookies %v body %q, want 401, none, and why", w.Code, w.Result().Cookies(), w.Body.String())
 		}
 	})
 
@@ -372,7 +396,7 @@ func TestLocalModeRefusesWhatIsNotThePersonsPage(t *testing.T) {
 
 func TestProxyModeTrustsOnlyTheProxy(t *testing.T) {
 	proxyCA, otherCA, serverCA := testpki.NewCA(t, "proxy-ca"), testpki.NewCA(t, "other-ca"), testpki.NewCA(t, "server-ca")
-	auth := &ProxyAuth{ClientCA: proxyCA.Pool, AllowedNames: []string{"front-proxy"}}
+	auth := &ProxyAuth{ClientCA: proxyCA.Pool, AllowedNames: []string{"front-proxy"}, AllowedGroups: []string{"release-managers", "oncall", "system:masters"}}
 	s := &Server{opts: Options{Proxy: auth, Namespace: "fleet-default", Config: &rest.Config{Host: "https://127.0.0.1:1"}}, key: []byte("0123456789abcdef0123456789abcdef"), now: time.Now}
 	srv := httptest.NewUnstartedServer(s.Handler())
 	srv.TLS = ProxyTLS(serverCA.Server(t, "localhost"), auth)
@@ -412,6 +436,11 @@ func TestProxyModeTrustsOnlyTheProxy(t *testing.T) {
 		{"a forged user header without the proxy's certificate", nil, asAlice},
 		{"the proxy CA's certificate of another name", &impostor, asAlice},
 		{"the proxy's certificate without a user", &proxy, http.Header{"X-Remote-Group": {"system:masters"}}},
+		// A hostile header set through the real proxy: system identities are never
+		// impersonated, even where a list names them.
+		{"the proxy asserting system:masters", &proxy, http.Header{"X-Remote-User": {"alice"}, "X-Remote-Group": {"oncall", "system:masters"}}},
+		{"the proxy asserting a system user", &proxy, http.Header{"X-Remote-User": {"system:admin"}}},
+		{"the proxy asserting a service account", &proxy, http.Header{"X-Remote-User": {"system:serviceaccount:flotilla-system:flotilla-hub"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body, err := get(t, tc.cert, tc.header)
@@ -423,6 +452,29 @@ func TestProxyModeTrustsOnlyTheProxy(t *testing.T) {
 			}
 		})
 	}
+	t.Run("groups the list does not name are dropped", func(t *testing.T) {
+		status, body, err := get(t, &proxy, http.Header{"X-Remote-User": {"bob"}, "X-Remote-Group": {"oncall, cluster-admins", "oncall"}})
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("status %d body %q err %v, want 200", status, body, err)
+		}
+		var got session
+		if err := json.Unmarshal([]byte(body), &got); err != nil || got.User != "bob" || !slices.Equal(got.Groups, []string{"oncall"}) {
+			t.Errorf("identity = %+v (%v), want bob in oncall only", got.Identity, err)
+		}
+	})
+	t.Run("no allowed names: no certificate is the proxy's", func(t *testing.T) {
+		open := &ProxyAuth{ClientCA: proxyCA.Pool}
+		r := httptest.NewRequest("GET", "/api/session", nil)
+		r.Header = asAlice.Clone()
+		leaf, err := x509.ParseCertificate(proxy.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
+		if id, err := open.identify(r); err == nil {
+			t.Errorf("identified %+v without a list of the proxy's names", id)
+		}
+	})
 	t.Run("a certificate of another CA fails the handshake", func(t *testing.T) {
 		status, body, err := get(t, &foreign, asAlice)
 		if err == nil {

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,14 +49,25 @@ type Options struct {
 	PushInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// LoginTTL is how long after the start the local mode's login link signs in (once);
+	// default DefaultLoginTTL.
+	LoginTTL time.Duration
 }
+
+// DefaultLoginTTL is Options.LoginTTL's default.
+const DefaultLoginTTL = 15 * time.Minute
 
 // Server serves the dashboard.
 type Server struct {
-	opts          Options
-	scheme        *runtime.Scheme
-	key           []byte
-	loginToken    string
+	opts       Options
+	scheme     *runtime.Scheme
+	key        []byte
+	loginToken string
+	// loginUntil ends the login link's validity; mu guards session, the secret of the one
+	// session the link opened ("" until it did: the link signs in once).
+	loginUntil    time.Time
+	mu            sync.Mutex
+	session       string
 	localIdentity Identity
 	viewers       *viewers
 	now           func() time.Time
@@ -75,6 +87,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if opts.LoginTTL <= 0 {
+		opts.LoginTTL = DefaultLoginTTL
+	}
+	s.loginUntil = s.now().Add(opts.LoginTTL)
 	s.viewers = &viewers{scheme: opts.Scheme, config: s.config, linger: 30 * time.Second, open: map[string]*viewer{}, starting: map[string]chan struct{}{}}
 	if opts.Proxy == nil {
 		c, err := newClient(opts.Config, opts.Scheme)
@@ -175,7 +191,18 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.unauthenticated(w)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.mac("session", s.loginToken), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	s.mu.Lock()
+	used, expired := s.session != "", s.now().After(s.loginUntil)
+	if !used && !expired {
+		s.session = base64.RawURLEncoding.EncodeToString(randomBytes(24))
+	}
+	session := s.session
+	s.mu.Unlock()
+	if used || expired {
+		http.Error(w, "this login link has been used or has expired: it signs in once, within minutes of the start; start `flotilla dashboard` again for a new one", http.StatusUnauthorized)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.mac("session", session), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	target := "/"
 	if ns := r.URL.Query().Get("namespace"); ns != "" {
 		target += "#/" + ns

@@ -27,14 +27,15 @@ type Options struct {
 	Address string
 	// The proxy mode: the CA of the proxy's client certificate, the names it may have, and the
 	// dashboard's serving certificate.
-	ProxyCA, ProxyNames, CertFile, KeyFile string
+	ProxyCA, ProxyNames, ProxyGroups, CertFile, KeyFile string
 }
 
 // Bind registers the flags on fs; defaultAddress is where the binary serves by default.
 func (o *Options) Bind(fs *flag.FlagSet, defaultAddress string) {
 	fs.StringVar(&o.Address, "address", defaultAddress, "address to serve on (loopback, unless behind a proxy)")
 	fs.StringVar(&o.ProxyCA, "proxy-client-ca", "", "PEM file of the CA of the authenticating proxy's client certificate (the proxy mode)")
-	fs.StringVar(&o.ProxyNames, "proxy-allowed-names", "", "comma-separated common names the proxy's certificate may have (default: any the CA signed)")
+	fs.StringVar(&o.ProxyNames, "proxy-allowed-names", "", "comma-separated common names the proxy's certificate may have (required with --proxy-client-ca)")
+	fs.StringVar(&o.ProxyGroups, "proxy-allowed-groups", "", "comma-separated groups the dashboard passes on from the proxy's group header (others are dropped; system: groups never)")
 	fs.StringVar(&o.CertFile, "tls-cert-file", "", "serving certificate (the proxy mode)")
 	fs.StringVar(&o.KeyFile, "tls-private-key-file", "", "serving key (the proxy mode)")
 }
@@ -91,11 +92,24 @@ func (o *Options) proxy() (*dashboard.ProxyAuth, *tls.Config, error) {
 	if err != nil {
 		return nil, nil, badInput("--tls-cert-file/--tls-private-key-file: %v", err)
 	}
-	p := &dashboard.ProxyAuth{ClientCA: pool}
-	for _, n := range strings.Split(o.ProxyNames, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			p.AllowedNames = append(p.AllowedNames, n)
+	p := &dashboard.ProxyAuth{ClientCA: pool, AllowedNames: commaList(o.ProxyNames), AllowedGroups: commaList(o.ProxyGroups)}
+	if len(p.AllowedNames) == 0 {
+		return nil, nil, badInput("--proxy-client-ca needs --proxy-allowed-names: the common names of the proxy's certificate (any other certificate the CA signed is no proxy)")
+	}
+	for _, g := range p.AllowedGroups {
+		if strings.HasPrefix(g, "system:") {
+			return nil, nil, badInput("--proxy-allowed-groups: %q is one of the API server's own groups, which the dashboard never impersonates", g)
 		}
 	}
 	return p, dashboard.ProxyTLS(cert, p), nil
+}
+
+func commaList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

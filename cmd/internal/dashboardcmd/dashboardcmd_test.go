@@ -2,6 +2,8 @@ package dashboardcmd
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +13,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-dev/flotilla/e2e/testpki"
 	"github.com/flotilla-dev/flotilla/hub/operate"
 )
 
@@ -22,11 +25,29 @@ func TestRefusedBeforeServing(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ca := testpki.NewCA(t, "proxy-ca")
+	caFile, certFile, keyFile := filepath.Join(dir, "proxy-ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	serving := testpki.NewCA(t, "serving-ca").Server(t, "localhost")
+	key, err := x509.MarshalPKCS8PrivateKey(serving.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, data := range map[string][]byte{caFile: ca.PEM(), certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: serving.Certificate[0]}),
+		keyFile: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})} {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	behindProxy := Options{Address: "127.0.0.1:0", ProxyCA: caFile, CertFile: certFile, KeyFile: keyFile}
+	withGroups := behindProxy
+	withGroups.ProxyNames, withGroups.ProxyGroups = "front-proxy", "oncall,system:masters"
 	for _, tc := range []struct {
 		name string
 		o    Options
 		want string
 	}{
+		{"a proxy without its certificate's names", behindProxy, "--proxy-allowed-names"},
+		{"system:masters among the groups passed on", withGroups, "never impersonates"},
 		{"all interfaces in local mode", Options{Address: ":8585"}, "loopback"},
 		{"a LAN address in local mode", Options{Address: "192.168.1.10:8585"}, "loopback"},
 		{"a name in local mode", Options{Address: "dashboard.example.com:8585"}, "loopback"},
