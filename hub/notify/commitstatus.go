@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // CommitState is a commit status's state, in the forges' common terms.
@@ -140,7 +141,7 @@ func orDash(s string) string {
 	return s
 }
 
-func describe(s string) string { return truncate(s, MaxDescription-len("…")) }
+func describe(s string) string { return truncate(model.Unlinked(s), MaxDescription-len("…")) }
 
 // RepositoryPath is a repository's path on its forge from its URL: owner/name (a GitLab
 // project's full path), without ".git".

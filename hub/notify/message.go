@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // Message is what an alert sends of one event, before a provider gives it its shape.
@@ -81,22 +82,26 @@ func payload(typ v1alpha1.NotificationProviderType, m Message) ([]byte, string, 
 	return data, contentType, err
 }
 
-// slackEscape escapes what Slack's mrkdwn reads as markup: names and messages come from
+// slackEscaper escapes what Slack's mrkdwn reads as markup: names and messages come from
 // repositories, and must not become links or mentions.
-var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// slackEscape is repository text for mrkdwn: its markup escaped, and no bare URL or @name
+// Slack would link by itself.
+func slackEscape(s string) string { return slackEscaper.Replace(model.Unlinked(s)) }
 
 // slackPayload is an incoming webhook's message: text (the notification's fallback) and a
 // section block.
 func slackPayload(m Message) map[string]any {
-	text := "*" + slackEscape.Replace(m.title()) + "*\n" + slackEscape.Replace(m.Message)
+	text := "*" + slackEscape(m.title()) + "*\n" + slackEscape(m.Message)
 	if m.Summary != "" {
-		text += "\n" + slackEscape.Replace(fmt.Sprintf("%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason))
+		text += "\n" + slackEscape(fmt.Sprintf("%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason))
 	}
 	if m.Link != "" {
 		text += "\n<" + m.Link + "|Open in the dashboard>"
 	}
 	return map[string]any{
-		"text":   slackEscape.Replace(m.title() + ": " + m.Message),
+		"text":   slackEscape(m.title() + ": " + m.Message),
 		"blocks": []any{map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}}},
 	}
 }
@@ -113,8 +118,10 @@ func teamsPayload(m Message) map[string]any {
 		"type":    "AdaptiveCard",
 		"version": "1.4",
 		"body": []any{
-			map[string]any{"type": "TextBlock", "text": m.title(), "weight": "Bolder", "color": color, "wrap": true},
-			map[string]any{"type": "TextBlock", "text": m.Message, "wrap": true},
+			// Repository text goes in TextRuns, which Adaptive Cards never read as Markdown (a
+			// TextBlock would make [text](url) a link).
+			richText(teamsText(m.title()), map[string]any{"weight": "Bolder", "color": color}),
+			richText(teamsText(m.Message), nil),
 			map[string]any{"type": "FactSet", "facts": []any{
 				map[string]any{"title": "Object", "value": m.Kind + " " + m.Namespace + "/" + m.Name},
 				map[string]any{"title": "Reason", "value": m.Reason},
@@ -128,6 +135,19 @@ func teamsPayload(m Message) map[string]any {
 		"type":        "message",
 		"attachments": []any{map[string]any{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}},
 	}
+}
+
+// teamsText is repository text for a TextRun: plain already, and no bare URL or @name Teams
+// would link by itself.
+func teamsText(s string) string { return model.Unlinked(s) }
+
+// richText is a RichTextBlock of one TextRun of text, with the run's style.
+func richText(text string, style map[string]any) map[string]any {
+	run := map[string]any{"type": "TextRun", "text": text}
+	for k, v := range style {
+		run[k] = v
+	}
+	return map[string]any{"type": "RichTextBlock", "inlines": []any{run}}
 }
 
 // cloudEvent is the message as a CloudEvent 1.0 in structured mode.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/flotilla-dev/flotilla/e2e/hostile"
 	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/endpoint"
@@ -177,7 +179,7 @@ func TestEachProviderGetsThePayloadItsServiceDocuments(t *testing.T) {
 		t.Fatalf("slack payload %s: %v", slack.body, err)
 	}
 	section := sp.Blocks[0].Text.Text
-	if !strings.Contains(section, "*Bundle shop/web: RolloutFailed*") || !strings.Contains(section, "&lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;") ||
+	if !strings.Contains(section, "*Bundle shop/web: RolloutFailed*") || !strings.Contains(section, "&lt;!channel&gt; &amp; &lt;https:\u200b//evil.example|click&gt;") ||
 		strings.Contains(section, "<!channel>") || !strings.Contains(section, "<https://dash.example/#/shop/bundle/web|Open in the dashboard>") {
 		t.Errorf("slack section %q: want the title, the message escaped, and the dashboard link", section)
 	}
@@ -203,7 +205,7 @@ func TestEachProviderGetsThePayloadItsServiceDocuments(t *testing.T) {
 	}
 	card := tp.Attachments[0]
 	if card.ContentType != "application/vnd.microsoft.card.adaptive" || card.Content.Type != "AdaptiveCard" || len(card.Content.Body) < 2 ||
-		card.Content.Body[0]["text"] != "Bundle shop/web: RolloutFailed" || card.Content.Body[0]["color"] != "Attention" ||
+		runOf(card.Content.Body[0])["text"] != "Bundle shop/web: RolloutFailed" || runOf(card.Content.Body[0])["color"] != "Attention" ||
 		len(card.Content.Actions) != 1 || card.Content.Actions[0]["url"] != "https://dash.example/#/shop/bundle/web" {
 		t.Errorf("teams card %s", teams.body)
 	}
@@ -371,4 +373,94 @@ func FuzzSummary(f *testing.F) {
 			t.Errorf("%q took %s to render", source, d)
 		}
 	})
+}
+
+// runOf is the first TextRun of a RichTextBlock.
+func runOf(block map[string]any) map[string]any {
+	inlines, _ := block["inlines"].([]any)
+	if len(inlines) == 0 {
+		return nil
+	}
+	run, _ := inlines[0].(map[string]any)
+	return run
+}
+
+// The same hostile strings, as a bundle's name and an event's message, in every channel: Slack's
+// mrkdwn opens no link, mention or markup of theirs; Teams gets them in TextRuns (never
+// Markdown) with no bare URL or @name; the generic and CloudEvents bodies carry them as JSON
+// data, HTML-escaped; a commit status's description is plain text within its limit. None keeps
+// a bare URL, www. host or @name a renderer would link by itself.
+func TestRepositoryTextIsInertInEveryChannel(t *testing.T) {
+	linkable := regexp.MustCompile(`(?i)://|www\.|@\w`)
+	for _, s := range hostile.Texts {
+		m := Message{Kind: "Bundle", Namespace: "shop", Name: "web" + s, Reason: "RolloutFailed", Message: "failed: " + s, Severity: "error", Time: at}
+		for _, typ := range []v1alpha1.NotificationProviderType{v1alpha1.ProviderSlack, v1alpha1.ProviderMSTeams, v1alpha1.ProviderGenericHMAC, v1alpha1.ProviderCloudEvents} {
+			body, _, err := payload(typ, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tree any
+			if err := json.Unmarshal(body, &tree); err != nil {
+				t.Fatalf("%s: %v", typ, err)
+			}
+			for _, text := range shownTexts(typ, tree) {
+				if typ == v1alpha1.ProviderSlack {
+					// mrkdwn's own markup is <…>: only the escaped forms may stand.
+					if strings.ContainsAny(text, "<>") && !strings.Contains(text, "|Open in the dashboard>") {
+						t.Errorf("%s, %q: mrkdwn %q holds < or > raw", typ, s, text)
+					}
+				}
+				if loc := linkable.FindStringIndex(text); loc != nil {
+					t.Errorf("%s, %q: %q holds %q, which a renderer links", typ, s, text, text[loc[0]:loc[1]])
+				}
+			}
+			if typ == v1alpha1.ProviderGenericHMAC || typ == v1alpha1.ProviderCloudEvents {
+				if strings.ContainsAny(string(body), "<>") {
+					t.Errorf("%s, %q: the body holds < or > raw: %s", typ, s, body)
+				}
+				if !strings.Contains(string(body), strings.Trim(jsonString(t, "failed: "+s), `"`)) {
+					t.Errorf("%s, %q: the data is not the event's message as it is", typ, s)
+				}
+			}
+		}
+		if d := describe("does not render: " + s); len([]rune(d)) > MaxDescription || linkable.MatchString(d) {
+			t.Errorf("commit status %q: %d characters, or a link a forge makes", d, len([]rune(d)))
+		}
+	}
+}
+
+// shownTexts are the strings of a payload a person reads: Slack's text and section, a Teams
+// card's TextRuns (and any TextBlock, which must hold none of the repository's text).
+func shownTexts(typ v1alpha1.NotificationProviderType, tree any) []string {
+	var out []string
+	var walk func(any, string)
+	walk = func(v any, kind string) {
+		switch v := v.(type) {
+		case map[string]any:
+			k, _ := v["type"].(string)
+			for key, child := range v {
+				if text, ok := child.(string); ok && key == "text" {
+					out = append(out, text)
+					continue
+				}
+				walk(child, k)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c, kind)
+			}
+		}
+	}
+	if typ == v1alpha1.ProviderSlack || typ == v1alpha1.ProviderMSTeams {
+		walk(tree, "")
+	}
+	return out
+}
+
+func jsonString(t *testing.T, s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

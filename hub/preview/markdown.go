@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
 // DefaultMarkdownLength fits a pull-request comment (GitHub takes 65,536 characters).
@@ -310,10 +312,11 @@ func longestRun(s string, c byte) int {
 // text escapes untrusted text for Markdown outside code: letters, digits, spaces and a few
 // punctuation marks that mean nothing to Markdown or HTML there pass; every other character
 // becomes its numeric HTML entity, which renders as the character and does nothing. Line
-// breaks become spaces.
+// breaks become spaces. Bare URLs, www. hosts and @mentions, which GitHub and GitLab link
+// without any markup, are broken by a zero-width space (model.Unlinked).
 func text(s string) string {
 	var b strings.Builder
-	for _, r := range s {
+	for _, r := range model.Unlinked(s) {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9',
 			r == ' ', r == '.', r == ',', r == '-', r == '/', r == ':', r == '=', r == '@', r == '(', r == ')', r == '"', r == '\'', r == ';', r == '?', r == '%', r == '→':

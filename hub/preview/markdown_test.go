@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-dev/flotilla/e2e/hostile"
 )
 
 // checkMarkdownConfines reads Markdown as a CommonMark renderer finds its code fences and
@@ -47,6 +50,9 @@ func checkMarkdownConfines(t *testing.T, md string) int {
 		if raw := unsafeRaw.FindString(entity.ReplaceAllString(line, "")); raw != "" {
 			t.Errorf("line %d, outside code, holds %q raw: %q", i+1, raw, line)
 		}
+		if link := linkable.FindString(line); link != "" {
+			t.Errorf("line %d, outside code, holds %q, which GitHub links or mentions by itself: %q", i+1, link, line)
+		}
 	}
 	if fence != "" {
 		t.Errorf("a fence is never closed")
@@ -58,6 +64,7 @@ var (
 	diffLine  = regexp.MustCompile(`^([ +\-@]|… \d+ more lines$|$)`)
 	entity    = regexp.MustCompile(`&#\d+;`)
 	unsafeRaw = regexp.MustCompile("[<>\\[\\]`&\\\\|]")
+	linkable  = regexp.MustCompile(`(?i)://|www\.|@\w`)
 )
 
 // hostileReport is a report whose every field a repository writes is built to break out.
@@ -87,9 +94,10 @@ var breakouts = []string{
 	"line\r\n```diff\r\n+ injected",
 }
 
-// Repository text cannot open HTML, links, images or code, nor close the fence of a diff.
+// Repository text cannot open HTML, links, images or code, nor close the fence of a diff, nor
+// become a link or a mention by itself (the strings every channel is tested with, too).
 func TestMarkdownKeepsRepositoryTextInert(t *testing.T) {
-	for _, s := range breakouts {
+	for _, s := range append(slices.Clone(breakouts), hostile.Texts...) {
 		var md bytes.Buffer
 		if err := hostileReport(s).WriteMarkdown(&md, 0); err != nil {
 			t.Fatal(err)
