@@ -49,11 +49,11 @@ type Subscriber struct {
 
 // accepts reports whether a delivery may trigger the subscriber: signed with its own secret,
 // or the subscriber opted out of verification.
-func (s Subscriber) accepts(h http.Header, body []byte, from provider) bool {
+func (s Subscriber) accepts(h http.Header, body []byte, from provider) (accepted, verified bool) {
 	if s.Secret != "" && from.verify(h, body, s.Secret) {
-		return true
+		return true, true
 	}
-	return s.AllowUnsigned
+	return s.AllowUnsigned, false
 }
 
 // wants reports whether a push concerns the subscriber's branch, tag or semver channel.
@@ -72,9 +72,10 @@ func (s Subscriber) wants(p Push) bool {
 // Receiver is the HTTP endpoint for push and tag webhooks of GitHub, GitLab, Bitbucket Cloud,
 // Bitbucket Server, Gitea and Gogs, and for the push notifications of OCI registries. Each subscriber checks a delivery with its own secret, so
 // that one GitRepo's secret never decides for another: a delivery triggers the subscribers it
-// is validly signed for (or token, for GitLab), and those that opted out of verification. One
-// that triggers none is refused with 401, whether or not any GitRepo follows the repository;
-// no response names a GitRepo.
+// is validly signed for (or token, for GitLab), and those that opted out of verification. Only a
+// delivery some GitRepo's secret verified is answered 202; any other is answered 401, whether
+// or not any GitRepo follows the repository or takes unsigned deliveries (which it triggers all
+// the same); no response names a GitRepo.
 type Receiver struct {
 	// Subscribers returns the GitRepos following a normalized repository URL (NormalizeURL).
 	Subscribers func(normalizedURL string) []Subscriber
@@ -132,15 +133,12 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		subs = append(subs, rc.Subscribers(n)...)
 	}
 	var accepted []Subscriber
+	verified := false
 	for _, s := range subs {
-		if s.accepts(r.Header, body, from) {
+		if ok, signed := s.accepts(r.Header, body, from); ok {
 			accepted = append(accepted, s)
+			verified = verified || signed
 		}
-	}
-	if len(accepted) == 0 {
-		rc.Log.V(1).Info("webhook delivery refused: no GitRepo accepts its signature", "provider", provider, "ref", push.Ref, "followers", len(subs))
-		http.Error(w, "invalid or missing webhook signature", http.StatusUnauthorized)
-		return
 	}
 	var triggered []string
 	for _, s := range accepted {
@@ -148,6 +146,15 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rc.Notify(s, push)
 			triggered = append(triggered, s.Key)
 		}
+	}
+	if !verified {
+		// The answer depends on the signature alone: a delivery no secret verified gets 401
+		// whether no GitRepo follows its repository, some refuse it, or some that take
+		// unsigned deliveries were triggered by it, so that answers tell nothing of which
+		// repositories the hub follows or what they accept. The log tells the operator.
+		rc.Log.V(1).Info("webhook delivery not verified by any GitRepo's secret", "provider", provider, "ref", push.Ref, "followers", len(subs), "triggeredUnsigned", triggered)
+		http.Error(w, "invalid or missing webhook signature", http.StatusUnauthorized)
+		return
 	}
 	rc.Log.V(1).Info("webhook delivery accepted", "provider", provider, "ref", push.Ref, "triggered", triggered)
 	writeJSON(w, http.StatusAccepted, map[string]any{"provider": provider, "ref": push.Ref})

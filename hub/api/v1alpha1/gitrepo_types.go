@@ -75,7 +75,8 @@ type GitRepoSpec struct {
 	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
 	// WebhookAllowUnsigned lets webhook deliveries without a valid signature trigger a poll of
 	// this repository. Explicit opt-in only: anyone who reaches the hub's webhook endpoint can
-	// then make it poll (never deploy anything the repository does not hold). Without it, a
+	// then make it poll (never deploy anything the repository does not hold). Such a delivery
+	// is answered 401 all the same, as every delivery no secret verified is. Without it, a
 	// GitRepo without webhookSecretRef is not triggered by webhooks at all.
 	// +optional
 	WebhookAllowUnsigned bool `json:"webhookAllowUnsigned,omitempty"`
