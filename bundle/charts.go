@@ -110,8 +110,11 @@ type ChartFetcher struct {
 	// Access is the GitRepo's credentials and CA bundle.
 	Access ChartAccess
 	// AllowedHosts, when set, are the only chart servers (host or host:port) reached; a chart,
-	// dependency or redirect elsewhere is refused. Empty: any.
+	// dependency or redirect elsewhere is refused; "*" allows any. Empty: any, unless Closed.
 	AllowedHosts []string
+	// Closed: an empty AllowedHosts allows no chart server (the hub's and the preview's
+	// default: a repository reaches only the servers the operator names).
+	Closed bool
 	// IndexTTL is how long a repository's index.yaml is used before it is read again; default
 	// 5 minutes, so new chart versions appear without a restart.
 	IndexTTL time.Duration
@@ -161,7 +164,7 @@ func (f *ChartFetcher) setup() {
 // For returns a fetcher that reaches chart servers with access, sharing f's caches and settings.
 func (f *ChartFetcher) For(access ChartAccess) *ChartFetcher {
 	f.setup()
-	return &ChartFetcher{CacheDir: f.CacheDir, Access: access, AllowedHosts: f.AllowedHosts, IndexTTL: f.IndexTTL,
+	return &ChartFetcher{CacheDir: f.CacheDir, Access: access, AllowedHosts: f.AllowedHosts, Closed: f.Closed, IndexTTL: f.IndexTTL,
 		PlainHTTPRegistries: f.PlainHTTPRegistries, HTTPClient: f.HTTPClient, shared: f.shared}
 }
 
@@ -201,15 +204,15 @@ func (f *ChartFetcher) Allows(serverURL string) error {
 
 // allowed refuses a chart server the operator does not allow.
 func (f *ChartFetcher) allowed(u *url.URL) error {
-	if len(f.AllowedHosts) == 0 {
+	if len(f.AllowedHosts) == 0 && !f.Closed {
 		return nil
 	}
 	for _, h := range f.AllowedHosts {
-		if strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname()) {
+		if h == "*" || strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname()) {
 			return nil
 		}
 	}
-	return fmt.Errorf("chart server %s is not among the hosts the hub allows (--allowed-chart-hosts)", u.Host)
+	return fmt.Errorf("chart server %s is not among the hosts the operator allows (--allowed-chart-hosts)", u.Host)
 }
 
 // FromRepository fetches chart name at the newest version matching constraint ("" for the

@@ -212,6 +212,33 @@ func TestHelmRepositoryIndexExpires(t *testing.T) {
 }
 
 // With an allow-list of chart hosts, a chart, a dependency or a registry elsewhere is refused
+// A closed fetcher (the hub's, the preview's) reaches no chart server until one is listed, and
+// any with "*"; an open one (a person rendering their own repository) reaches any.
+func TestAClosedFetcherReachesOnlyListedChartHosts(t *testing.T) {
+	var contacted atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { contacted.Add(1); http.NotFound(w, nil) }))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name    string
+		f       *ChartFetcher
+		reached bool
+	}{
+		{"closed, nothing listed", &ChartFetcher{Closed: true}, false},
+		{"closed, another host listed", &ChartFetcher{Closed: true, AllowedHosts: []string{"charts.example.com"}}, false},
+		{"closed, every host", &ChartFetcher{Closed: true, AllowedHosts: []string{"*"}}, true},
+		{"open", &ChartFetcher{}, true},
+	} {
+		before := contacted.Load()
+		_, err := tc.f.FromRepository(context.Background(), srv.URL, "greeter", "")
+		if reached := contacted.Load() > before; reached != tc.reached {
+			t.Errorf("%s: reached %v (%v), want %v", tc.name, reached, err, tc.reached)
+		}
+		if !tc.reached && (err == nil || !strings.Contains(err.Error(), "--allowed-chart-hosts")) {
+			t.Errorf("%s: %v, want the flag that allows it named", tc.name, err)
+		}
+	}
+}
+
 // before any request is sent.
 func TestChartHostsOutsideTheAllowListAreNeverContacted(t *testing.T) {
 	srv := newChartRepo(t, "u", "p", configMapChart("greeter", "1.0.0"))
@@ -230,7 +257,7 @@ func TestChartHostsOutsideTheAllowListAreNeverContacted(t *testing.T) {
 			return err
 		},
 	} {
-		if err := try(); err == nil || !strings.Contains(err.Error(), "is not among the hosts the hub allows") {
+		if err := try(); err == nil || !strings.Contains(err.Error(), "is not among the hosts the operator allows") {
 			t.Errorf("error = %v", err)
 		}
 	}

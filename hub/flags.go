@@ -45,7 +45,7 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	fs.IntVar(&o.PollWorkers, "poll-workers", 4, "concurrent git polls; one fleet namespace's GitRepos hold at most half of them")
 	fs.IntVar(&o.WritesInFlight, "writes-in-flight", deploy.DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
 	fs.DurationVar(&o.GrantPruneDelay, "grant-prune-delay", time.Minute, "how long a content grant shared by several agents waits before it drops those no longer deploying its content")
-	fs.Func("allowed-chart-hosts", "comma-separated chart servers (host or host:port) the hub may download charts from on a repository's behalf; default any", func(v string) error {
+	fs.Func("allowed-chart-hosts", "comma-separated chart servers (host or host:port; * for any) the hub may download charts from on a repository's behalf; default none", func(v string) error {
 		o.AllowedChartHosts = append(o.AllowedChartHosts, strings.Split(v, ",")...)
 		return nil
 	})

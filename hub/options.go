@@ -51,9 +51,9 @@ type Options struct {
 	// ConfigMaps and Secrets in namespaces other than its GitRepo's. Off: a repository reads
 	// only its own tenant's objects.
 	AllowCrossNamespaceRefs bool
-	// AllowedChartHosts, when set, are the only chart servers (host or host:port) the hub
+	// AllowedChartHosts are the only chart servers (host or host:port; "*": any) the hub
 	// downloads charts from on a repository's behalf: Helm repositories, OCI registries,
-	// dependencies and redirects alike. Empty: any.
+	// dependencies and redirects alike. Empty: none (charts in the repository still render).
 	AllowedChartHosts []string
 	// AllowedProviderAddresses are where AnalysisProviders and NotificationProviders may be
 	// reached (endpoint.ParseAddressList: CIDRs, IPs, host names, *.domain, each optionally

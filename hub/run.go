@@ -237,7 +237,7 @@ func newSource(mgr ctrl.Manager, c client.Client, opts Options, sh model.Shard, 
 	}
 	b := &sources.Bundler{Client: c, Shard: sh, Uncached: mgr.GetAPIReader(), Live: live, CrossNamespaceRefs: opts.AllowCrossNamespaceRefs, Content: content,
 		Revisions: &model.RevisionStore{Content: content}, Released: &deploy.Releases{}, Staging: deploy.NewStagingNow(), Writes: make(deploy.WriteSlots, model.PositiveOr(opts.WritesInFlight, deploy.DefaultWritesInFlight)),
-		Charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts},
+		Charts:  &bundle.ChartFetcher{CacheDir: filepath.Join(opts.CacheDir, "charts"), AllowedHosts: opts.AllowedChartHosts, Closed: true},
 		Sandbox: &bundle.Sandbox{Timeout: opts.RenderTimeout, Memory: opts.RenderMemory}, RenderBudget: opts.RenderBudget, Now: rolloutClock(opts), Recorder: recorder}
 	src.OnCommit = b.OnCommit
 	b.Checkout = func(ctx context.Context, repo *v1alpha1.GitRepo, commit string) (string, error) {

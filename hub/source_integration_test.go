@@ -58,6 +58,10 @@ func startHub(t *testing.T, opts Options) (client.Client, string) {
 		// an operator lists where theirs are.
 		opts.AllowedProviderAddresses = []string{"127.0.0.1"}
 	}
+	if opts.AllowedChartHosts == nil {
+		// And so are their chart servers and registries.
+		opts.AllowedChartHosts = []string{"127.0.0.1"}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

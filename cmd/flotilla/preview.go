@@ -28,6 +28,7 @@ type previewOptions struct {
 	repoName     string
 	paths        []string
 	kubeVersion  string
+	chartHosts   []string
 	readyAfter   time.Duration
 	maxLength    int
 	output       *outputFlag
@@ -87,6 +88,7 @@ Exit codes: 0 something changes, 3 nothing changes, 1 a bundle of the head does 
 	f.StringVar(&o.repoName, "repo-name", "", "name that bundles without a fleet.yaml name derive from (default: the GitRepo's name, else the repository directory's)")
 	f.StringSliceVar(&o.paths, "paths", nil, "GitRepo paths (globs) holding bundles (default: the GitRepo's, else the root)")
 	f.StringVar(&o.kubeVersion, "kube-version", bundle.DefaultKubeVersion, "Kubernetes version charts see")
+	f.StringSliceVar(&o.chartHosts, "allowed-chart-hosts", nil, "chart servers (host or host:port; * for any) a change's bundles may download charts from, as the hub's flag; default none: a pull request names no server the preview reaches")
 	f.DurationVar(&o.readyAfter, "ready-after", 30*time.Second, "simulated time from release to Ready, for the ETA")
 	f.IntVar(&o.maxLength, "max-length", preview.DefaultMarkdownLength, "longest Markdown output in bytes; what does not fit is left out whole and counted")
 	o.output = addOutputFlag(cmd, "markdown")
@@ -138,7 +140,7 @@ func (o *previewOptions) run(ctx context.Context, out io.Writer, repo string) er
 		return err
 	}
 	report, err := preview.Compare(ctx, base, head, fleet, preview.Options{ReadyAfter: o.readyAfter,
-		Renderer: bundle.RendererOptions{KubeVersion: o.kubeVersion, Sandbox: &bundle.Sandbox{}}})
+		Renderer: bundle.RendererOptions{KubeVersion: o.kubeVersion, Sandbox: &bundle.Sandbox{}, Charts: &bundle.ChartFetcher{AllowedHosts: o.chartHosts, Closed: true}}})
 	if err != nil {
 		return badInput("%v", err)
 	}

@@ -260,9 +260,9 @@ func hubOptions(t *testing.T) hub.Options {
 	if cfg.CAFile == "" || len(cfg.CAData) > 0 {
 		t.Fatalf("the hub's kubeconfig should name its CA by file: %+v", cfg.TLSClientConfig)
 	}
-	// The fleet's providers (Prometheus, webhooks) are served on loopback: listed, as an
-	// operator lists where theirs are.
-	return hub.Options{Config: asTheHub(cfg), Server: hubCluster.ExternalHost, AllowedProviderAddresses: []string{"127.0.0.1"}}
+	// The fleet's providers (Prometheus, webhooks) and chart servers are served on loopback:
+	// listed, as an operator lists where theirs are.
+	return hub.Options{Config: asTheHub(cfg), Server: hubCluster.ExternalHost, AllowedProviderAddresses: []string{"127.0.0.1"}, AllowedChartHosts: []string{"127.0.0.1"}}
 }
 
 // hubServiceAccount is the identity the fleet's hubs run as: bound to the hub's ClusterRole
