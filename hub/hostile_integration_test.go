@@ -210,6 +210,46 @@ func TestHostileRepoValuesFromAnotherNamespace(t *testing.T) {
 	}
 }
 
+// A repository names a Secret of its own namespace that the operator did not mark for values
+// (one holding the namespace's credentials, say): the reference is refused by file and field,
+// naming the label, and the Secret's value appears nowhere; once the operator marks a Secret,
+// its values render.
+func TestHostileRepoValuesFromAnUnmarkedSecret(t *testing.T) {
+	h := startHostileHub(t, Options{})
+	canary := fmt.Sprintf("canary-unmarked-%d", time.Now().UnixNano())
+	ctx := context.Background()
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "operator-credentials", Namespace: h.ns}, StringData: map[string]string{"values.yaml": "password: " + canary + "\n"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "app-values", Namespace: h.ns, Labels: map[string]string{v1alpha1.ValuesFromLabel: "true"}}, StringData: map[string]string{"values.yaml": "password: meant-for-the-app\n"}},
+	} {
+		if err := h.c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := func(secret string) map[string]string {
+		return map[string]string{
+			"web/fleet.yaml":        "helm:\n  chart: .\n  valuesFrom:\n  - secretKeyRef: {name: " + secret + "}\n",
+			"web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+			"web/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stolen}\ndata: {p: {{ .Values.password | quote }}}\n",
+		}
+	}
+	up := gitserver.New(t)
+	up.Commit("main", files("operator-credentials"))
+	key := h.createRepo(h.ns, "attack", up.ServeHTTP("", "").URL+"/repo.git", nil)
+	msg := h.renderFailure(key)
+	if !strings.Contains(msg, "web/fleet.yaml: helm.valuesFrom[0]: secretKeyRef: secret operator-credentials is not marked for values") || !strings.Contains(msg, v1alpha1.ValuesFromLabel) {
+		t.Errorf("condition %q does not name the file, the field and the label", msg)
+	}
+	h.goodTenantKeepsDeploying("2")
+	h.assertNothingLeaked(canary)
+
+	up.Commit("main", files("app-values"))
+	waitFor(t, h.c, key, "the marked Secret's values render", func(r *v1alpha1.GitRepo) bool {
+		cond := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RenderedCondition)
+		return cond != nil && cond.Status == metav1.ConditionTrue
+	})
+}
+
 // A repository's chart directory is a symlink to a directory of links to a host file (such as
 // the hub's service-account token): the link is refused by name and the file's bytes appear
 // nowhere.

@@ -142,7 +142,8 @@ func TestADecryptedSecretLeavesNoTraceThroughARenderError(t *testing.T) {
 	}}
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-keys", Namespace: ns}, Data: map[string][]byte{"ops.agekey": []byte(ops.String())}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-values", Namespace: ns}, StringData: map[string]string{"values.yaml": "token: " + token + "\n"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-values", Namespace: ns, Labels: map[string]string{v1alpha1.ValuesFromLabel: "true"}},
+			StringData: map[string]string{"values.yaml": "token: " + token + "\n"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forge"}, Data: map[string][]byte{"token": []byte("forge-token")}},
 		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forge"},
 			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGitHub, Address: forge.URL, SecretRef: &v1alpha1.LocalSecretReference{Name: "forge"}}},

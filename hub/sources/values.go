@@ -16,7 +16,8 @@ import (
 )
 
 // valuesResolver reads fleet.yaml's helm.valuesFrom from ConfigMaps and Secrets on the hub, in
-// the GitRepo's namespace; the key defaults to values.yaml. A reference to another namespace is
+// the GitRepo's namespace (Secrets only those labelled v1alpha1.ValuesFromLabel); the key
+// defaults to values.yaml. A reference to another namespace is
 // refused unless the operator allows cross-namespace references: a repository's authors must
 // not reach the Secrets of another tenant, or of the hub itself, by naming them.
 type valuesResolver struct {
@@ -37,6 +38,12 @@ func (v *valuesResolver) Values(ctx context.Context, ref bundle.ValuesFrom, _ st
 	case ref.SecretKeyRef != nil:
 		var s corev1.Secret
 		err = v.read(ctx, "secretKeyRef", "secret", ref.SecretKeyRef, &s)
+		if err == nil && s.Labels[v1alpha1.ValuesFromLabel] != "true" {
+			// The namespace's other Secrets (git and chart credentials, decryption keys,
+			// webhook and provider secrets) are the operator's, not the repository's.
+			return nil, fmt.Errorf("secretKeyRef: secret %s is not marked for values: the operator labels the Secrets repositories may read %s=true",
+				ref.SecretKeyRef.Name, v1alpha1.ValuesFromLabel)
+		}
 		data = s.Data[orDefault(ref.SecretKeyRef.Key, "values.yaml")]
 	}
 	if err != nil {

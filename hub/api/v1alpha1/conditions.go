@@ -168,6 +168,12 @@ const (
 // shard puts it on the Bundles, BundleDeployments and Content it derives from the GitRepo.
 const ShardLabel = "flotilla.dev/shard"
 
+// ValuesFromLabel, "true" on a Secret of a fleet namespace, lets the repositories of that
+// namespace read it with fleet.yaml's helm.valuesFrom (secretKeyRef): a repository's author
+// names a Secret, and only those the operator marked for values can be named. ConfigMaps need
+// no mark.
+const ValuesFromLabel = "flotilla.dev/values-from"
+
 // Annotations people and the hub set on the hub's objects.
 const (
 	// AnnotationSupersededBy on a StagedUpdateRun names the newer run that replaces it; the run
