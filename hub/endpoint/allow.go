@@ -40,6 +40,11 @@ type addressEntry struct {
 	host   string       // a name, or "*.suffix"
 }
 
+// wildcardOf reports whether the entry is a *.suffix wildcard that host falls under.
+func (e addressEntry) wildcardOf(host string) bool {
+	return strings.HasPrefix(e.host, "*.") && strings.HasSuffix(host, e.host[1:])
+}
+
 // ParseAddressList parses entries; source names the list in errors and refusals.
 func ParseAddressList(source string, entries []string) (AddressList, error) {
 	l := AddressList{source: source}
@@ -121,7 +126,7 @@ func (l AddressList) admitsName(scheme, host string) bool {
 		if e.scheme != "" && e.scheme != scheme {
 			continue
 		}
-		if e.prefix.IsValid() || e.host == host || strings.HasPrefix(e.host, "*.") && strings.HasSuffix(host, e.host[1:]) {
+		if e.prefix.IsValid() || e.host == host || e.wildcardOf(host) {
 			return true
 		}
 	}
@@ -141,7 +146,7 @@ func (l AddressList) admitsAddr(scheme, host string, ip netip.Addr) bool {
 			}
 		case e.host == host:
 			return true // named exactly: whatever it resolves to
-		case strings.HasPrefix(e.host, "*.") && strings.HasSuffix(host, e.host[1:]) && !isSpecial:
+		case e.wildcardOf(host) && !isSpecial:
 			return true
 		}
 	}
@@ -225,15 +230,15 @@ func (p Policy) guardedDial(dialer *net.Dialer) func(ctx context.Context, networ
 		if err != nil {
 			return nil, err
 		}
-		var refused string
+		var refused error
 		for _, ip := range ips {
 			if ok, list := p.admitsAddr(target.Scheme, host, ip); ok {
 				return dialer.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
-			} else if refused == "" {
-				refused = fmt.Sprintf("%s (%s) %v (%s)", host, ip, ErrNotAllowed, list)
+			} else if refused == nil {
+				refused = fmt.Errorf("%s (%s) %w (%s)", host, ip, ErrNotAllowed, list)
 			}
 		}
-		return nil, errors.New(refused)
+		return nil, refused
 	}
 }
 

@@ -120,8 +120,9 @@ func teamsPayload(m Message) map[string]any {
 		"body": []any{
 			// Repository text goes in TextRuns, which Adaptive Cards never read as Markdown (a
 			// TextBlock would make [text](url) a link).
-			richText(teamsText(m.title()), map[string]any{"weight": "Bolder", "color": color}),
-			richText(teamsText(m.Message), nil),
+			// TextRuns are plain already; Unlinked keeps Teams from linking bare URLs and @names.
+			richText(model.Unlinked(m.title()), map[string]any{"weight": "Bolder", "color": color}),
+			richText(model.Unlinked(m.Message), nil),
 			map[string]any{"type": "FactSet", "facts": []any{
 				map[string]any{"title": "Object", "value": m.Kind + " " + m.Namespace + "/" + m.Name},
 				map[string]any{"title": "Reason", "value": m.Reason},
@@ -136,10 +137,6 @@ func teamsPayload(m Message) map[string]any {
 		"attachments": []any{map[string]any{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}},
 	}
 }
-
-// teamsText is repository text for a TextRun: plain already, and no bare URL or @name Teams
-// would link by itself.
-func teamsText(s string) string { return model.Unlinked(s) }
 
 // richText is a RichTextBlock of one TextRun of text, with the run's style.
 func richText(text string, style map[string]any) map[string]any {

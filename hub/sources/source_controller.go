@@ -251,8 +251,8 @@ func (r *SourceReconciler) Sync(ctx context.Context, key string) error {
 	}
 	// What the fetch says passes through the credentials' scrubber (a render's text has passed
 	// through its own, repoRenderer.render) before it reaches the log, the status and the Events.
-	err = src.Auth.Secrets().Error(err)
 	if err != nil {
+		err = src.Auth.Secrets().Error(err)
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
 	} else if asked > 0 && held == "" {
 		r.Mu.Lock()
@@ -295,7 +295,7 @@ func (r *SourceReconciler) releaseAllowed(repo *v1alpha1.GitRepo) (bool, string)
 func (r *SourceReconciler) RepoFor(ctx context.Context, repo *v1alpha1.GitRepo) (gitsource.Repo, error) {
 	src := gitsource.Repo{URL: repo.Spec.Repo, Branch: repo.Spec.Branch, Revision: repo.Spec.Revision, Semver: repo.Spec.Semver}
 	if v := repo.Spec.Verify; v != nil {
-		src.SignedTags = v.Mode == v1alpha1.VerifyTag || v.Mode == v1alpha1.VerifyCommitAndTag
+		src.SignedTags = v.Mode.VerifiesTags()
 	}
 	// Checked before anything is read or fetched on the repository's behalf.
 	policy, err := restrictionsOf(ctx, r.Client, repo.Namespace)

@@ -75,11 +75,7 @@ func verificationOf(ctx context.Context, c client.Reader, repo *v1alpha1.GitRepo
 	if err != nil {
 		return nil, &gitsource.VerificationError{Object: "the GitRepo", Reason: fmt.Sprintf("%s: %v", what, err)}
 	}
-	mode := v.Mode
-	if mode == "" {
-		mode = v1alpha1.VerifyCommit
-	}
-	return &gitsource.Verification{Commit: mode != v1alpha1.VerifyTag, Tag: mode != v1alpha1.VerifyCommit, Keys: ring}, nil
+	return &gitsource.Verification{Commit: v.Mode.VerifiesCommits(), Tag: v.Mode.VerifiesTags(), Keys: ring}, nil
 }
 
 // decryptorOf reads the private keys a GitRepo's spec.decryption names, from its own

@@ -235,6 +235,12 @@ const (
 	VerifyCommitAndTag VerificationMode = "CommitAndTag"
 )
 
+// VerifiesCommits: the mode checks the commit deployed (Commit, the default, and CommitAndTag).
+func (m VerificationMode) VerifiesCommits() bool { return m != VerifyTag }
+
+// VerifiesTags: the mode checks the annotated tag a tag-following GitRepo resolves to.
+func (m VerificationMode) VerifiesTags() bool { return m == VerifyTag || m == VerifyCommitAndTag }
+
 // SourceVerification names the public keys a GitRepo's commits or tags must be signed with.
 // +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.configMapRef)",message="name the keys in exactly one of secretRef and configMapRef"
 type SourceVerification struct {
