@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
@@ -115,10 +116,23 @@ func renewal(token string, renewBefore time.Duration) (at time.Time, lifetime ti
 
 // requestToken asks the hub, with the agent's current identity, for a token of the agent
 // identity in namespace: its own (renewal), or the one of the namespace its cluster moves to.
+// How long it may live is the hub's to say: the admission policy
+// flotilla-agent-token-lifetime-is-the-hubs refuses a longer one as Invalid, and the agent asks
+// again for half as long, down to the shortest token the API server issues, so that an operator
+// shortening --agent-token-ttl costs running agents nothing.
 func requestToken(ctx context.Context, hub *kube.Hub, namespace string, lifetime time.Duration) (string, error) {
-	token, err := hub.RequestToken(ctx, namespace, v1alpha1.AgentServiceAccountName, int64(lifetime.Seconds()))
-	if err != nil {
-		return "", fmt.Errorf("failed to request a hub token in %s: %w", namespace, err)
+	for {
+		token, err := hub.RequestToken(ctx, namespace, v1alpha1.AgentServiceAccountName, int64(lifetime.Seconds()))
+		if apierrors.IsInvalid(err) && lifetime/2 >= minTokenLifetime {
+			lifetime /= 2
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("failed to request a hub token in %s: %w", namespace, err)
+		}
+		return token, nil
 	}
-	return token, nil
 }
+
+// minTokenLifetime is the shortest token lifetime the API server issues.
+const minTokenLifetime = 10 * time.Minute

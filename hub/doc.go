@@ -178,9 +178,10 @@ package hub
 // clusters' namespaces and agents' and registration tokens' identities, cached;
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
-// Secrets read one by one when a GitRepo names one (never listed, never cached), and the
-// registration tokens' Secrets it creates and deletes;
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// no Secrets: those it reads one by one when a GitRepo names one (never listed, never cached),
+// and the registration tokens' Secrets it creates and deletes, are in fleet namespaces, where
+// the install binds the ClusterRole flotilla-hub-secrets (manifests/rbac/secrets.yaml) to it,
+// namespace by namespace; the hub reads no Secret of any other namespace;
 // ConfigMaps read when a fleet.yaml names one (valuesFrom), and its own version record;
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -188,5 +189,8 @@ package hub
 // agents' Roles and content grants, which grant only what the hub holds itself (no escalate,
 // no bind, no cluster-wide roles);
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// who scrapes its metrics, asked of the API server (--metrics-secure);
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // agents' Leases (their heartbeats) and the hub's leader election.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete

@@ -656,7 +656,10 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 	waitFor(t, c, key, "the east shard's first poll", func(r *v1alpha1.GitRepo) bool { return r.Status.Commit != "" })
 
 	second := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"})
-	body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, url)
+	pushed := func(commit string) string {
+		return fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"clone_url":%q}}`, commit, url)
+	}
+	body := pushed(second)
 	if code, _ := deliverPush(t, defaultShard, body, "east-secret"); code != http.StatusAccepted {
 		t.Fatalf("the default shard answered the east shard's delivery with %d, want 202", code)
 	}
@@ -667,13 +670,25 @@ func TestWebhookForAnotherShardIsForwarded(t *testing.T) {
 		t.Errorf("the GitRepo carries no %s: the delivery was not forwarded", sources.AnnotationWebhookForwarded)
 	}
 
-	// A burst of deliveries (or one replayed) costs a write per ForwardEvery, and its last is
-	// forwarded: the push it announces is polled without waiting for the next poll.
+	// The first delivery sent again, thirty times: answered as before, forwarded never (the
+	// receiver drops replays of a signed delivery within its window).
 	requests.reset()
-	third := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
-	start := time.Now()
 	for range 30 {
 		if code, _ := deliverPush(t, defaultShard, body, "east-secret"); code != http.StatusAccepted {
+			t.Fatalf("a replayed delivery: %d", code)
+		}
+	}
+	// A burst of deliveries costs a write per ForwardEvery, and its last is forwarded: the
+	// push it announces is polled without waiting for the next poll. Distinct deliveries of
+	// one push (a forge's redelivery carries the same body: only the first counts).
+	third := up.Commit("main", map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
+	if n := requests.count("patch", "gitrepos"); n != 0 {
+		t.Errorf("30 replays of a delivery cost %d forwarding writes, want none", n)
+	}
+	start := time.Now()
+	for i := range 30 {
+		burst := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"delivery":%d,"repository":{"clone_url":%q}}`, third, i, url)
+		if code, _ := deliverPush(t, defaultShard, burst, "east-secret"); code != http.StatusAccepted {
 			t.Fatalf("a delivery of the burst: %d", code)
 		}
 	}

@@ -25,6 +25,14 @@ type Options struct {
 	DashboardURL string
 	// MetricsAddr serves Prometheus metrics; empty or "0" disables them.
 	MetricsAddr string
+	// MetricsSecure serves them over HTTPS (a self-signed certificate unless MetricsCertDir
+	// holds tls.crt and tls.key) to callers the API server authenticates (TokenReview) and
+	// authorizes for GET on the non-resource URL /metrics (SubjectAccessReview): the ClusterRole
+	// flotilla-hub-metrics-reader. Without it, metrics are plain HTTP to anyone who reaches the
+	// address: for loopback (tests, the quickstart).
+	MetricsSecure bool
+	// MetricsCertDir holds the metrics endpoint's tls.crt and tls.key; empty: self-signed.
+	MetricsCertDir string
 	// HealthAddr serves /healthz and /readyz; empty disables them.
 	HealthAddr string
 	// GitCacheBytes bounds the git cache under CacheDir; default gitsource.DefaultMaxCacheBytes

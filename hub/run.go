@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/bundle"
@@ -127,9 +130,17 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if sh.FleetWide() {
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			if err := recordVersion(ctx, mgr.GetClient(), opts.Namespace, opts.Version); err != nil {
-				ctrl.Log.WithName("hub").Error(err, "the CLI will not compare agent versions with the hub's")
-			}
+			// Agents cannot renew their tokens until the record holds their lifetime: a write
+			// that failed is tried again, backing off, for as long as the hub runs.
+			record := hubRecord(opts.Version, model.PositiveOr(opts.AgentTokenTTL, clusters.DefaultAgentTokenTTL))
+			backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: math.MaxInt32}
+			_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+				if err := recordHub(ctx, mgr.GetClient(), opts.Namespace, record); err != nil {
+					ctrl.Log.WithName("hub").Error(err, "the hub's record is not written: the CLI cannot compare agent versions with the hub's, agents cannot renew their tokens; retrying")
+					return false, nil
+				}
+				return true, nil
+			})
 			return nil
 		})); err != nil {
 			return err
@@ -157,9 +168,16 @@ func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager
 	if metricsAddr == "" {
 		metricsAddr = "0"
 	}
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr}
+	if opts.MetricsSecure {
+		// Metrics tell which repositories, clusters and tenants the hub serves: only to
+		// those the API server says may read them.
+		metricsOpts.SecureServing, metricsOpts.CertDir = true, opts.MetricsCertDir
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metricsOpts,
 		HealthProbeBindAddress: opts.HealthAddr,
 		// The hub never reads managed fields: the caches keep objects without them (less
 		// memory, cheaper copies). Writes from cached objects leave the server's record alone.

@@ -310,7 +310,7 @@ func (s *stepper) gate(tasks []TaskStatus, specs []Task, stage, group, when stri
 				t.State = RunCompleted
 				continue
 			}
-			s.waiting = append(s.waiting, ApprovalGate{Name: t.ApprovalRequest, Stage: stage, Group: group, Gate: when, Quorum: max(spec.Quorum, 1)})
+			s.waiting = append(s.waiting, ApprovalGate{Name: t.ApprovalRequest, Stage: stage, Group: group, Gate: when, Quorum: max(spec.Quorum, 1), Approvers: spec.Approvers})
 		case TaskTimedWait:
 			if t.WaitUntil.IsZero() {
 				from := after

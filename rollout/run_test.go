@@ -271,11 +271,11 @@ func TestR3_9_ApprovalNamesDoNotCollide(t *testing.T) {
 }
 
 // R3.9: a gate with a quorum opens once that many distinct people approved; one person
-// approving twice counts once. A rejected gate stops the run with who rejected it and why.
+// approving twice counts once. The gate's request carries who may approve it. A rejected gate stops the run with who rejected it and why.
 func TestR3_9_ApprovalQuorumAndRejection(t *testing.T) {
 	strategy := StagedStrategy{Stages: []Stage{
 		{Name: "canary", LabelSelector: sel("env=canary")},
-		{Name: "prod", LabelSelector: sel("env=prod"), BeforeStageTasks: []Task{{Type: TaskApproval, Quorum: 2}}},
+		{Name: "prod", LabelSelector: sel("env=prod"), BeforeStageTasks: []Task{{Type: TaskApproval, Quorum: 2, Approvers: []Approver{{User: "alice"}, {Group: "sre"}}}}},
 	}}
 	start := func() (*Run, []RunCluster, StepResult) {
 		fleet := runFleet("c1:env=canary", "p1:env=prod")
@@ -289,8 +289,9 @@ func TestR3_9_ApprovalQuorumAndRejection(t *testing.T) {
 	}
 	gate := ApprovalName("web-8", "Before", "prod", "")
 	run, fleet, res := start()
-	if len(res.Approvals) != 1 || res.Approvals[0].Name != gate || res.Approvals[0].Quorum != 2 {
-		t.Fatalf("waiting gates %+v, want %s with a quorum of 2", res.Approvals, gate)
+	if len(res.Approvals) != 1 || res.Approvals[0].Name != gate || res.Approvals[0].Quorum != 2 ||
+		!slices.Equal(res.Approvals[0].Approvers, []Approver{{User: "alice"}, {Group: "sre"}}) {
+		t.Fatalf("waiting gates %+v, want %s with a quorum of 2 for alice and the group sre", res.Approvals, gate)
 	}
 	for _, tc := range []struct {
 		name      string

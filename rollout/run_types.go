@@ -154,6 +154,8 @@ type ApprovalGate struct {
 	Gate  string // Before or After
 	// Quorum is how many distinct people must approve.
 	Quorum int
+	// Approvers are who may decide the gate; empty: anyone who may write its status.
+	Approvers []Approver
 }
 
 // Approval is what people said on an approval gate's request (R3.9): who approved it and, when

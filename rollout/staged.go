@@ -63,9 +63,17 @@ type Task struct {
 	ScheduledStart *ScheduledStart `json:"scheduledStart,omitempty"`
 	// Quorum is how many distinct people must approve an Approval task; default 1.
 	Quorum int `json:"quorum,omitempty"`
+	// Approvers are who may decide an Approval task; the API server holds records to them.
+	Approvers []Approver `json:"approvers,omitempty"`
 	// Analysis are the checks of an Analysis task, or those a TimedWait measures while it
 	// waits: the task opens once they passed (§7).
 	Analysis []Check `json:"analysis,omitempty"`
+}
+
+// Approver is a user, or a group of users, who may decide an approval gate.
+type Approver struct {
+	User  string `json:"user,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // ScheduledStart opens at an absolute time, or at the next weekday and time of day at a UTC

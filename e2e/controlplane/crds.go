@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
 
@@ -75,6 +76,12 @@ func InstallFlotillaAPI(ctx context.Context, cfg *rest.Config) error {
 	if err := InstallCRDs(ctx, cfg, crds); err != nil {
 		return err
 	}
+	return InstallPolicies(ctx, cfg)
+}
+
+// InstallPolicies installs Flotilla's admission policies as manifests/hub does, with the record
+// of a hub in HubNamespace they read.
+func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
 	policies, err := manifests.Policies()
 	if err != nil {
 		return err
@@ -84,5 +91,17 @@ func InstallFlotillaAPI(ctx context.Context, cfg *rest.Config) error {
 			return fmt.Errorf("failed to install the admission policies: %w", err)
 		}
 	}
+	// What a hub installed in flotilla-system records of itself when it starts (a hub of a test
+	// records in its own namespace): the agent token lifetime the policies hold agents to, the
+	// hub's default.
+	record := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %[2]s, namespace: %[1]s}\ndata: {agentTokenSeconds: \"%[3]d\"}\n",
+		HubNamespace, v1alpha1.HubRecordConfigMap, int64(v1alpha1.DefaultAgentTokenTTL.Seconds()))
+	if _, err := Apply(ctx, cfg, []byte(record)); err != nil {
+		return fmt.Errorf("failed to record the hub's agent token lifetime: %w", err)
+	}
 	return nil
 }
+
+// HubNamespace is where an installed hub runs and keeps its record (the admission policies
+// read it there).
+const HubNamespace = "flotilla-system"

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +122,7 @@ func startFleetWith(t *testing.T, startHub func(*fleetEnv)) *fleetEnv {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	grantSecrets(t, ns.Name)
 	f := &fleetEnv{t: t, hub: c, ns: ns.Name, agentConfigs: map[string]*rest.Config{}, clusterNamespaces: map[string]string{}, hubCache: t.TempDir(), stops: map[string]func(){}}
 	t.Cleanup(func() {
 		f.mu.Lock()
@@ -278,9 +280,14 @@ func asTheHub(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// installHubRole installs the hub's ClusterRole as users do and binds it to hubServiceAccount.
+// installHubRole installs the hub's ClusterRoles as users do and binds the hub's to
+// hubServiceAccount; the Secrets role is bound in each fleet namespace (grantSecrets).
 func installHubRole(ctx context.Context) error {
 	role, err := fs.ReadFile(manifests.Install, "rbac/role.yaml")
+	if err != nil {
+		return err
+	}
+	secrets, err := fs.ReadFile(manifests.Install, "rbac/secrets.yaml")
 	if err != nil {
 		return err
 	}
@@ -290,12 +297,25 @@ metadata: {name: flotilla-hub}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: flotilla-hub}
 subjects: [{kind: ServiceAccount, name: flotilla-hub, namespace: flotilla-system}]
 `
-	for _, doc := range [][]byte{role, []byte(binding)} {
+	for _, doc := range [][]byte{role, secrets, []byte(binding)} {
 		if _, err := controlplane.Apply(ctx, hubCluster.Config(), doc); err != nil {
 			return fmt.Errorf("failed to install the hub's role: %w", err)
 		}
 	}
 	return nil
+}
+
+// grantSecrets makes ns a fleet namespace whose Secrets the hub may read and write, as the
+// chart's fleetNamespaces do: a RoleBinding of flotilla-hub-secrets.
+func grantSecrets(t *testing.T, ns string) {
+	t.Helper()
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-hub-secrets", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "flotilla-hub-secrets"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "flotilla-hub", Namespace: "flotilla-system"}}}
+	if _, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).RbacV1().RoleBindings(ns).Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rulesHeld(t, asTheHub(hubCluster.Config()), ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "delete"}}})
 }
 
 func (f *fleetEnv) startAgent(w *controlplane.Cluster) {

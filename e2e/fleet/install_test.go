@@ -134,6 +134,14 @@ func TestHelmChartsInstall(t *testing.T) {
 		cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
 		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), "flotilla-hub-flotilla-chart", metav1.DeleteOptions{})
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), "flotilla-chart", metav1.DeleteOptions{})
+		for _, binding := range []string{"flotilla-hub-secrets", "flotilla-hub-blue-secrets"} {
+			_ = cs.RbacV1().RoleBindings("fleet-default").Delete(context.Background(), binding, metav1.DeleteOptions{})
+		}
+		// The release pointed the policies at its own namespace's hub record: back to the
+		// suite's hub, whose agents renew their tokens under them.
+		if err := controlplane.InstallPolicies(context.Background(), hubCluster.Config()); err != nil {
+			t.Error(err)
+		}
 	})
 	applied, err := controlplane.Apply(ctx, hubCluster.Config(), []byte(stream))
 	if err != nil {
@@ -143,10 +151,31 @@ func TestHelmChartsInstall(t *testing.T) {
 	crds, _ := manifests.CRDs()
 	policies, _ := manifests.Policies() // a policy and its binding per file
 	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != len(policies) || len(kinds["ValidatingAdmissionPolicyBinding"]) != len(policies) ||
-		len(kinds["ClusterRole"]) != 1 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 2 {
+		len(kinds["ClusterRole"]) != 2 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 2 {
 		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings (want %d), %d roles, %d role bindings, %d deployments, %d services (webhook and metrics)",
 			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]), len(policies),
 			len(kinds["ClusterRole"]), len(kinds["ClusterRoleBinding"]), len(kinds["Deployment"]), len(kinds["Service"]))
+	}
+	// Secrets: none in the hub's ClusterRole; flotilla-hub-secrets bound in each fleet
+	// namespace alone. The token lifetime policy reads the release's own hub record.
+	if rbs := kinds["RoleBinding"]; len(rbs) != 1 || rbs[0].GetNamespace() != "fleet-default" || rbs[0].GetName() != "flotilla-hub-secrets" {
+		t.Errorf("the hub chart applied role bindings %v, want flotilla-hub-secrets in fleet-default", names(rbs))
+	} else if role, _, _ := unstructured.NestedString(rbs[0].Object, "roleRef", "name"); role != "flotilla-hub-secrets" {
+		t.Errorf("the fleet namespace's binding grants %s", role)
+	}
+	for _, role := range kinds["ClusterRole"] {
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		for _, r := range rules {
+			resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+			if slices.Contains(resources, "secrets") && role.GetName() != "flotilla-hub-secrets" {
+				t.Errorf("the ClusterRole %s grants Secrets cluster-wide", role.GetName())
+			}
+		}
+	}
+	for _, b := range kinds["ValidatingAdmissionPolicyBinding"] {
+		if ns, found, _ := unstructured.NestedString(b.Object, "spec", "paramRef", "namespace"); found && ns != "flotilla-chart" {
+			t.Errorf("policy binding %s reads its parameters in %s, want the release's namespace", b.GetName(), ns)
+		}
 	}
 	// The fleet namespace the CLI defaults to, so that the README's token step works as written.
 	if ns := names(kinds["Namespace"]); !slices.Contains(ns, "fleet-default") {

@@ -165,8 +165,12 @@ func TestHubInstallManifestApplies(t *testing.T) {
 	for _, o := range applied {
 		count[o.GetKind()]++
 	}
-	if count["CustomResourceDefinition"] != len(crds) || count["Deployment"] != 1 || count["Service"] != 1 || count["ClusterRole"] != 1 || count["ClusterRoleBinding"] != 1 {
-		t.Errorf("applied %v; want all %d CRDs, the hub's Deployment, Service and RBAC", count, len(crds))
+	if count["CustomResourceDefinition"] != len(crds) || count["Deployment"] != 1 || count["Service"] != 1 || count["ClusterRole"] != 2 || count["ClusterRoleBinding"] != 1 || count["RoleBinding"] != 1 {
+		t.Errorf("applied %v; want all %d CRDs, the hub's Deployment, Service and RBAC (Secrets in fleet-default alone)", count, len(crds))
+	}
+	if rb, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).RbacV1().RoleBindings("fleet-default").Get(ctx, "flotilla-hub-secrets", metav1.GetOptions{}); err != nil ||
+		rb.RoleRef.Name != "flotilla-hub-secrets" || len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != "flotilla-system" {
+		t.Errorf("the hub's Secrets grant in fleet-default: %+v %v", rb, err)
 	}
 	binding, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).RbacV1().ClusterRoleBindings().Get(ctx, "flotilla-hub", metav1.GetOptions{})
 	if err != nil || binding.RoleRef.Name != "flotilla-hub" || len(binding.Subjects) != 1 || binding.Subjects[0].Namespace != "flotilla-system" || binding.Subjects[0].Name != "flotilla-hub" {

@@ -3,7 +3,10 @@ package fleet
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/e2e/controlplane"
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
 	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
@@ -217,6 +221,119 @@ func TestAgentRenewsItsCredentialsAndStopsOnExpiredOnes(t *testing.T) {
 	if !deploymentAvailable(t, w, "renewed", "web", "example.invalid/web:1") {
 		t.Error("the workload changed")
 	}
+}
+
+// Tokens are the hub's to give, on the API server (manifests/policies): an agent asking for a
+// longer token than the hub issues is refused and renews with a shorter one, never longer than
+// the hub's recorded lifetime; the hub's own identity gets tokens of agents and nothing else,
+// so a hub that is tricked or taken cannot become another ServiceAccount. Nothing refused was
+// issued.
+func TestTokensAreTheHubsToGive(t *testing.T) {
+	_, f := deployWeb(t, "defaultNamespace: tokens\n")
+	w := workloads[0]
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+	record, err := cs.CoreV1().ConfigMaps(controlplane.HubNamespace).Get(ctx, v1alpha1.HubRecordConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, err := strconv.ParseInt(record.Data["agentTokenSeconds"], 10, 64)
+	if err != nil || limit <= 0 {
+		t.Fatalf("the hub's record holds no agent token lifetime: %v (%v)", record.Data, err)
+	}
+
+	// Asked directly, as the agent, for a second more than the hub gives: refused.
+	agentHub := kubernetes.NewForConfigOrDie(f.agentConfigs[w.Name])
+	longer := limit + 1
+	tr, err := agentHub.CoreV1().ServiceAccounts(f.clusterNamespaces[w.Name]).CreateToken(ctx, v1alpha1.AgentServiceAccountName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &longer}}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "as the hub issues them") || (tr != nil && tr.Status.Token != "") {
+		t.Fatalf("an agent asking for a %ds token: %v, want it refused as Invalid and no token", longer, err)
+	}
+
+	// The agent, told to ask for thirty days, renews anyway, within the hub's lifetime.
+	kept := make(chan agent.Credentials, 8)
+	opts := f.agentOptions(w)
+	opts.RenewBefore, opts.TokenLifetime = 60*24*time.Hour, 30*24*time.Hour
+	opts.OnCredentials = func(_ context.Context, c agent.Credentials) error { kept <- c; return nil }
+	stopped := f.runAgentUntilItStops(w.Name, opts)
+	select {
+	case renewed := <-kept:
+		claims, _ := base64.RawURLEncoding.DecodeString(strings.Split(renewed.Token, ".")[1])
+		var times struct{ Iat, Exp int64 }
+		if err := json.Unmarshal(claims, &times); err != nil || times.Exp-times.Iat > limit || times.Exp <= times.Iat {
+			t.Errorf("the renewed token lives %ds (%v); want at most the hub's %ds", times.Exp-times.Iat, err, limit)
+		}
+	case err := <-stopped:
+		t.Fatalf("the agent stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not renew its credentials")
+	}
+
+	// The hub's identity asks for a token of another account of a fleet namespace (one a
+	// tenant's automation might run as): refused.
+	if _, err := cs.CoreV1().ServiceAccounts(f.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asHub := kubernetes.NewForConfigOrDie(asTheHub(hubCluster.Config()))
+	tr, err = asHub.CoreV1().ServiceAccounts(f.ns).CreateToken(ctx, "deployer", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "the hub issues tokens for agents") || (tr != nil && tr.Status.Token != "") {
+		t.Errorf("the hub asking for a token of %s/deployer: %v, want it refused and no token", f.ns, err)
+	}
+	if tr, err := asHub.CoreV1().ServiceAccounts(f.clusterNamespaces[w.Name]).CreateToken(ctx, v1alpha1.AgentServiceAccountName, &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); err != nil || selfSubject(t, tr.Status.Token) != "system:serviceaccount:"+f.clusterNamespaces[w.Name]+":"+v1alpha1.AgentServiceAccountName {
+		t.Errorf("the hub could not issue a token of the agent it serves: %v", err)
+	}
+}
+
+// The hub reads Secrets only in fleet namespaces (manifests/rbac/secrets.yaml): a GitRepo in a
+// namespace the install did not open, naming its git credentials, is told the hub may not read
+// them, fetches nothing and shows nothing of the Secret; once the namespace is opened as a
+// fleet namespace, the same GitRepo syncs.
+func TestHubReadsSecretsOnlyInFleetNamespaces(t *testing.T) {
+	f := startFleet(t)
+	ctx := context.Background()
+	const password = "outside-namespace-password-7f3a"
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"web/fleet.yaml": "defaultNamespace: outside\n", "web/deployment.yaml": webManifest("example.invalid/web:1")})
+	srv := up.ServeHTTP("git", password)
+	outside := f.ns + "-outside"
+	cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: outside}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), outside, metav1.DeleteOptions{}) })
+	if _, err := cs.CoreV1().Secrets(outside).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+		StringData: map[string]string{"username": "git", "password": password}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: outside}, Spec: v1alpha1.GitRepoSpec{
+		Repo: srv.URL + "/repo.git", PollingInterval: &metav1.Duration{Duration: time.Second}, SecretRef: &v1alpha1.LocalObjectReference{Name: "creds"},
+		Targets: []v1alpha1.Target{{ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}},
+	}}
+	if err := f.hub.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(repo)
+	var cond *metav1.Condition
+	eventually(t, "the GitRepo outside the fleet namespaces says its Secret is not the hub's to read", 60*time.Second, func() bool {
+		if err := f.hub.Get(ctx, key, repo); err != nil {
+			return false
+		}
+		cond = meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ReadyCondition)
+		return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(cond.Message, "forbidden")
+	}, func() string { return fmt.Sprintf("status: %+v", repo.Status) })
+	var bundles v1alpha1.BundleList
+	if err := f.hub.List(ctx, &bundles, client.InNamespace(outside)); err != nil || len(bundles.Items) > 0 || repo.Status.Commit != "" {
+		t.Errorf("a GitRepo whose credentials the hub may not read fetched commit %q and made %d bundles (%v)", repo.Status.Commit, len(bundles.Items), err)
+	}
+	if raw, _ := json.Marshal(repo.Status); strings.Contains(string(raw), password) {
+		t.Errorf("the Secret's password is in the GitRepo's status: %s", raw)
+	}
+
+	grantSecrets(t, outside)
+	eventually(t, "the GitRepo syncs once its namespace is a fleet namespace", 90*time.Second, func() bool {
+		return f.hub.Get(ctx, key, repo) == nil && repo.Status.Commit != ""
+	}, func() string { return fmt.Sprintf("status: %+v", repo.Status) })
 }
 
 // A FleetRestriction is enforced on the cluster: the agent applies as the service account the

@@ -76,8 +76,7 @@ func runHistory(b *testing.B) {
 	fleet.waitAllReady(b, historyClusters, 1, start)
 	stored := map[int][2]int{}
 	for i := 2; i <= historyCommits; i++ {
-		up.Commit("main", files(i))
-		announcePush(b, webhook, srv.URL+"/repo.git")
+		announcePush(b, webhook, srv.URL+"/repo.git", up.Commit("main", files(i)))
 		fleet.waitAllReady(b, historyClusters, int64(i), time.Now())
 		if i == 50 || i == historyCommits {
 			stored[i] = settledContent(b, c, ns.Name, grace+2*delay)

@@ -527,8 +527,7 @@ func (s *scenario) createRepo(ctx context.Context, b *testing.B) {
 
 // push commits files and announces the push to the hub.
 func (s *scenario) push(b *testing.B, files map[string]string) {
-	s.up.Commit("main", files)
-	announcePush(b, s.webhook, s.repoURL)
+	announcePush(b, s.webhook, s.repoURL, s.up.Commit("main", files))
 }
 
 // logSizes logs how large a Bundle and a BundleDeployment are as stored (JSON, managed fields
@@ -557,9 +556,9 @@ func freeLoopbackAddr(b *testing.B) string {
 	return ln.Addr().String()
 }
 
-// announcePush delivers a signed GitHub push webhook for the repository to the hub.
-func announcePush(b *testing.B, addr, cloneURL string) {
-	body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, cloneURL)
+// announcePush delivers a signed GitHub push webhook of commit for the repository to the hub.
+func announcePush(b *testing.B, addr, cloneURL, commit string) {
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"clone_url":%q}}`, commit, cloneURL)
 	mac := hmac.New(sha256.New, []byte(webhookSecret))
 	mac.Write([]byte(body))
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader(body))

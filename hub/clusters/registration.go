@@ -57,7 +57,7 @@ const (
 const (
 	DefaultRegistrationInterval = 6 * time.Second
 	DefaultRegistrationBurst    = 10
-	DefaultAgentTokenTTL        = 7 * 24 * time.Hour
+	DefaultAgentTokenTTL        = v1alpha1.DefaultAgentTokenTTL
 	// DefaultRegistrationTokenTTL is the lifetime of a ClusterRegistrationToken that sets none:
 	// a token handed around to install agents is a credential, and expires in days.
 	DefaultRegistrationTokenTTL = 7 * 24 * time.Hour

@@ -1,12 +1,15 @@
 package gitsource
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -75,7 +78,8 @@ func (s Subscriber) wants(p Push) bool {
 // is validly signed for (or token, for GitLab), and those that opted out of verification. Only a
 // delivery some GitRepo's secret verified is answered 202; any other is answered 401, whether
 // or not any GitRepo follows the repository or takes unsigned deliveries (which it triggers all
-// the same); no response names a GitRepo.
+// the same); no response names a GitRepo. A signed delivery sent again within the replay
+// window is answered as the first was and triggers nothing.
 type Receiver struct {
 	// Subscribers returns the GitRepos following a normalized repository URL (NormalizeURL).
 	Subscribers func(normalizedURL string) []Subscriber
@@ -86,6 +90,63 @@ type Receiver struct {
 	// Log records, at V(1), each delivery and which GitRepos it triggered or why it was
 	// refused; default discards. Responses name no GitRepo; the operator's log does.
 	Log logr.Logger
+	// ReplayWindow is how long a signed delivery, once it triggered a GitRepo, triggers it no
+	// more when sent again; default DefaultReplayWindow.
+	ReplayWindow time.Duration
+	// Now is the receiver's clock; default time.Now.
+	Now func() time.Time
+
+	replays replayGuard
+}
+
+// DefaultReplayWindow: a forge's signature covers the body but carries no time, so anyone who
+// saw one delivery could send it again and again, each a poll of the repository. A body that
+// announced a push once announces nothing new for as long as a forge takes to deliver (and
+// redeliver) it.
+const DefaultReplayWindow = 10 * time.Minute
+
+// replayGuard remembers the signed deliveries that triggered each GitRepo, by digest, for the
+// replay window. It holds at most maxReplays of them: signed deliveries only, so an outsider
+// cannot fill it, and past the bound it forgets the oldest, which costs a poll at most.
+type replayGuard struct {
+	mu   sync.Mutex
+	seen map[[sha256.Size]byte]time.Time
+}
+
+const maxReplays = 1 << 16
+
+// first reports whether the delivery body, signed for the GitRepo key, was not seen within
+// window before now, and remembers it.
+func (g *replayGuard) first(key string, body []byte, now time.Time, window time.Duration) bool {
+	h := sha256.New()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write(body)
+	var digest [sha256.Size]byte
+	h.Sum(digest[:0])
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if at, ok := g.seen[digest]; ok && now.Sub(at) < window {
+		return false
+	}
+	if g.seen == nil {
+		g.seen = map[[sha256.Size]byte]time.Time{}
+	}
+	if len(g.seen) >= maxReplays {
+		oldest, oldestAt := [sha256.Size]byte{}, now
+		for d, at := range g.seen {
+			if now.Sub(at) >= window {
+				delete(g.seen, d)
+			} else if at.Before(oldestAt) {
+				oldest, oldestAt = d, at
+			}
+		}
+		if len(g.seen) >= maxReplays {
+			delete(g.seen, oldest)
+		}
+	}
+	g.seen[digest] = now
+	return true
 }
 
 // ServeHTTP handles one delivery.
@@ -132,17 +193,25 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		seen[n] = true
 		subs = append(subs, rc.Subscribers(n)...)
 	}
-	var accepted []Subscriber
+	now, window := time.Now(), rc.ReplayWindow
+	if rc.Now != nil {
+		now = rc.Now()
+	}
+	if window <= 0 {
+		window = DefaultReplayWindow
+	}
+	var triggered, replayed []string
 	verified := false
 	for _, s := range subs {
-		if ok, signed := s.accepts(r.Header, body, from); ok {
-			accepted = append(accepted, s)
-			verified = verified || signed
-		}
-	}
-	var triggered []string
-	for _, s := range accepted {
-		if s.wants(push) {
+		ok, signed := s.accepts(r.Header, body, from)
+		verified = verified || signed
+		switch {
+		case !ok || !s.wants(push):
+		case signed && !rc.replays.first(s.Key, body, now, window):
+			// Each replica keeps its own record: a replay sent to every replica costs a
+			// poll in each at most, once per window.
+			replayed = append(replayed, s.Key)
+		default:
 			rc.Notify(s, push)
 			triggered = append(triggered, s.Key)
 		}
@@ -156,7 +225,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid or missing webhook signature", http.StatusUnauthorized)
 		return
 	}
-	rc.Log.V(1).Info("webhook delivery accepted", "provider", provider, "ref", push.Ref, "triggered", triggered)
+	rc.Log.V(1).Info("webhook delivery accepted", "provider", provider, "ref", push.Ref, "triggered", triggered, "replayed", replayed)
 	writeJSON(w, http.StatusAccepted, map[string]any{"provider": provider, "ref": push.Ref})
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -277,6 +278,48 @@ func TestRegistryPushNotificationsTriggerArtifactSources(t *testing.T) {
 		notified = nil
 		if rec := post(rc, headers(tc.auth), tc.body); rec.Code != tc.code || !cmp.Equal(notified, tc.want) {
 			t.Errorf("%s: %d %s, notified %v; want %d, %v", tc.name, rec.Code, rec.Body, notified, tc.code, tc.want)
+		}
+	}
+}
+
+// A signed delivery sent again triggers its GitRepo once per replay window, answered as the
+// first was: replaying what one saw on the wire buys no polls. The same body signed for another
+// GitRepo (the forge sends one delivery per configured hook) triggers that one; a GitRepo that
+// takes unsigned deliveries is open to anyone anyway and is triggered each time; past the window
+// the body triggers again.
+func TestWebhookReplaysTriggerOncePerWindow(t *testing.T) {
+	url := "https://github.com/acme/fleet.git"
+	subs := []Subscriber{
+		{Key: "team-a/fleet", Repo: Repo{URL: url, Branch: "main"}, Secret: "secret-a"},
+		{Key: "team-b/fleet", Repo: Repo{URL: url, Branch: "main"}, Secret: "secret-b"},
+		{Key: "team-c/open", Repo: Repo{URL: url, Branch: "main"}, AllowUnsigned: true},
+	}
+	var notified []string
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	rc := &Receiver{Subscribers: func(string) []Subscriber { return subs }, Notify: func(s Subscriber, p Push) { notified = append(notified, s.Key) },
+		Now: func() time.Time { return now }}
+	body := `{"ref":"refs/heads/main","after":"4b825dc642cb6eb9a060e54bf8d69288fbee4904","repository":{"clone_url":"` + url + `"}}`
+	signed := func(secret string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign(secret, body)}
+	}
+	for i, step := range []struct {
+		secret  string
+		advance time.Duration
+		want    []string
+	}{
+		{"secret-a", 0, []string{"team-a/fleet", "team-c/open"}},
+		{"secret-a", time.Minute, []string{"team-c/open"}},
+		{"secret-a", DefaultReplayWindow - 2*time.Minute, []string{"team-c/open"}},
+		{"secret-b", 0, []string{"team-b/fleet", "team-c/open"}},
+		{"secret-b", 0, []string{"team-c/open"}},
+		{"secret-a", 2 * time.Minute, []string{"team-a/fleet", "team-c/open"}},
+	} {
+		notified, now = nil, now.Add(step.advance)
+		if rec := post(rc, signed(step.secret), body); rec.Code != http.StatusAccepted {
+			t.Errorf("delivery %d: %d, want 202 as the first was", i, rec.Code)
+		}
+		if diff := cmp.Diff(step.want, notified); diff != "" {
+			t.Errorf("delivery %d (signed with %s) triggered (-want +got):\n%s", i, step.secret, diff)
 		}
 	}
 }

@@ -224,7 +224,7 @@ func stagedStrategySpec(s *rollout.StagedStrategy) *v1alpha1.StagedUpdateStrateg
 func tasks(ts []v1alpha1.StageTask) []rollout.Task {
 	var out []rollout.Task
 	for _, t := range ts {
-		task := rollout.Task{Type: rollout.TaskType(t.Type), WaitTime: duration(t.WaitTime), Quorum: int(t.Quorum), Analysis: Checks(t.Analysis)}
+		task := rollout.Task{Type: rollout.TaskType(t.Type), WaitTime: duration(t.WaitTime), Quorum: int(t.Quorum), Approvers: Approvers(t.Approvers), Analysis: Checks(t.Analysis)}
 		if s := t.ScheduledStart; s != nil {
 			task.ScheduledStart = &rollout.ScheduledStart{Weekday: s.Weekday, TimeOfDay: s.TimeOfDay, UTCOffset: s.UTCOffset}
 			if s.At != nil {
@@ -239,7 +239,7 @@ func tasks(ts []v1alpha1.StageTask) []rollout.Task {
 func stageTasks(ts []rollout.Task) []v1alpha1.StageTask {
 	var out []v1alpha1.StageTask
 	for _, t := range ts {
-		task := v1alpha1.StageTask{Type: v1alpha1.StageTaskType(t.Type), WaitTime: metaDuration(t.WaitTime), Quorum: int32(t.Quorum), Analysis: checkSpecs(t.Analysis)}
+		task := v1alpha1.StageTask{Type: v1alpha1.StageTaskType(t.Type), WaitTime: metaDuration(t.WaitTime), Quorum: int32(t.Quorum), Approvers: ApproverSpecs(t.Approvers), Analysis: checkSpecs(t.Analysis)}
 		if s := t.ScheduledStart; s != nil {
 			task.ScheduledStart = &v1alpha1.ScheduledStart{Weekday: s.Weekday, TimeOfDay: s.TimeOfDay, UTCOffset: s.UTCOffset}
 			if s.At != nil {
@@ -247,6 +247,24 @@ func stageTasks(ts []rollout.Task) []v1alpha1.StageTask {
 			}
 		}
 		out = append(out, task)
+	}
+	return out
+}
+
+// Approvers are a task's approvers as the planner carries them.
+func Approvers(as []v1alpha1.Approver) []rollout.Approver {
+	var out []rollout.Approver
+	for _, a := range as {
+		out = append(out, rollout.Approver{User: a.User, Group: a.Group})
+	}
+	return out
+}
+
+// ApproverSpecs are the planner's approvers as the API writes them.
+func ApproverSpecs(as []rollout.Approver) []v1alpha1.Approver {
+	var out []v1alpha1.Approver
+	for _, a := range as {
+		out = append(out, v1alpha1.Approver{User: a.User, Group: a.Group})
 	}
 	return out
 }

@@ -22,7 +22,7 @@ const (
 // The hub records its version where the CLI finds it: a ConfigMap in its own namespace,
 // labelled LabelHubVersion.
 const (
-	HubVersionConfigMap = "flotilla-hub"
+	HubVersionConfigMap = v1alpha1.HubRecordConfigMap
 	LabelHubVersion     = "flotilla.dev/hub-version"
 )
 

@@ -201,7 +201,8 @@ func (r *RunReconciler) step(ctx context.Context, run, orig *v1alpha1.StagedUpda
 	}
 	for _, gate := range res.Approvals {
 		ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Name: gate.Name, Namespace: run.Namespace},
-			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate, Quorum: int32(gate.Quorum)}}
+			Spec: v1alpha1.ApprovalRequestSpec{Run: run.Name, Stage: gate.Stage, Group: gate.Group, Gate: gate.Gate, Quorum: int32(gate.Quorum),
+				Approvers: model.ApproverSpecs(gate.Approvers)}}
 		if err := controllerutil.SetControllerReference(run, ar, r.Client.Scheme()); err != nil {
 			return reconciler.Outcome{}, err
 		}

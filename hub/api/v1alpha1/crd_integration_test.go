@@ -9,16 +9,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
@@ -434,6 +437,93 @@ func TestR3_9_ApprovalRecordsNameTheirAuthorAndStay(t *testing.T) {
 	_, legacy := st["approval"]
 	if len(approvals) != 1 || approvals[0].(map[string]any)["by"] != me || rejectedBy != me || legacy {
 		t.Errorf("stored: %v; want one approval and the rejection, both %s's, nothing else", st, me)
+	}
+}
+
+// TestR3_9_OnlyListedPeopleDecideAGate: a gate with approvers admits a record only from a
+// listed user or a member of a listed group, and never from a system identity (a
+// ServiceAccount) unless it is listed by its own name, whatever groups it is in; a gate
+// without approvers still refuses system identities, so a quorum counts people. A refused
+// record is not stored, and the gate keeps exactly the records of those it admitted.
+func TestR3_9_OnlyListedPeopleDecideAGate(t *testing.T) {
+	ns := newNamespace(t)
+	cs := kubernetes.NewForConfigOrDie(hub.Config())
+	// Everyone authenticated may write gates here: the approvers list is what tells them apart.
+	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "gates"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"flotilla.dev"}, Resources: []string{"approvalrequests", "approvalrequests/status"}, Verbs: []string{"get", "update"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "gates"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "gates"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const robot = "system:serviceaccount:ci:release-bot"
+	listed, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: ApprovalRequest\nmetadata: {name: r-before-prod-0123abcd}\n"+
+		"spec: {run: r, stage: prod, gate: Before, quorum: 3, approvers: [{user: alice}, {group: sre}, {user: 'system:serviceaccount:ci:change-bot'}]}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := create(t, ns, "apiVersion: flotilla.dev/v1alpha1\nkind: ApprovalRequest\nmetadata: {name: r-before-dev-0123abcd}\nspec: {run: r, stage: dev, gate: Before}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ars := resourceFor(listed).Namespace(ns)
+	// decide writes user's own approval, or rejection, on gate, as user in groups.
+	decide := func(gate, user string, groups []string, field string) error {
+		cfg := rest.CopyConfig(hub.Config())
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+		c := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "flotilla.dev", Version: "v1alpha1", Resource: "approvalrequests"}).Namespace(ns)
+		live, err := c.Get(t.Context(), gate, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		record := map[string]any{"by": user, "at": "2026-12-01T10:00:00Z"}
+		if field == "rejection" {
+			_ = unstructured.SetNestedMap(live.Object, record, "status", "rejection")
+		} else {
+			records, _, _ := unstructured.NestedSlice(live.Object, "status", "approvals")
+			_ = unstructured.SetNestedSlice(live.Object, append(records, record), "status", "approvals")
+		}
+		_, err = c.UpdateStatus(t.Context(), live, metav1.UpdateOptions{})
+		return err
+	}
+	for _, tc := range []struct {
+		name, gate, user string
+		groups           []string
+		field, refuse    string
+	}{
+		{"an unlisted user", listed.GetName(), "mallory", []string{"dev"}, "approvals", "not among the approvers"},
+		{"an unlisted user rejecting", listed.GetName(), "mallory", nil, "rejection", "not among the approvers"},
+		{"a robot in a listed group", listed.GetName(), robot, []string{"sre", "system:serviceaccounts"}, "approvals", "not a person"},
+		{"a listed user", listed.GetName(), "alice", nil, "approvals", ""},
+		{"a member of a listed group", listed.GetName(), "bob", []string{"sre"}, "approvals", ""},
+		{"a robot listed by name", listed.GetName(), "system:serviceaccount:ci:change-bot", []string{"system:serviceaccounts"}, "approvals", ""},
+		{"a robot on a gate open to anyone", open.GetName(), robot, []string{"system:serviceaccounts"}, "approvals", "not a person"},
+		{"a person on a gate open to anyone", open.GetName(), "carol", nil, "approvals", ""},
+	} {
+		err := decide(tc.gate, tc.user, tc.groups, tc.field)
+		switch {
+		case tc.refuse == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)):
+			t.Errorf("%s: %v, want it refused (%s)", tc.name, err, tc.refuse)
+		}
+	}
+	for gate, want := range map[string][]string{listed.GetName(): {"alice", "bob", "system:serviceaccount:ci:change-bot"}, open.GetName(): {"carol"}} {
+		live, err := ars.Get(t.Context(), gate, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, _, _ := unstructured.NestedSlice(live.Object, "status", "approvals")
+		var by []string
+		for _, r := range records {
+			by = append(by, r.(map[string]any)["by"].(string))
+		}
+		_, rejected, _ := unstructured.NestedMap(live.Object, "status", "rejection")
+		if !slices.Equal(by, want) || rejected {
+			t.Errorf("gate %s stored approvals by %v (rejected: %v); want exactly %v", gate, by, rejected, want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -23,6 +24,14 @@ const (
 // AgentServiceAccountName is the identity of a cluster's agent on the hub, in the cluster's
 // namespace there: the agent renews its own token for it.
 const AgentServiceAccountName = "flotilla-agent"
+
+// DefaultAgentTokenTTL is the lifetime of the agents' hub tokens unless the hub is told another
+// (--agent-token-ttl); the hub records the one it uses in HubRecordConfigMap (agentTokenSeconds).
+const DefaultAgentTokenTTL = 7 * 24 * time.Hour
+
+// HubRecordConfigMap is the hub's record of itself in its own namespace: its version, for the
+// CLI, and the agent token lifetime the admission policies hold agents' renewals to.
+const HubRecordConfigMap = "flotilla-hub"
 
 // Condition reasons of a ClusterRegistration.
 const (

@@ -128,6 +128,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type == 'TimedWait' ? has(self.waitTime) : !has(self.waitTime)",message="waitTime is required for TimedWait and only valid there"
 // +kubebuilder:validation:XValidation:rule="self.type == 'ScheduledStart' ? has(self.scheduledStart) : !has(self.scheduledStart)",message="scheduledStart is required for ScheduledStart and only valid there"
 // +kubebuilder:validation:XValidation:rule="self.type == 'Approval' || !has(self.quorum)",message="quorum is only valid for Approval"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Approval' || !has(self.approvers)",message="approvers are only valid for Approval"
 // +kubebuilder:validation:XValidation:rule="self.type == 'Analysis' ? has(self.analysis) && size(self.analysis) > 0 : (self.type == 'TimedWait' || !has(self.analysis))",message="analysis is required for an Analysis task, and valid only there and for TimedWait"
 type StageTask struct {
 	Type StageTaskType `json:"type"`
@@ -143,11 +144,32 @@ type StageTask struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
 	Quorum int32 `json:"quorum,omitempty"`
+	// Approvers are who may approve or reject an Approval gate: users by name and groups, as
+	// the API server authenticates them (the admission policy flotilla-approvals-name-their-author
+	// refuses anyone else's record). Empty: anyone allowed to write the gate's status. A
+	// ServiceAccount or other system: identity counts only when listed by its user name.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	Approvers []Approver `json:"approvers,omitempty"`
 	// Analysis are an Analysis task's checks, or those a TimedWait measures while it waits;
 	// the task opens once they passed (§7).
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
 	Analysis []AnalysisCheck `json:"analysis,omitempty"`
+}
+
+// Approver is a person allowed to decide a gate, by user name, or the people of a group.
+// +kubebuilder:validation:XValidation:rule="has(self.user) != has(self.group)",message="set either user or group"
+type Approver struct {
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	User string `json:"user,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
 }
 
 // ScheduledStart is an absolute time, or a weekday and time of day at a UTC offset (the next
@@ -412,6 +434,13 @@ type ApprovalRequestSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="quorum is immutable"
 	Quorum int32 `json:"quorum,omitempty"`
+	// Approvers are who may decide the gate (the task's approvers); empty: anyone allowed to
+	// write its status.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="approvers are immutable"
+	Approvers []Approver `json:"approvers,omitempty"`
 }
 
 // ApprovalRequestStatus records who approved or rejected the gate. Each person adds their own

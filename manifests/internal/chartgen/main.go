@@ -1,5 +1,5 @@
 // Command chartgen copies the generated parts of the install into the hub's Helm chart, which
-// cannot read files outside its directory: the CRDs (crds/), the hub's ClusterRole and the
+// cannot read files outside its directory: the CRDs (crds/), the hub's ClusterRoles and the
 // admission policies (templates/). Run by `go generate ./manifests/`; CI checks the copies are
 // current.
 package main
@@ -21,7 +21,8 @@ func main() {
 }
 
 func run() error {
-	copies := map[string]string{"rbac/role.yaml": "templates/clusterrole.yaml"}
+	copies := map[string]string{"rbac/role.yaml": "templates/clusterrole.yaml", "rbac/secrets.yaml": "templates/clusterrole-secrets.yaml",
+		"rbac/metrics-reader.yaml": "templates/clusterrole-metrics-reader.yaml"}
 	crds, err := filepath.Glob("crds/flotilla.dev_*.yaml")
 	if err != nil {
 		return err
@@ -60,7 +61,10 @@ func run() error {
 		if strings.HasPrefix(to, "templates/") {
 			// Cluster-wide objects come with the default shard's release only: a release of
 			// another shard (values: shard) shares them.
-			out = header(from) + "{{- if not .Values.shard }}\n" + string(data) + "{{- end }}\n"
+			// Policies name the hub's namespace where they read its record (paramRef): the
+			// release's namespace in the chart.
+			body := strings.ReplaceAll(string(data), "namespace: flotilla-system", "namespace: {{ .Release.Namespace }}")
+			out = header(from) + "{{- if not .Values.shard }}\n" + body + "{{- end }}\n"
 		}
 		if err := os.WriteFile(filepath.Join(chart, to), []byte(out), 0o644); err != nil {
 			return err

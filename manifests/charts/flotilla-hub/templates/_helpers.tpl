@@ -14,3 +14,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "flotilla-hub.name" -}}
 {{- if .Values.shard }}{{ printf "flotilla-hub-%s" .Values.shard | trunc 63 }}{{ else }}flotilla-hub{{ end }}
 {{- end }}
+
+{{- /* The metrics port: 8443 served over HTTPS to callers the API server authorizes, 8081 plain. */ -}}
+{{- define "flotilla-hub.metricsPort" -}}
+{{- if .Values.metrics.secure }}8443{{ else }}8081{{ end }}
+{{- end }}
