@@ -38,8 +38,18 @@ type Options struct {
 	// GitCacheBytes bounds the git cache under CacheDir; default gitsource.DefaultMaxCacheBytes
 	// (10 GiB). Past it, the caches of the repositories used longest ago go.
 	GitCacheBytes int64
-	// PollWorkers bounds concurrent git polls; default 4.
+	// PollWorkers bounds concurrent git polls; default gitsource.DefaultPollWorkers. One
+	// fleet namespace's GitRepos hold at most half of them, and so do one server's.
 	PollWorkers int
+	// GitTimeout bounds one git or registry operation as a whole (default
+	// gitsource.DefaultTimeout); GitStallTimeout the silence within it (default
+	// gitsource.DefaultStallTimeout): a server that hangs holds a poll worker that long.
+	GitTimeout, GitStallTimeout time.Duration
+	// CheckoutMaxBytes and CheckoutMaxFiles bound one checkout of a commit or an artifact,
+	// counted as it is read (defaults gitsource.DefaultMaxCheckoutBytes and
+	// gitsource.DefaultMaxCheckoutFiles).
+	CheckoutMaxBytes int64
+	CheckoutMaxFiles int
 	// PollRecordInterval is how often an unchanged poll is still written to a GitRepo's
 	// status.lastPollTime; default 5m. Every change of commit or condition is written at once.
 	PollRecordInterval int64 // seconds
@@ -112,6 +122,12 @@ type Options struct {
 	// default to 15s, 10s and 2s.
 	LeaderElection                            bool
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// LeaderElectionIdentity is who this replica is in the election. A replica that loses its
+	// Lease (the API server stalled past RenewDeadline) exits; restarted under the same
+	// identity (its pod's name: the installs pass it), it takes the Lease it still holds back
+	// at once instead of waiting LeaseDuration for its own dead record. It must name one live
+	// replica only. Empty: the host name and a random suffix, new at every start.
+	LeaderElectionIdentity string
 	// UninstallTimeout is how long a deleted BundleDeployment waits for its agent to confirm it
 	// removed the workloads before it goes anyway (its Cluster then says so); default 10m.
 	UninstallTimeout time.Duration

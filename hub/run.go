@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -157,6 +159,23 @@ func Run(ctx context.Context, opts Options) error {
 	return mgr.Start(ctx)
 }
 
+// leaseLock is the election's Lease as this replica holds it under opts.LeaderElectionIdentity;
+// nil (controller-runtime's own, with a new identity at every start) without one.
+func leaseLock(opts Options, sh model.Shard) (resourcelock.Interface, error) {
+	if !opts.LeaderElection || opts.LeaderElectionIdentity == "" {
+		return nil, nil
+	}
+	cfg := rest.AddUserAgent(rest.CopyConfig(opts.Config), "leader-election")
+	// One hung request must not cost the Lease: as controller-runtime bounds its own.
+	cfg.Timeout = max(model.PositiveOr(opts.RenewDeadline, 10*time.Second)/2, time.Second)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, opts.Namespace, sh.LeaderElectionID(), cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: opts.LeaderElectionIdentity})
+}
+
 // newManager creates the hub's manager (caches, leader election, metrics and health
 // endpoints) and the cache indexes and informers the controllers count on.
 func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager, error) {
@@ -175,10 +194,16 @@ func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager
 		metricsOpts.SecureServing, metricsOpts.CertDir = true, opts.MetricsCertDir
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	lock, err := leaseLock(opts, sh)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: opts.HealthAddr,
+		Scheme:  scheme,
+		Metrics: metricsOpts,
+		// The replica's own identity, when it has one that outlives a restart.
+		LeaderElectionResourceLockInterface: lock,
+		HealthProbeBindAddress:              opts.HealthAddr,
 		// The hub never reads managed fields: the caches keep objects without them (less
 		// memory, cheaper copies). Writes from cached objects leave the server's record alone.
 		// What each cache holds: shard.cacheScope.
@@ -235,10 +260,11 @@ func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager
 // renders and stages what it finds.
 func newSource(mgr ctrl.Manager, c client.Client, opts Options, sh model.Shard, live *liveness.Liveness, recorder *events.Recorder) (*sources.SourceReconciler, *sources.Bundler) {
 	src := &sources.SourceReconciler{
-		Client:           c,
-		Uncached:         mgr.GetAPIReader(),
-		Shard:            sh,
-		Git:              &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource")},
+		Client:   c,
+		Uncached: mgr.GetAPIReader(),
+		Shard:    sh,
+		Git: &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource"),
+			Timeout: opts.GitTimeout, StallTimeout: opts.GitStallTimeout, MaxCheckoutBytes: opts.CheckoutMaxBytes, MaxCheckoutFiles: opts.CheckoutMaxFiles},
 		RecordEvery:      time.Duration(model.PositiveOr(opts.PollRecordInterval, 300)) * time.Second,
 		Now:              time.Now,
 		Schedules:        map[string]gitsource.Schedule{},
@@ -248,7 +274,7 @@ func newSource(mgr ctrl.Manager, c client.Client, opts Options, sh model.Shard, 
 		UninstallTimeout: model.PositiveOr(opts.UninstallTimeout, lifecycle.DefaultUninstallTimeout),
 		Recorder:         recorder,
 	}
-	src.Poller = &gitsource.Poller{Sync: src.Sync, Workers: opts.PollWorkers, Log: ctrl.Log.WithName("poller")}
+	src.Poller = &gitsource.Poller{Sync: src.Sync, Workers: opts.PollWorkers, Host: src.Host, Log: ctrl.Log.WithName("poller")}
 	content := &contentstore.Store{Client: mgr.GetClient()}
 	if !sh.FleetWide() {
 		content.Labels, content.Uncached = map[string]string{v1alpha1.ShardLabel: string(sh)}, mgr.GetAPIReader()

@@ -155,6 +155,9 @@ type Measurements struct {
 	InconclusiveSince time.Time
 	// FailedAt is when Failures first exceeded the check's FailureLimit.
 	FailedAt time.Time
+	// Since is when the check began to be measured (the measurer tracked it); zero when not
+	// known. A check not measured within its pending limit of it is inconclusive.
+	Since time.Time
 	// Message says what the newest measurement found (the value, or why there was none).
 	Message string
 }
@@ -225,6 +228,17 @@ func (c *Check) Judge(m Measurements, now time.Time) Judgement {
 		j.Message = fmt.Sprintf("%d of %d failures tolerated: %s", m.Failures, c.FailureLimit, m.Message)
 	case m.Last == MeasuredPass:
 		j.Verdict, j.Since = VerdictPassed, m.LastAt
+	case !m.Since.IsZero() && !now.Before(m.Since.Add(c.PendingLimit())):
+		// Never measured, long past when it should have been: inconclusive from then on,
+		// failed an inconclusive limit later (R7.5), so that a gate never waits forever on
+		// measurements that do not come.
+		stuck := m.Since.Add(c.PendingLimit())
+		j.Verdict, j.Since = VerdictInconclusive, stuck
+		j.Message = fmt.Sprintf("not measured within %s of being tracked (the provider does not answer, or the hub's measurements are all in use)", c.PendingLimit())
+		if !now.Before(stuck.Add(c.inconclusiveLimit())) {
+			j.Verdict, j.Since = VerdictFailed, stuck.Add(c.inconclusiveLimit())
+			j.Message = fmt.Sprintf("not measured within %s, and inconclusive %s longer than inconclusiveLimit (R7.5)", c.PendingLimit(), c.inconclusiveLimit())
+		}
 	default:
 		j.Verdict = VerdictPending
 		j.Message = "not measured yet"
@@ -232,11 +246,20 @@ func (c *Check) Judge(m Measurements, now time.Time) Judgement {
 	return j
 }
 
+// PendingLimit is how long a check may go unmeasured once tracked before it is inconclusive:
+// two intervals, and at least a minute.
+func (c *Check) PendingLimit() time.Duration {
+	return max(2*c.EffectiveInterval(), time.Minute)
+}
+
 // WakeAt is when the verdict of the measurements changes without a new measurement: an
 // inconclusive run reaching its limit. Zero when only a measurement changes it.
 func (c *Check) WakeAt(m Measurements) time.Time {
-	if m.Last == MeasuredInconclusive && m.Failures <= c.FailureLimit {
+	switch {
+	case m.Last == MeasuredInconclusive && m.Failures <= c.FailureLimit:
 		return m.InconclusiveSince.Add(c.inconclusiveLimit())
+	case m.Last == "" && !m.Since.IsZero():
+		return m.Since.Add(c.PendingLimit()) // and, once inconclusive, its limit: woken again then
 	}
 	return time.Time{}
 }

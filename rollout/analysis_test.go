@@ -15,6 +15,8 @@ func errorRate(scope CheckScope) Check {
 		Interval: dur(time.Minute), Scope: scope}
 }
 
+// A check never measured turns inconclusive past its pending limit, then fails (R7.5): a gate
+// does not wait forever on measurements that do not come.
 func TestR7_4_R7_5_JudgeTurnsMeasurementsIntoAVerdict(t *testing.T) {
 	c := errorRate(ScopeCluster)
 	c.FailureLimit = 1
@@ -34,6 +36,9 @@ func TestR7_4_R7_5_JudgeTurnsMeasurementsIntoAVerdict(t *testing.T) {
 		{"failures over the limit fail, for good", Measurements{Failures: 2, Passes: 9, Last: MeasuredPass, FailedAt: t0.Add(-time.Minute), Message: "result 0.3"}, t0, VerdictFailed, t0.Add(-time.Minute), "2 failed measurements, more than failureLimit 1"},
 		{"inconclusive holds, and says when it fails", Measurements{Last: MeasuredInconclusive, InconclusiveSince: t0, Message: "connection refused"}, t0.Add(4 * time.Minute), VerdictInconclusive, t0, "a failure at 2026-03-01T12:05:00Z (R7.5): connection refused"},
 		{"inconclusive past its limit fails", Measurements{Last: MeasuredInconclusive, InconclusiveSince: t0, Message: "connection refused"}, t0.Add(5 * time.Minute), VerdictFailed, t0.Add(5 * time.Minute), "inconclusive for 5m0s"},
+		{"tracked and not measured yet is pending", Measurements{Since: t0}, t0.Add(time.Minute), VerdictPending, time.Time{}, "not measured"},
+		{"not measured past two intervals is inconclusive", Measurements{Since: t0}, t0.Add(2 * time.Minute), VerdictInconclusive, t0.Add(2 * time.Minute), "not measured within 2m0s"},
+		{"and an inconclusive limit later, failed", Measurements{Since: t0}, t0.Add(7 * time.Minute), VerdictFailed, t0.Add(7 * time.Minute), "inconclusive 5m0s longer than inconclusiveLimit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := c.Judge(tc.m, tc.now)
@@ -44,6 +49,9 @@ func TestR7_4_R7_5_JudgeTurnsMeasurementsIntoAVerdict(t *testing.T) {
 	}
 	if at := c.WakeAt(Measurements{Last: MeasuredInconclusive, InconclusiveSince: t0}); !at.Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("WakeAt of an inconclusive run = %s, want its limit", at)
+	}
+	if at := c.WakeAt(Measurements{Since: t0}); !at.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("WakeAt of a check not measured yet = %s, want its pending limit", at)
 	}
 	if at := c.WakeAt(Measurements{Last: MeasuredPass}); !at.IsZero() {
 		t.Errorf("WakeAt of a pass = %s, want none", at)

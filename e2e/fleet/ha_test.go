@@ -38,6 +38,10 @@ const (
 	hubProcessNamespace  = "FLOTILLA_E2E_HUB_NAMESPACE"
 	hubProcessMetrics    = "FLOTILLA_E2E_HUB_METRICS"
 	hubProcessCache      = "FLOTILLA_E2E_HUB_CACHE"
+	// hubProcessIdentity, when set, is the replica's identity in the election (its pod's name
+	// in a cluster); hubProcessLease its Lease duration instead of haLeaseDuration.
+	hubProcessIdentity = "FLOTILLA_E2E_HUB_IDENTITY"
+	hubProcessLease    = "FLOTILLA_E2E_HUB_LEASE"
 )
 
 // The replicas' election, short enough for a test: a dead leader's Lease expires after 4 s.
@@ -58,9 +62,14 @@ func runHubProcess(kubeconfig string) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	lease := haLeaseDuration
+	if d, err := time.ParseDuration(os.Getenv(hubProcessLease)); err == nil {
+		lease = d
+	}
 	err = hub.Run(ctx, hub.Options{Config: asTheHub(cfg), CacheDir: os.Getenv(hubProcessCache), MetricsAddr: os.Getenv(hubProcessMetrics),
 		Namespace: os.Getenv(hubProcessNamespace), Version: hubVersion, StatusDelay: time.Second,
-		LeaderElection: true, LeaseDuration: haLeaseDuration, RenewDeadline: haRenewDeadline, RetryPeriod: haRetryPeriod})
+		LeaderElection: true, LeaseDuration: lease, RenewDeadline: haRenewDeadline, RetryPeriod: haRetryPeriod,
+		LeaderElectionIdentity: os.Getenv(hubProcessIdentity)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hub replica:", err)
 		return 1
@@ -75,8 +84,8 @@ type hubReplica struct {
 }
 
 // startHubReplica starts a hub replica process; stop(name) kills it (SIGKILL: no goodbye, its
-// Lease stays until it expires).
-func (f *fleetEnv) startHubReplica(name string) *hubReplica {
+// Lease stays until it expires). env adds to its environment (hubProcessIdentity, …).
+func (f *fleetEnv) startHubReplica(name string, env ...string) *hubReplica {
 	f.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,6 +100,7 @@ func (f *fleetEnv) startHubReplica(name string) *hubReplica {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), hubProcessKubeconfig+"="+hubCluster.KubeconfigPath, hubProcessNamespace+"="+f.ns,
 		hubProcessMetrics+"="+metrics, hubProcessCache+"="+f.t.TempDir())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
@@ -289,5 +299,36 @@ rolloutStrategy:
 	}
 	if t.Failed() {
 		t.Logf("the deployments (killed at %.2fs):\n%s", killed.Sub(releases.start).Seconds(), strings.Join(releases.timeline, "\n"))
+	}
+}
+
+// A replica killed and started again under the same identity (its pod's name, as a kubelet
+// restarts its container) takes back the Lease it held at once: it leads again well before the
+// Lease it left would have expired, where a new identity would wait that out (30 s here), and
+// the fleet moves again within seconds (the issue of a stalled API server: the hub exits when it
+// cannot renew, and its restart must not cost the fleet a Lease duration more).
+func TestARestartedReplicaTakesItsLeaseBackAtOnce(t *testing.T) {
+	const lease = 30 * time.Second
+	env := []string{hubProcessIdentity + "=hub-0", hubProcessLease + "=" + lease.String()}
+	var first *hubReplica
+	f := startFleetWith(t, func(f *fleetEnv) { first = f.startHubReplica("hub-0", env...) })
+	eventually(t, "the replica leads", 60*time.Second, first.leads)
+	leaseKey := types.NamespacedName{Namespace: f.ns, Name: model.LeaderElectionID}
+	var held coordinationv1.Lease
+	if err := f.hub.Get(context.Background(), leaseKey, &held); err != nil || held.Spec.HolderIdentity == nil || *held.Spec.HolderIdentity != "hub-0" {
+		t.Fatalf("the Lease: %+v, %v; want it held by hub-0", held.Spec, err)
+	}
+	f.stop("hub-0")
+	killed := time.Now()
+	if err := f.hub.Get(context.Background(), leaseKey, &held); err != nil {
+		t.Fatal(err)
+	}
+	expires := held.Spec.RenewTime.Add(lease)
+	again := f.startHubReplica("hub-0-restarted", env...)
+	eventually(t, "the restarted replica leads", lease+30*time.Second, again.leads)
+	led := time.Now()
+	t.Logf("killed, started again and leading after %s; the Lease it left expired %s after the kill", led.Sub(killed).Round(100*time.Millisecond), expires.Sub(killed).Round(100*time.Millisecond))
+	if !led.Before(expires) {
+		t.Errorf("the restarted replica led only at %s, after the Lease it left expired (%s): it waited out its own record", led.Format(time.RFC3339Nano), expires.Format(time.RFC3339Nano))
 	}
 }

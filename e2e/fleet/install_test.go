@@ -151,7 +151,7 @@ func TestHelmChartsInstall(t *testing.T) {
 	crds, _ := manifests.CRDs()
 	policies, _ := manifests.Policies() // a policy and its binding per file
 	if len(kinds["CustomResourceDefinition"]) != len(crds) || len(kinds["ValidatingAdmissionPolicy"]) != len(policies) || len(kinds["ValidatingAdmissionPolicyBinding"]) != len(policies) ||
-		len(kinds["ClusterRole"]) != 2 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 2 {
+		len(kinds["ClusterRole"]) != 3 || len(kinds["ClusterRoleBinding"]) != 1 || len(kinds["Deployment"]) != 1 || len(kinds["Service"]) != 2 {
 		t.Errorf("the hub chart applied %d CRDs (want %d) and %d policies, %d bindings (want %d), %d roles, %d role bindings, %d deployments, %d services (webhook and metrics)",
 			len(kinds["CustomResourceDefinition"]), len(crds), len(kinds["ValidatingAdmissionPolicy"]), len(kinds["ValidatingAdmissionPolicyBinding"]), len(policies),
 			len(kinds["ClusterRole"]), len(kinds["ClusterRoleBinding"]), len(kinds["Deployment"]), len(kinds["Service"]))

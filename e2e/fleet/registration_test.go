@@ -165,8 +165,8 @@ func TestHubInstallManifestApplies(t *testing.T) {
 	for _, o := range applied {
 		count[o.GetKind()]++
 	}
-	if count["CustomResourceDefinition"] != len(crds) || count["Deployment"] != 1 || count["Service"] != 1 || count["ClusterRole"] != 2 || count["ClusterRoleBinding"] != 1 || count["RoleBinding"] != 1 {
-		t.Errorf("applied %v; want all %d CRDs, the hub's Deployment, Service and RBAC (Secrets in fleet-default alone)", count, len(crds))
+	if count["CustomResourceDefinition"] != len(crds) || count["Deployment"] != 1 || count["Service"] != 1 || count["ClusterRole"] != 3 || count["ClusterRoleBinding"] != 1 || count["RoleBinding"] != 1 {
+		t.Errorf("applied %v; want all %d CRDs, the hub's Deployment, Service and RBAC (its role, Secrets in fleet-default alone, the metrics reader)", count, len(crds))
 	}
 	if rb, err := kubernetes.NewForConfigOrDie(hubCluster.Config()).RbacV1().RoleBindings("fleet-default").Get(ctx, "flotilla-hub-secrets", metav1.GetOptions{}); err != nil ||
 		rb.RoleRef.Name != "flotilla-hub-secrets" || len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != "flotilla-system" {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/e2e/gitserver"
@@ -160,15 +162,29 @@ func TestR3_14_R3_9_R3_7_R3_11_PushStartsStagedRunThenRollback(t *testing.T) {
 	}
 }
 
-// approverClient is a hub client as another person: a ServiceAccount of the fleet namespace
-// that may read runs and approval requests and write the requests' status.
+// approverClient is a hub client as another person: a user as the API server knows one (the
+// suite's administrator impersonating them), not a ServiceAccount, since a gate's quorum counts
+// people; they may read runs and approval requests and write the requests' status.
 func approverClient(t *testing.T, f *fleetEnv, name string) (client.Client, string) {
 	t.Helper()
+	ctx := context.Background()
+	user := name + "@" + f.ns
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"stagedupdateruns", "approvalrequests"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"get", "update", "patch"}},
 	}
-	cfg, user := personConfig(t, f, name, rules, nil)
+	cs := kubernetes.NewForConfigOrDie(hubCluster.Config())
+	if _, err := cs.RbacV1().Roles(f.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(f.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(hubCluster.Config())
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	rulesHeld(t, cfg, f.ns, rules)
 	c, err := client.New(cfg, client.Options{Scheme: f.hub.Scheme()})
 	if err != nil {
 		t.Fatal(err)

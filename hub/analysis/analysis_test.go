@@ -173,3 +173,32 @@ func TestSummaryIsBoundedAndNamesTheWorst(t *testing.T) {
 		t.Errorf("after the last pass dropped them: %+v", s)
 	}
 }
+
+// One namespace's checks take at most half of the measurement workers, the longest due first:
+// with 160 of its checks due, another namespace's one check starts at once on a worker the
+// share leaves; a finished measurement frees its worker for what waited.
+func TestMeasurementsLeaveOtherNamespacesTheirShare(t *testing.T) {
+	now := t0
+	r := New(nil, func() time.Time { return now }, 8, endpoint.AddressList{})
+	check := &rollout.Check{Name: "latency", Provider: "p", Query: "q", Condition: "result < 1"}
+	greedy := Owner{Kind: KindRollout, Namespace: "greedy", Name: "web", Bundle: "web"}
+	var many []rollout.ActiveCheck
+	for i := range 160 {
+		many = append(many, rollout.ActiveCheck{Key: rollout.AnalysisKey{Check: "latency", Revision: 1, Cluster: fmt.Sprintf("c-%03d", i)}, Check: check})
+	}
+	r.Track(greedy, many, nil)
+	started := r.due()
+	if len(started) != 4 {
+		t.Fatalf("the greedy namespace started %d of 8 measurements, want its share of 4", len(started))
+	}
+	now = now.Add(time.Second)
+	other := Owner{Kind: KindRollout, Namespace: "other", Name: "api", Bundle: "api"}
+	r.Track(other, []rollout.ActiveCheck{{Key: rollout.AnalysisKey{Check: "latency", Revision: 1, Gate: "stage prod"}, Check: check}}, nil)
+	next := r.due()
+	if len(next) != 1 || next[0].owner != other {
+		t.Fatalf("with the greedy namespace at its share, started %+v; want the other namespace's check alone", next)
+	}
+	if r.inFlight != 5 || r.inFlightNS["greedy"] != 4 {
+		t.Errorf("in flight %d (greedy %d), want 5 (4)", r.inFlight, r.inFlightNS["greedy"])
+	}
+}

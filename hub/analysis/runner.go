@@ -69,12 +69,16 @@ type Runner struct {
 	// revision, never one per cluster.
 	Recorder *events.Recorder
 
-	mu       sync.Mutex
-	owners   map[Owner]map[rollout.AnalysisKey]*entry
-	notify   map[Kind]chan event.GenericEvent
-	pending  map[Owner]bool
-	wake     chan struct{}
-	resolved *providers
+	mu     sync.Mutex
+	owners map[Owner]map[rollout.AnalysisKey]*entry
+	// inFlight counts the measurements being taken, all and per namespace: a namespace's
+	// take at most half of the workers, so one tenant's slow checks leave the others theirs.
+	inFlight   int
+	inFlightNS map[string]int
+	notify     map[Kind]chan event.GenericEvent
+	pending    map[Owner]bool
+	wake       chan struct{}
+	resolved   *providers
 	// toldFailed are the checks whose failure was told, by owner.
 	toldFailed map[Owner]map[failedCheck]bool
 }
@@ -108,7 +112,8 @@ func New(c client.Reader, now func() time.Time, workers int, addresses endpoint.
 		workers = DefaultWorkers
 	}
 	return &Runner{client: c, now: now, workers: workers, owners: map[Owner]map[rollout.AnalysisKey]*entry{}, notify: map[Kind]chan event.GenericEvent{},
-		pending: map[Owner]bool{}, wake: make(chan struct{}, 1), resolved: newProviders(c, addresses), toldFailed: map[Owner]map[failedCheck]bool{}}
+		pending: map[Owner]bool{}, wake: make(chan struct{}, 1), resolved: newProviders(c, addresses), toldFailed: map[Owner]map[failedCheck]bool{},
+		inFlightNS: map[string]int{}}
 }
 
 // Changed is the channel on which the runner tells a controller that a verdict of one of its
@@ -151,7 +156,7 @@ func (r *Runner) Track(o Owner, active []rollout.ActiveCheck, labels func(cluste
 		e := entries[a.Key]
 		if e == nil || !sameCheck(&e.check, a.Check) {
 			// A check whose spec changed starts over: its measurements judged another query.
-			e = &entry{check: *a.Check, next: now}
+			e = &entry{check: *a.Check, next: now, m: rollout.Measurements{Since: now}}
 			entries[a.Key] = e
 			added = true
 		}
@@ -315,9 +320,9 @@ func rankOf(v rollout.Verdict) int {
 // NeedLeaderElection: only the leader's controllers judge, so only it measures.
 func (r *Runner) NeedLeaderElection() bool { return true }
 
-// Start measures what is due, every second or when a new check is tracked, until ctx ends.
+// Start measures what is due, every second, when a new check is tracked or a measurement
+// ends, until ctx ends.
 func (r *Runner) Start(ctx context.Context) error {
-	sem := make(chan struct{}, r.workers)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var wg sync.WaitGroup
@@ -331,15 +336,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		case <-r.wake:
 		}
 		for _, d := range r.due() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return nil
-			}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				r.measure(ctx, d)
-			})
+			wg.Go(func() { r.measure(ctx, d) })
 		}
 	}
 }
@@ -355,22 +352,39 @@ type dueEntry struct {
 	labels   map[string]string
 }
 
-// due marks the entries whose measurement is due as in flight and returns them; it also tells
-// the owners whose verdict changed by the clock alone (an inconclusive run at its limit).
+// due marks the entries whose measurement is due and may start as in flight and returns them,
+// longest due first, within the workers and a namespace's share of them (half, rounded up);
+// it also tells the owners whose verdict changed by the clock alone (an inconclusive run at
+// its limit, a check pending past its).
 func (r *Runner) due() []dueEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	var out []dueEntry
+	var ready []dueEntry
 	for o, entries := range r.owners {
 		for k, e := range entries {
 			r.tellIfChanged(o, e, now)
 			if e.inFlight || now.Before(e.next) {
 				continue
 			}
-			e.inFlight = true
-			out = append(out, dueEntry{owner: o, key: k, e: e, check: e.check, clusters: slices.Clone(e.clusters), labels: maps.Clone(e.labels)})
+			ready = append(ready, dueEntry{owner: o, key: k, e: e})
 		}
+	}
+	slices.SortFunc(ready, func(a, b dueEntry) int { return a.e.next.Compare(b.e.next) })
+	share := (r.workers + 1) / 2
+	var out []dueEntry
+	for _, d := range ready {
+		if r.inFlight >= r.workers {
+			break
+		}
+		if r.inFlightNS[d.owner.Namespace] >= share {
+			continue
+		}
+		r.inFlight++
+		r.inFlightNS[d.owner.Namespace]++
+		d.e.inFlight = true
+		d.check, d.clusters, d.labels = d.e.check, slices.Clone(d.e.clusters), maps.Clone(d.e.labels)
+		out = append(out, d)
 	}
 	return out
 }
@@ -384,6 +398,14 @@ func (r *Runner) measure(ctx context.Context, d dueEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d.e.inFlight = false
+	r.inFlight--
+	if r.inFlightNS[d.owner.Namespace]--; r.inFlightNS[d.owner.Namespace] <= 0 {
+		delete(r.inFlightNS, d.owner.Namespace)
+	}
+	select {
+	case r.wake <- struct{}{}: // a worker is free: what waited for it may start
+	default:
+	}
 	if r.owners[d.owner][d.key] != d.e {
 		return // dropped, or replaced by a changed check, while it was measured
 	}

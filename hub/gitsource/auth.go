@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -86,8 +87,10 @@ func AuthFromSecret(data map[string][]byte) (*Auth, error) {
 	return a, nil
 }
 
-// method returns the go-git auth method for a URL.
-func (a *Auth) method(url, knownHostsDir string) (transport.AuthMethod, error) {
+// method returns the go-git auth method for a URL; over SSH, connecting gives up after
+// connect (the stall timeout: go-git's SSH transport takes no dialer, so a stalled session is
+// bounded by the operation's whole timeout).
+func (a *Auth) method(url, knownHostsDir string, connect time.Duration) (transport.AuthMethod, error) {
 	if a == nil {
 		return nil, nil
 	}
@@ -113,7 +116,7 @@ func (a *Auth) method(url, knownHostsDir string) (transport.AuthMethod, error) {
 			return nil, err
 		}
 		keys.HostKeyCallback = cb
-		return keys, nil
+		return connectBoundKeys{PublicKeys: keys, connect: connect}, nil
 	case "http", "https":
 		if a.Username == "" && a.Password == "" {
 			return nil, nil
@@ -164,3 +167,17 @@ func (e *HostKeyError) Error() string {
 	return fmt.Sprintf("host key of %s is not in known_hosts: %v", e.Host, e.Err)
 }
 func (e *HostKeyError) Unwrap() error { return e.Err }
+
+// connectBoundKeys are SSH keys whose connections give up connecting after connect.
+type connectBoundKeys struct {
+	*gitssh.PublicKeys
+	connect time.Duration
+}
+
+func (k connectBoundKeys) ClientConfig() (*ssh.ClientConfig, error) {
+	cfg, err := k.PublicKeys.ClientConfig()
+	if cfg != nil {
+		cfg.Timeout = k.connect
+	}
+	return cfg, err
+}

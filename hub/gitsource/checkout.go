@@ -25,6 +25,34 @@ import (
 // ErrCheckoutTooLarge: a commit's files are larger than the checkout limit.
 var ErrCheckoutTooLarge = errors.New("the commit's files are larger than the checkout limit")
 
+// ErrCheckoutTooManyFiles: a commit holds more files than the checkout limit.
+var ErrCheckoutTooManyFiles = errors.New("the commit holds more files than the checkout limit")
+
+// Defaults of what one checkout may hold (the hub's --checkout-max-bytes and
+// --checkout-max-files).
+const (
+	DefaultMaxCheckoutBytes = 256 << 20
+	DefaultMaxCheckoutFiles = 50_000
+)
+
+// checkoutLimits bound one checkout, counted as its entries are read: a tree or an archive past
+// them is refused before the rest of it is read or written.
+type checkoutLimits struct {
+	bytes int64
+	files int
+}
+
+// count adds an entry of size bytes to the totals so far, refusing it past the limits.
+func (l checkoutLimits) count(files *int, bytes *int64, size int64) error {
+	if *files++; *files > l.files {
+		return fmt.Errorf("%w (%d files, the hub's --checkout-max-files)", ErrCheckoutTooManyFiles, l.files)
+	}
+	if *bytes += size; size < 0 || *bytes > l.bytes {
+		return fmt.Errorf("%w (%d MiB, the hub's --checkout-max-bytes)", ErrCheckoutTooLarge, l.bytes>>20)
+	}
+	return nil
+}
+
 // ErrTreeRefused: a commit's tree holds an entry no checkout may have.
 var ErrTreeRefused = errors.New("the commit's tree is refused")
 
@@ -33,14 +61,19 @@ type treeEntry struct {
 	name string // slash-separated, relative, clean
 	mode filemode.FileMode
 	size int64
-	// file is the git blob; data, for an artifact's entry, the file's bytes or the link's target.
-	file *object.File
-	data []byte
+	// file is the git blob; for an artifact's entry, staged is the file its bytes were
+	// written to as the archive was read, data a link's target.
+	file   *object.File
+	staged string
+	data   []byte
 }
 
 func (e treeEntry) reader() (io.ReadCloser, error) {
-	if e.file != nil {
+	switch {
+	case e.file != nil:
 		return e.file.Reader()
+	case e.staged != "":
+		return os.Open(e.staged)
 	}
 	return io.NopCloser(bytes.NewReader(e.data)), nil
 }
@@ -55,8 +88,9 @@ func (e treeEntry) linkTarget() (string, error) {
 // treeEntries lists the files and links of a commit's tree, refusing what git itself refuses
 // to check out: a name that is not a plain relative path ("..", ".", empty segments, a leading
 // slash) and an entry beneath a symbolic link of the same tree (which would be written through
-// the link). Submodules are left out.
-func treeEntries(co *object.Commit) ([]treeEntry, error) {
+// the link). Submodules are left out. A tree of more than maxFiles entries is refused as soon as
+// it is counted.
+func treeEntries(co *object.Commit, maxFiles int) ([]treeEntry, error) {
 	tree, err := co.Tree()
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the tree of %s: %w", co.Hash, err)
@@ -79,11 +113,14 @@ func treeEntries(co *object.Commit) ([]treeEntry, error) {
 		default:
 			return nil // submodules and anything else: not part of a checkout
 		}
+		if len(entries) >= maxFiles {
+			return fmt.Errorf("%w (%d files, the hub's --checkout-max-files)", ErrCheckoutTooManyFiles, maxFiles)
+		}
 		entries = append(entries, treeEntry{name: f.Name, mode: f.Mode, size: f.Size, file: f})
 		return nil
 	})
 	if err != nil {
-		if !errors.Is(err, ErrTreeRefused) {
+		if !errors.Is(err, ErrTreeRefused) && !errors.Is(err, ErrCheckoutTooManyFiles) {
 			err = fmt.Errorf("%w: %v", ErrTreeRefused, err) // go-git's own checks of the names
 		}
 		return nil, fmt.Errorf("commit %s: %w", co.Hash, err)
@@ -127,7 +164,7 @@ func checkEntryName(name string) error {
 // new checkout: no name or link of the tree makes it write anywhere else. Symbolic links are
 // written as they are (the renderer reads through a view confined to the checkout). A tree
 // whose files hold more than limit bytes is refused.
-func writeTree(entries []treeEntry, checkouts, commit string, limit int64) error {
+func writeTree(entries []treeEntry, checkouts, commit string, limits checkoutLimits) error {
 	if err := os.MkdirAll(checkouts, 0o755); err != nil {
 		return fmt.Errorf("failed to create checkout dir: %w", err)
 	}
@@ -141,10 +178,11 @@ func writeTree(entries []treeEntry, checkouts, commit string, limit int64) error
 		return fmt.Errorf("failed to create checkout dir: %w", err)
 	}
 	defer root.Close()
+	var files int
 	var total int64
 	for _, e := range entries {
-		if total += e.size; total > limit {
-			return fmt.Errorf("failed to check out %s: %w (%d MiB)", commit, ErrCheckoutTooLarge, limit>>20)
+		if err := limits.count(&files, &total, e.size); err != nil {
+			return fmt.Errorf("failed to check out %s: %w", commit, err)
 		}
 		if err := writeEntry(root, e); err != nil {
 			return fmt.Errorf("failed to check out %s: %s: %w", commit, e.name, err)

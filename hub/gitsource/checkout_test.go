@@ -299,7 +299,7 @@ func FuzzHostileTrees(f *testing.F) {
 		// Every link of the checkout is one the tree has, and the checkout is the tree.
 		r, _ := git.PlainOpen(filepath.Join(cl.repoDir(repo), "repo.git"))
 		co, _ := r.CommitObject(plumbing.NewHash(commit))
-		entries, terr := treeEntries(co)
+		entries, terr := treeEntries(co, DefaultMaxCheckoutFiles)
 		if terr != nil {
 			t.Fatalf("checked out a tree that is refused: %v", terr)
 		}

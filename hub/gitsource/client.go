@@ -59,11 +59,20 @@ type Client struct {
 	CacheDir string
 	// KeepCheckouts is how many checkouts of one repository stay on disk; default 3.
 	KeepCheckouts int
-	// Timeout bounds one remote operation; default 60s.
+	// Timeout bounds one remote operation as a whole; default DefaultTimeout. A large fetch
+	// over a slow link has this long.
 	Timeout time.Duration
-	// MaxCheckoutBytes bounds the files of one checkout; default 256 MiB. A commit holding more
-	// is refused rather than filling the hub's disk.
+	// StallTimeout bounds the silence within one (transport.go): connecting, and every read
+	// and write of an HTTP(S) operation, must make progress within it; default
+	// DefaultStallTimeout. A server that hangs holds a poll worker this long, not Timeout. Over
+	// SSH it bounds connecting.
+	StallTimeout time.Duration
+	// MaxCheckoutBytes bounds the files of one checkout; default DefaultMaxCheckoutBytes. A
+	// commit holding more is refused rather than filling the hub's disk.
 	MaxCheckoutBytes int64
+	// MaxCheckoutFiles bounds the files and links of one checkout; default
+	// DefaultMaxCheckoutFiles. Counted as the tree or archive is read.
+	MaxCheckoutFiles int
 	// MaxIdle is how long the cache of a repository nothing checked out stays; default a week.
 	MaxIdle time.Duration
 	// MaxCacheBytes bounds the cache on disk, every repository together; default
@@ -205,12 +214,12 @@ func tagsSatisfying(byName map[string]string, refOf func(string) (Ref, bool), co
 }
 
 func (c *Client) list(ctx context.Context, repo Repo) ([]*plumbing.Reference, error) {
-	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir())
+	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir(), c.stallTimeout())
 	if err != nil {
 		return nil, err
 	}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repo.URL}})
-	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	ctx, cancel := c.remote(ctx)
 	defer cancel()
 	opts := &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled}
 	if repo.Auth != nil {
@@ -227,7 +236,21 @@ func (c *Client) timeout() time.Duration {
 	if c.Timeout > 0 {
 		return c.Timeout
 	}
-	return 60 * time.Second
+	return DefaultTimeout
+}
+
+// remote is the context of one remote operation: bounded as a whole by Timeout, its
+// connections by StallTimeout.
+func (c *Client) remote(ctx context.Context) (context.Context, context.CancelFunc) {
+	useStallBoundTransports()
+	return context.WithTimeout(withStallTimeout(ctx, c.stallTimeout()), c.timeout())
+}
+
+func (c *Client) stallTimeout() time.Duration {
+	if c.StallTimeout > 0 {
+		return c.StallTimeout
+	}
+	return DefaultStallTimeout
 }
 
 func (c *Client) knownHostsDir() string { return filepath.Join(c.CacheDir, "known_hosts") }
@@ -298,7 +321,7 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 			return "", err
 		}
 	}
-	entries, err := treeEntries(co)
+	entries, err := treeEntries(co, c.limits().files)
 	if err != nil {
 		return "", err
 	}
@@ -316,7 +339,7 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 			return "", fmt.Errorf("failed to replace the checkout of %s: %w", commit, err)
 		}
 	}
-	if err := writeTree(entries, filepath.Join(dir, "checkouts"), commit, c.maxCheckoutBytes()); err != nil {
+	if err := writeTree(entries, filepath.Join(dir, "checkouts"), commit, c.limits()); err != nil {
 		return "", err
 	}
 	c.evict(filepath.Join(dir, "checkouts"))
@@ -342,7 +365,35 @@ func openCache(dir string, repo Repo) (*git.Repository, error) {
 	return r, nil
 }
 
+// ErrFetchInterrupted: the hub stopped twice while fetching a commit (killed for its memory,
+// say): the commit is not fetched again, until the repository's ref moves to another.
+var ErrFetchInterrupted = errors.New("the hub stopped while fetching this commit, twice")
+
+// maxInterruptedFetches is how many times a fetch of one commit may be cut short by the hub
+// stopping before the commit is refused.
+const maxInterruptedFetches = 2
+
+// fetch fetches commit into the cache. A journal beside the cache counts the fetches of each
+// commit that began and never ended: a repository whose commit kills the hub as it is fetched
+// (a blob that inflates past the hub's memory) would otherwise be fetched again after every
+// restart, and every tenant would be down with it.
 func (c *Client) fetch(ctx context.Context, r *git.Repository, repo Repo, commit string) error {
+	journal := filepath.Join(c.repoDir(repo), "fetching-"+commit)
+	begun, _ := os.ReadFile(journal)
+	if len(begun) >= maxInterruptedFetches {
+		return fmt.Errorf("commit %s of %s: %w (out of memory?): it is not fetched again until the branch moves; raise the hub's memory or move the branch past it", shortCommit(commit), SanitizeURL(repo.URL), ErrFetchInterrupted)
+	}
+	if err := os.WriteFile(journal, append(begun, '.'), 0o600); err != nil {
+		return fmt.Errorf("failed to journal the fetch of %s: %w", shortCommit(commit), err)
+	}
+	err := c.fetchCommit(ctx, r, repo, commit)
+	if rmErr := os.Remove(journal); err == nil && rmErr != nil {
+		err = fmt.Errorf("failed to close the journal of the fetch of %s: %w", shortCommit(commit), rmErr)
+	}
+	return err
+}
+
+func (c *Client) fetchCommit(ctx context.Context, r *git.Repository, repo Repo, commit string) error {
 	// Shallow fetch of the wanted ref when we know it; a pinned commit needs the history that
 	// contains it, so all branches and tags are fetched in full. (The listing alone: the
 	// cache's lock is held.)
@@ -355,11 +406,11 @@ func (c *Client) fetch(ctx context.Context, r *git.Repository, repo Repo, commit
 
 // fetchRefs fetches refspecs of the remote into the cache, to depth (0: all of it).
 func (c *Client) fetchRefs(ctx context.Context, r *git.Repository, repo Repo, specs []config.RefSpec, depth int) error {
-	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir())
+	auth, err := repo.Auth.method(repo.URL, c.knownHostsDir(), c.stallTimeout())
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	ctx, cancel := c.remote(ctx)
 	defer cancel()
 	opts := &git.FetchOptions{RemoteURL: repo.URL, Auth: auth, Tags: git.NoTags, Force: true, RefSpecs: specs, Depth: depth}
 	if repo.Auth != nil {
@@ -371,11 +422,15 @@ func (c *Client) fetchRefs(ctx context.Context, r *git.Repository, repo Repo, sp
 	return nil
 }
 
-func (c *Client) maxCheckoutBytes() int64 {
-	if c.MaxCheckoutBytes > 0 {
-		return c.MaxCheckoutBytes
+func (c *Client) limits() checkoutLimits {
+	l := checkoutLimits{bytes: c.MaxCheckoutBytes, files: c.MaxCheckoutFiles}
+	if l.bytes <= 0 {
+		l.bytes = DefaultMaxCheckoutBytes
 	}
-	return 256 << 20
+	if l.files <= 0 {
+		l.files = DefaultMaxCheckoutFiles
+	}
+	return l
 }
 
 // evict keeps the KeepCheckouts most recently used checkouts.

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,6 +256,19 @@ func TestCheckoutSizeIsBounded(t *testing.T) {
 	repo := Repo{URL: srv.URL + "/repo.git", Branch: "main"}
 	if _, err := c.Checkout(context.Background(), repo, commit); !errors.Is(err, ErrCheckoutTooLarge) {
 		t.Fatalf("err = %v, want ErrCheckoutTooLarge", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.repoDir(repo), "checkouts")); len(entries) != 0 {
+		t.Errorf("a partial checkout stayed: %v", entries)
+	}
+	// And by files: a tree of more entries than the limit is refused as it is listed.
+	many := map[string]string{}
+	for i := range 20 {
+		many[fmt.Sprintf("app/cm-%02d.yaml", i)] = "a: 1\n"
+	}
+	commit = up.Commit("main", many)
+	c = &Client{CacheDir: t.TempDir(), MaxCheckoutFiles: 10}
+	if _, err := c.Checkout(context.Background(), repo, commit); !errors.Is(err, ErrCheckoutTooManyFiles) || !strings.Contains(err.Error(), "--checkout-max-files") {
+		t.Fatalf("a tree of 21 files with a limit of 10: %v, want ErrCheckoutTooManyFiles naming the flag", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(c.repoDir(repo), "checkouts")); len(entries) != 0 {
 		t.Errorf("a partial checkout stayed: %v", entries)

@@ -33,14 +33,12 @@ func CheckoutLocal(repoPath, rev, dir string, limit int64) (string, string, erro
 	if err != nil {
 		return "", "", fmt.Errorf("%s: %q is not a commit: %w", repoPath, rev, ErrRevisionNotFound)
 	}
-	entries, err := treeEntries(co)
+	limits := (&Client{MaxCheckoutBytes: limit}).limits()
+	entries, err := treeEntries(co, limits.files)
 	if err != nil {
 		return "", "", err
 	}
-	if limit <= 0 {
-		limit = (&Client{}).maxCheckoutBytes()
-	}
-	if err := writeTree(entries, dir, co.Hash.String(), limit); err != nil {
+	if err := writeTree(entries, dir, co.Hash.String(), limits); err != nil {
 		return "", "", err
 	}
 	return filepath.Join(dir, co.Hash.String()), co.Hash.String(), nil

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,8 +62,11 @@ func ociRepository(url string) (name.Repository, error) {
 }
 
 // ociOptions are how the registry is reached: the repository's credentials (sent only to its
-// registry), its CA bundle, the client's timeout.
+// registry), its CA bundle, and, as for git, connections that give up after the stall timeout
+// of silence (ctx is one of Client.remote's).
 func (c *Client) ociOptions(ctx context.Context, repo Repo) ([]remote.Option, error) {
+	tr := remote.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = dialStallBound
 	opts := []remote.Option{remote.WithContext(ctx)}
 	if a := repo.Auth; a != nil {
 		if a.Username != "" || a.Password != "" {
@@ -76,12 +80,10 @@ func (c *Client) ociOptions(ctx context.Context, repo Repo) ([]remote.Option, er
 			if len(a.CABundle) > 0 && !pool.AppendCertsFromPEM(a.CABundle) {
 				return nil, errors.New("the CA bundle holds no PEM certificate")
 			}
-			tr := remote.DefaultTransport.(*http.Transport).Clone()
 			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, InsecureSkipVerify: a.InsecureSkipTLSVerify}
-			opts = append(opts, remote.WithTransport(tr))
 		}
 	}
-	return opts, nil
+	return append(opts, remote.WithTransport(tr)), nil
 }
 
 // resolveOCI finds the artifact the repository wants: the digest pinned by revision, the
@@ -97,7 +99,7 @@ func (c *Client) resolveOCI(ctx context.Context, repo Repo) (Ref, error) {
 	if repo.Branch != "" {
 		return Ref{}, fmt.Errorf("an OCI artifact has tags, not branch %q: set revision (a tag or sha256: digest) or semver: %w", repo.Branch, ErrRefNotFound)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	ctx, cancel := c.remote(ctx)
 	defer cancel()
 	opts, err := c.ociOptions(ctx, repo)
 	if err != nil {
@@ -152,7 +154,7 @@ func (c *Client) checkoutOCI(ctx context.Context, repo Repo, digest string) (str
 			return "", fmt.Errorf("failed to replace the checkout of %s: %w", shortCommit(digest), err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	ctx, cancel := c.remote(ctx)
 	defer cancel()
 	opts, err := c.ociOptions(ctx, repo)
 	if err != nil {
@@ -177,11 +179,19 @@ func (c *Client) checkoutOCI(ctx context.Context, repo Repo, digest string) (str
 		return "", fmt.Errorf("failed to fetch the content of artifact sha256:%s: %w", shortCommit(digest), err)
 	}
 	defer rc.Close()
-	entries, err := tarEntries(rc, c.maxCheckoutBytes())
+	if err := os.MkdirAll(checkouts, 0o755); err != nil {
+		return "", fmt.Errorf("failed to create checkout dir: %w", err)
+	}
+	stage, err := os.MkdirTemp(checkouts, ".stage-")
+	if err != nil {
+		return "", fmt.Errorf("failed to create checkout dir: %w", err)
+	}
+	defer os.RemoveAll(stage)
+	entries, err := tarEntries(rc, c.limits(), stage)
 	if err != nil {
 		return "", fmt.Errorf("artifact sha256:%s of %s: %w", shortCommit(digest), SanitizeURL(repo.URL), err)
 	}
-	if err := writeTree(entries, checkouts, digest, c.maxCheckoutBytes()); err != nil {
+	if err := writeTree(entries, checkouts, digest, c.limits()); err != nil {
 		return "", err
 	}
 	c.evict(checkouts)
@@ -210,8 +220,10 @@ func contentLayer(img v1.Image) (v1.Layer, error) {
 
 // tarEntries reads a gzipped tar into checkout entries, admitting what a git tree may hold:
 // regular files (executable or not), symbolic links and directories at plain relative paths,
-// each once, none beneath a link or a file; at most limit bytes of files.
-func tarEntries(r io.Reader, limit int64) ([]treeEntry, error) {
+// each once, none beneath a link or a file; within limits, counted as the archive is read (an
+// archive that inflates past them is refused there, the rest of it unread). Files' bytes are
+// written into stage as they are read, never held in memory.
+func tarEntries(r io.Reader, limits checkoutLimits, stage string) ([]treeEntry, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the content layer is not gzip: %v", ErrTreeRefused, err)
@@ -220,6 +232,7 @@ func tarEntries(r io.Reader, limit int64) ([]treeEntry, error) {
 	tr := tar.NewReader(gz)
 	var entries []treeEntry
 	links, seen := map[string]bool{}, map[string]bool{}
+	var files int
 	var total int64
 	for {
 		h, err := tr.Next()
@@ -252,14 +265,17 @@ func tarEntries(r io.Reader, limit int64) ([]treeEntry, error) {
 			if h.Mode&0o111 != 0 {
 				e.mode = filemode.Executable
 			}
-			if total += h.Size; h.Size < 0 || total > limit {
-				return nil, fmt.Errorf("%w (%d MiB)", ErrCheckoutTooLarge, limit>>20)
+			if err := limits.count(&files, &total, h.Size); err != nil {
+				return nil, err
 			}
-			if e.data, err = io.ReadAll(io.LimitReader(tr, h.Size)); err != nil {
+			e.staged = filepath.Join(stage, strconv.Itoa(files))
+			if e.size, err = stageFile(e.staged, tr, h.Size); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrTreeRefused, name, err)
 			}
-			e.size = int64(len(e.data))
 		case tar.TypeSymlink:
+			if err := limits.count(&files, &total, int64(len(h.Linkname))); err != nil {
+				return nil, err
+			}
 			e.mode, e.data, e.size = filemode.Symlink, []byte(h.Linkname), int64(len(h.Linkname))
 			links[name] = true
 		default:
@@ -271,6 +287,19 @@ func tarEntries(r io.Reader, limit int64) ([]treeEntry, error) {
 		return nil, err
 	}
 	return entries, nil
+}
+
+// stageFile writes the next size bytes of r to path.
+func stageFile(path string, r io.Reader, size int64) (int64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 func tarKind(t byte) string {

@@ -8,14 +8,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -32,7 +35,7 @@ import (
 )
 
 // newRegistry serves an OCI registry on loopback until the test ends.
-func newRegistry(t *testing.T) string {
+func newRegistry(t testing.TB) string {
 	t.Helper()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
@@ -59,7 +62,7 @@ func pushDir(t *testing.T, repo, tag string, files map[string]string) string {
 	return push(t, repo, tag, img)
 }
 
-func push(t *testing.T, repo, tag string, img v1.Image) string {
+func push(t testing.TB, repo, tag string, img v1.Image) string {
 	t.Helper()
 	ref, err := name.ParseReference(repo + ":" + tag)
 	if err != nil {
@@ -217,9 +220,10 @@ func FuzzHostileArtifacts(f *testing.F) {
 		_ = gz.Close()
 		cl := &Client{CacheDir: t.TempDir()}
 		checkouts := filepath.Join(cl.CacheDir, "repos", "fuzz", "checkouts")
-		entries, err := tarEntries(&gzipped, 1<<20)
+		limits := checkoutLimits{bytes: 1 << 20, files: 1000}
+		entries, err := tarEntries(&gzipped, limits, t.TempDir())
 		if err == nil {
-			err = writeTree(entries, checkouts, "digest", 1<<20)
+			err = writeTree(entries, checkouts, "digest", limits)
 		}
 		assertNothingOutside(t, cl, outside)
 		if err == nil {
@@ -353,4 +357,115 @@ func TestOCIArtifactsThroughTheirOwnCAAndLogin(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An artifact is bounded as it is read, not after: one of a 64 MiB file of zeros (64 KiB
+// gzipped) is refused at the byte limit, one of 60,000 empty files (a few hundred KiB) at the
+// file limit; each with the limit named, nothing checked out and nothing staged left behind.
+// What it costs in memory is BenchmarkArtifactBombs's figure.
+func TestArtifactBombsAreRefusedAsTheyAreRead(t *testing.T) {
+	host := newRegistry(t)
+	repoName := host + "/fleet/bombs"
+	c := &Client{CacheDir: t.TempDir(), MaxCheckoutBytes: 8 << 20, MaxCheckoutFiles: 50_000}
+	for _, tc := range []struct {
+		name  string
+		bomb  []byte
+		want  error
+		names string
+	}{
+		{"zeros", bombLayer(t, 1, 64<<20), ErrCheckoutTooLarge, "--checkout-max-bytes"},
+		{"entries", bombLayer(t, 60_000, 0), ErrCheckoutTooManyFiles, "--checkout-max-files"},
+	} {
+		img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(tc.bomb, ContentMediaType)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest := push(t, repoName, tc.name, img)
+		repo := Repo{URL: OCIScheme + repoName}
+		if _, err := c.Checkout(context.Background(), repo, digest); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%s (%d KiB gzipped): %v, want %v naming %s", tc.name, len(tc.bomb)>>10, err, tc.want, tc.names)
+		}
+		if left, _ := os.ReadDir(filepath.Join(c.repoDir(repo), "checkouts")); len(left) != 0 {
+			t.Errorf("%s: left in the cache: %v", tc.name, left)
+		}
+	}
+}
+
+// bombLayer is a gzipped tar of files entries, each of size zero bytes.
+func bombLayer(t testing.TB, files int, size int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(gz)
+	zeros := make([]byte, 1<<20)
+	for i := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f/%d.yaml", i), Typeflag: tar.TypeReg, Mode: 0o644, Size: size}); err != nil {
+			t.Fatal(err)
+		}
+		for left := size; left > 0; left -= int64(len(zeros)) {
+			if _, err := tw.Write(zeros[:min(left, int64(len(zeros)))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkArtifactBombs reports what checking out an artifact of one 1 GiB file of zeros
+// (about 1 MiB gzipped) costs the hub in memory with the default limits: bytes allocated and
+// the heap's peak above where it started (e2e/scale/README.md keeps the figures).
+func BenchmarkArtifactBombs(b *testing.B) {
+	host := newRegistry(b)
+	bomb := bombLayer(b, 1, 1<<30)
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(bomb, ContentMediaType)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	digest := push(b, host+"/fleet/bomb", "gib", img)
+	b.ReportAllocs()
+	var peak uint64
+	for b.Loop() {
+		c := &Client{CacheDir: b.TempDir()}
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		stop := sampleHeap(&peak, before.HeapInuse)
+		_, err := c.Checkout(context.Background(), Repo{URL: OCIScheme + host + "/fleet/bomb"}, digest)
+		stop()
+		if !errors.Is(err, ErrCheckoutTooLarge) {
+			b.Fatalf("the 1 GiB artifact: %v, want ErrCheckoutTooLarge", err)
+		}
+	}
+	b.ReportMetric(float64(len(bomb))/(1<<20), "MiB-gzipped")
+	b.ReportMetric(float64(peak)/(1<<20), "MiB-heap-peak-above-start")
+}
+
+// sampleHeap records in peak the largest heap in use above base until stop is called.
+func sampleHeap(peak *uint64, base uint64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > base && m.HeapInuse-base > *peak {
+				*peak = m.HeapInuse - base
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

@@ -37,12 +37,19 @@ func (RealClock) Timer(d time.Duration) (<-chan time.Time, func()) {
 type Poller struct {
 	// Sync does one sync; an error counts as a failure for back-off.
 	Sync func(ctx context.Context, key string) error
-	// Workers bounds concurrent syncs; default 4.
+	// Workers bounds concurrent syncs; default DefaultPollWorkers.
 	Workers int
 	// Tenant names the tenant a key belongs to; default the part of the key before its first
 	// "/" (a GitRepo's namespace). A tenant's syncs hold at most half of the workers (rounded
 	// up), so one tenant's slow repositories leave the others workers to sync on.
 	Tenant func(key string) string
+	// Host names the server a key's repository is fetched from (HostOf its URL); default none.
+	// One host's syncs hold at most half of the workers too, so a server that hangs for every
+	// tenant (a self-hosted forge, a proxy) leaves the other servers' repositories workers; and
+	// a sync of a host that succeeds makes its repositories that failed because the server did
+	// not answer (ServerUnavailable) due at once, each at most once per RecoveryInterval, rather
+	// than waiting out their back-off.
+	Host func(key string) string
 	// Clock defaults to the wall clock; Rand (in [0,1)) draws jitter.
 	Clock Clock
 	Rand  func() float64
@@ -51,7 +58,10 @@ type Poller struct {
 
 	mu    sync.Mutex
 	items map[string]*pollItem
-	wake  chan struct{}
+	// unavailable counts, per host, the items whose last sync found the server unavailable:
+	// a success looks for items to recover only where there are some.
+	unavailable map[string]int
+	wake        chan struct{}
 	// idle, when set (tests), is called each time the loop waits with no sync running and its
 	// timer armed: from then on, nothing happens until the clock moves or a key is set or
 	// triggered.
@@ -65,11 +75,27 @@ type pollItem struct {
 	running   bool
 	triggered bool
 	removed   bool
+	// host is the item's server as of its last dispatch; unavailable, the host that did not
+	// answer its last sync, if that is why it failed; recovered, when it was last made due
+	// because the server answered another repository.
+	host        string
+	unavailable string
+	recovered   time.Time
 }
+
+// DefaultPollWorkers is how many syncs run at once unless the hub is told otherwise
+// (--poll-workers): most of a sync is waiting for a git server.
+const DefaultPollWorkers = 8
+
+// RecoveryInterval: a repository made due because its server answered another one is retried
+// so at most this often, so that a repository whose own path fails (a 503 for it alone) does not
+// sync at every success of its neighbours.
+const RecoveryInterval = 10 * time.Second
 
 func (p *Poller) init() {
 	if p.items == nil {
 		p.items = map[string]*pollItem{}
+		p.unavailable = map[string]int{}
 		p.wake = make(chan struct{}, 1)
 	}
 	if p.Clock == nil {
@@ -110,6 +136,7 @@ func (p *Poller) Remove(key string) {
 	p.init()
 	if it, ok := p.items[key]; ok {
 		it.removed = true
+		p.markUnavailable(it, false)
 		delete(p.items, key)
 	}
 	p.mu.Unlock()
@@ -137,11 +164,12 @@ func (p *Poller) Run(ctx context.Context) {
 	p.mu.Unlock()
 	workers := p.Workers
 	if workers <= 0 {
-		workers = 4
+		workers = DefaultPollWorkers
 	}
 	slots := make(chan struct{}, workers)
 	share := (workers + 1) / 2
-	running := map[string]int{} // syncs running per tenant, under p.mu
+	running := map[string]int{}     // syncs running per tenant, under p.mu
+	runningHost := map[string]int{} // and per host
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -163,12 +191,15 @@ func (p *Poller) Run(ctx context.Context) {
 			}
 			due = append(due, key)
 		}
-		// The longest due first; a tenant at its share waits for one of its own to finish
-		// (which wakes the loop), whatever workers are free.
+		// The longest due first; a tenant or a host at its share waits for one of its own to
+		// finish (which wakes the loop), whatever workers are free.
 		slices.SortFunc(due, func(a, b string) int { return p.items[a].next.Compare(p.items[b].next) })
 		for _, key := range due {
 			it, tenant := p.items[key], p.tenant(key)
-			if running[tenant] >= share {
+			if p.Host != nil {
+				it.host = p.Host(key)
+			}
+			if running[tenant] >= share || (it.host != "" && runningHost[it.host] >= share) {
 				continue
 			}
 			select {
@@ -178,6 +209,7 @@ func (p *Poller) Run(ctx context.Context) {
 			}
 			it.running, busy = true, true
 			running[tenant]++
+			runningHost[it.host]++
 			wg.Add(1)
 			go func(key, tenant string, it *pollItem) {
 				defer wg.Done()
@@ -185,6 +217,7 @@ func (p *Poller) Run(ctx context.Context) {
 				<-slots
 				p.mu.Lock()
 				running[tenant]--
+				runningHost[it.host]--
 				p.mu.Unlock()
 				p.finish(it, err)
 			}(key, tenant, it)
@@ -237,6 +270,38 @@ func (p *Poller) sync(ctx context.Context, key string) (err error) {
 	return p.Sync(ctx, key)
 }
 
+// recoverHost makes the repositories of host that failed because it did not answer due now: it
+// answered another. Under p.mu.
+func (p *Poller) recoverHost(host string, now time.Time) {
+	if host == "" || p.unavailable[host] == 0 {
+		return
+	}
+	recovered := false
+	for _, it := range p.items {
+		if it.unavailable == host && !it.running && it.next.After(now) && now.Sub(it.recovered) >= RecoveryInterval {
+			it.next, it.recovered, recovered = now, now, true
+		}
+	}
+	if recovered {
+		p.signal()
+	}
+}
+
+// markUnavailable records whether the item's server was unavailable at its last sync, keeping
+// the count per host. Under p.mu.
+func (p *Poller) markUnavailable(it *pollItem, unavailable bool) {
+	if it.unavailable != "" {
+		if p.unavailable[it.unavailable]--; p.unavailable[it.unavailable] <= 0 {
+			delete(p.unavailable, it.unavailable)
+		}
+		it.unavailable = ""
+	}
+	if unavailable && it.host != "" {
+		it.unavailable = it.host
+		p.unavailable[it.host]++
+	}
+}
+
 // PanicError is a sync that panicked.
 type PanicError struct {
 	Value any
@@ -249,10 +314,12 @@ func (p *Poller) finish(it *pollItem, err error) {
 	p.mu.Lock()
 	now := p.Clock.Now()
 	it.running = false
+	p.markUnavailable(it, err != nil && ServerUnavailable(err))
 	if err != nil {
 		it.failures++
 	} else {
 		it.failures = 0
+		p.recoverHost(it.host, now)
 	}
 	switch {
 	case it.triggered:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,8 +177,14 @@ type pollerHarness struct {
 // first syncs (every key, due at once) are done; want are those syncs.
 func startPoller(t *testing.T, workers int, schedules map[string]Schedule, sync func(key string) error, want ...syncEvent) *pollerHarness {
 	t.Helper()
+	return startPollerOn(t, nil, workers, schedules, sync, want...)
+}
+
+// startPollerOn is startPoller with the keys' repositories on the hosts named.
+func startPollerOn(t *testing.T, hosts map[string]string, workers int, schedules map[string]Schedule, sync func(key string) error, want ...syncEvent) *pollerHarness {
+	t.Helper()
 	h := &pollerHarness{t: t, clock: &fakeClock{now: monday}, events: make(chan syncEvent, 100), idle: make(chan struct{}, 1)}
-	h.poller = &Poller{Clock: h.clock, Rand: func() float64 { return 0 }, Workers: workers,
+	h.poller = &Poller{Clock: h.clock, Rand: func() float64 { return 0 }, Workers: workers, Host: func(key string) string { return hosts[key] },
 		Sync: func(_ context.Context, key string) error {
 			h.events <- syncEvent{key, h.clock.Now().Sub(monday)}
 			return sync(key)
@@ -293,13 +300,22 @@ func TestPollerRecoversFromAPanickingSync(t *testing.T) {
 // One tenant's repositories never hold every worker: with six of its syncs hanging, another
 // tenant's repository still syncs at once, on a worker its share leaves free.
 func TestPollerLeavesOtherTenantsTheirShare(t *testing.T) {
+	hung := []string{"greedy/repo-0", "greedy/repo-1", "greedy/repo-2", "greedy/repo-3", "greedy/repo-4", "greedy/repo-5"}
+	assertShareLeftFree(t, &Poller{Workers: 4}, hung, "other/repo")
+}
+
+// assertShareLeftFree runs p with the syncs of hung hanging until the test ends, and asserts
+// that they never hold more than half of p's workers and that other, set once they hold
+// theirs, syncs at once.
+func assertShareLeftFree(t *testing.T, p *Poller, hung []string, other string) {
+	t.Helper()
 	release := make(chan struct{})
-	started := make(chan string, 10)
+	started := make(chan string, len(hung)+1)
 	var mu sync.Mutex
 	running, most := 0, 0
-	p := &Poller{Workers: 4, Sync: func(ctx context.Context, key string) error {
+	p.Sync = func(ctx context.Context, key string) error {
 		started <- key
-		if !strings.HasPrefix(key, "greedy/") {
+		if !slices.Contains(hung, key) {
 			return nil
 		}
 		mu.Lock()
@@ -312,33 +328,95 @@ func TestPollerLeavesOtherTenantsTheirShare(t *testing.T) {
 		case <-ctx.Done():
 		}
 		return nil
-	}}
-	for i := range 6 {
-		p.Set(fmt.Sprintf("greedy/repo-%d", i), Schedule{Interval: time.Hour})
+	}
+	for _, key := range hung {
+		p.Set(key, Schedule{Interval: time.Hour})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 	defer func() { close(release); cancel(); <-done }()
-	for range 2 {
-		<-started // the greedy tenant's share
+	share := (p.Workers + 1) / 2
+	for range share {
+		<-started // the hung repositories' share
 	}
-	p.Set("other/repo", Schedule{Interval: time.Hour})
+	p.Set(other, Schedule{Interval: time.Hour})
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
 		case key := <-started:
-			if key != "other/repo" {
+			if key != other {
 				continue
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if most > 2 {
-				t.Errorf("the greedy tenant held %d of 4 workers at once, want at most 2", most)
+			if most > share {
+				t.Errorf("the hung repositories held %d of %d workers at once, want at most %d", most, p.Workers, share)
 			}
 			return
 		case <-timeout:
-			t.Fatal("the other tenant's repository did not sync while the greedy tenant's hung")
+			t.Fatalf("%s did not sync while the others hung", other)
 		}
 	}
+}
+
+// A repository whose server did not answer is retried as soon as the server answers another
+// repository, not after its back-off, and at most once per RecoveryInterval; one that failed for
+// its own reasons (a missing branch) keeps its back-off, as do repositories of other servers.
+func TestPollerRetriesARepositoryOnceItsServerAnswersAgain(t *testing.T) {
+	every15s := Schedule{Interval: 15 * time.Second}
+	hosts := map[string]string{"a/flaky": "forge", "b/steady": "forge", "c/badref": "forge", "d/elsewhere": "other"}
+	var mu sync.Mutex
+	down := true
+	h := startPollerOn(t, hosts, 4, map[string]Schedule{"a/flaky": every15s, "b/steady": {Interval: time.Hour}, "c/badref": every15s, "d/elsewhere": every15s}, func(key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case key == "c/badref":
+			return errors.New("branch \"main\": reference not found")
+		case key == "d/elsewhere":
+			return MarkUnavailable(errors.New("503 from another server"))
+		case down:
+			return MarkUnavailable(errors.New("connection refused"))
+		}
+		return nil
+	}, syncEvent{"a/flaky", 0}, syncEvent{"b/steady", 0}, syncEvent{"c/badref", 0}, syncEvent{"d/elsewhere", 0})
+	// 15 s: the first retries, all failing again; back-off 30 s from here.
+	h.advance(15*time.Second, syncEvent{"a/flaky", 15 * time.Second}, syncEvent{"c/badref", 15 * time.Second}, syncEvent{"d/elsewhere", 15 * time.Second})
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	// The forge answers steady (a webhook): flaky follows at once; badref and elsewhere wait.
+	h.advance(5 * time.Second)
+	h.trigger("b/steady", syncEvent{"a/flaky", 20 * time.Second}, syncEvent{"b/steady", 20 * time.Second})
+	// Down again for flaky alone, say: it fails; steady answering within RecoveryInterval does
+	// not retry it; after it, it does.
+	mu.Lock()
+	down = true
+	mu.Unlock()
+	h.trigger("a/flaky", syncEvent{"a/flaky", 20 * time.Second})
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	h.trigger("b/steady", syncEvent{"b/steady", 20 * time.Second})
+	h.advance(RecoveryInterval)
+	h.trigger("b/steady", syncEvent{"a/flaky", 20*time.Second + RecoveryInterval}, syncEvent{"b/steady", 20*time.Second + RecoveryInterval})
+	// badref and elsewhere on their back-off (15 s + 30 s), flaky on its interval again.
+	h.advance(45*time.Second-20*time.Second-RecoveryInterval, syncEvent{"a/flaky", 45 * time.Second}, syncEvent{"c/badref", 45 * time.Second}, syncEvent{"d/elsewhere", 45 * time.Second})
+}
+
+// One server's repositories never hold every worker, whichever tenants they belong to: with
+// six of them hanging, each of another tenant, a repository elsewhere still syncs at once.
+func TestPollerLeavesOtherServersTheirShare(t *testing.T) {
+	var hung []string
+	for i := range 6 {
+		hung = append(hung, fmt.Sprintf("tenant-%d/hung", i))
+	}
+	p := &Poller{Workers: 4, Host: func(key string) string {
+		if strings.HasSuffix(key, "/hung") {
+			return "forge.internal"
+		}
+		return "github.com"
+	}}
+	assertShareLeftFree(t, p, hung, "other/repo")
 }

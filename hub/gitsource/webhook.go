@@ -235,6 +235,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// HostOf is the server of a repository URL (https, ssh, scp-like or oci): its host and port
+// as written, in lower case; empty when the URL names none.
+func HostOf(raw string) string {
+	raw = strings.TrimSpace(raw)
+	if !strings.Contains(raw, "://") {
+		rest := raw[strings.LastIndex(raw, "@")+1:] // scp-like: user@host:owner/repo.git
+		host, _, ok := strings.Cut(rest, ":")
+		if !ok {
+			return ""
+		}
+		return strings.ToLower(host)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
+
 // NormalizeURL reduces the https, ssh and scp-like forms of a repository URL to
 // "host/owner/repo" (lower case, no user, port, scheme or .git suffix), so that a webhook
 // and a GitRepo name the same repository alike.

@@ -323,3 +323,19 @@ func TestWebhookReplaysTriggerOncePerWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestHostOf(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://GitHub.com/acme/fleet.git":          "github.com",
+		"https://git.example:8443/acme/fleet":        "git.example:8443",
+		"ssh://git@forge.internal:2222/acme/fleet":   "forge.internal:2222",
+		"git@github.com:acme/fleet.git":              "github.com",
+		"oci://registry.example/acme/fleet":          "registry.example",
+		"http://user:token@127.0.0.1:34567/repo.git": "127.0.0.1:34567",
+		"not a url": "",
+	} {
+		if got := HostOf(url); got != want {
+			t.Errorf("HostOf(%q) = %q, want %q", url, got, want)
+		}
+	}
+}

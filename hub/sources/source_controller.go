@@ -70,6 +70,8 @@ type SourceReconciler struct {
 	forwards map[string]*forwarding
 	// announced is each GitRepo's last commit recorded as picked up (announce).
 	announced map[string]string
+	// hosts is the server each GitRepo's repository is fetched from (Host).
+	hosts map[string]string
 	// UninstallTimeout bounds how long a deleted GitRepo says it waits for its clusters.
 	UninstallTimeout time.Duration
 	Recorder         *events.Recorder
@@ -133,6 +135,7 @@ func (r *SourceReconciler) forget(key string) {
 	r.Mu.Lock()
 	delete(r.Schedules, key)
 	delete(r.announced, key)
+	delete(r.hosts, key)
 	r.Mu.Unlock()
 }
 
@@ -171,6 +174,10 @@ func (r *SourceReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRepo) 
 	r.Mu.Lock()
 	prev, known := r.Schedules[key]
 	r.Schedules[key] = sched
+	if r.hosts == nil {
+		r.hosts = map[string]string{}
+	}
+	r.hosts[key] = gitsource.HostOf(repo.Spec.Repo)
 	if repo.Generation != repo.Status.ObservedGeneration || !known && !r.holdsBundlesOf(ctx, repo) {
 		// Targets or paths may have changed, or the GitRepo came from another shard: its
 		// current commit is rendered again, which adopts what it derived.
@@ -190,6 +197,13 @@ func (r *SourceReconciler) step(ctx context.Context, repo, _ *v1alpha1.GitRepo) 
 		r.Poller.Trigger(key) // look again now
 	}
 	return reconciler.Outcome{}, nil
+}
+
+// Host is the server the GitRepo at key fetches from, for the poller's share per host.
+func (r *SourceReconciler) Host(key string) string {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return r.hosts[key]
 }
 
 func scheduleFor(repo *v1alpha1.GitRepo) (gitsource.Schedule, error) {
@@ -252,7 +266,12 @@ func (r *SourceReconciler) Sync(ctx context.Context, key string) error {
 	// What the fetch says passes through the credentials' scrubber (a render's text has passed
 	// through its own, repoRenderer.render) before it reaches the log, the status and the Events.
 	if err != nil {
+		unavailable := gitsource.ServerUnavailable(err)
 		err = src.Auth.Secrets().Error(err)
+		if unavailable {
+			// Kept for the poller: the repository is retried once its server answers again.
+			err = gitsource.MarkUnavailable(err)
+		}
 		logger.V(1).Info("sync failed", "error", gitsource.Sanitize(err.Error()))
 	} else if asked > 0 && held == "" {
 		r.Mu.Lock()

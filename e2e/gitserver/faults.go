@@ -1,0 +1,106 @@
+package gitserver
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Fault is how a faulty git server misbehaves on the requests it picks: the pack transfer
+// (git-upload-pack's POST) by default, or every request.
+type Fault struct {
+	// Hang, once After bytes of the answer were sent (0: before the headers), sends nothing
+	// more until the client goes away.
+	Hang  bool
+	After int
+	// Pause, when set, sends the answer Chunk bytes (default 64) at a time with Pause between:
+	// a slow link that keeps making progress.
+	Pause time.Duration
+	Chunk int
+	// EveryRequest applies the fault to the listing of references too.
+	EveryRequest bool
+}
+
+// ServeFaulty serves the repository over HTTP with fault, until the test ends. Faulted counts
+// the requests the fault was applied to.
+func (u *Upstream) ServeFaulty(fault Fault) (*httptest.Server, *atomic.Int64) {
+	u.t.Helper()
+	plain := u.ServeHTTP("", "")
+	plain.Close()
+	faulted := &atomic.Int64{}
+	next := plain.Config.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fault.EveryRequest && !(r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack")) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		faulted.Add(1)
+		if fault.Hang && fault.After == 0 {
+			<-r.Context().Done()
+			return
+		}
+		next.ServeHTTP(&faultyWriter{ResponseWriter: w, fault: fault, done: r.Context().Done()}, r)
+	}))
+	u.t.Cleanup(srv.Close)
+	return srv, faulted
+}
+
+// faultyWriter passes an answer on as its Fault says.
+type faultyWriter struct {
+	http.ResponseWriter
+	fault Fault
+	done  <-chan struct{}
+	sent  int
+	hung  bool
+}
+
+func (w *faultyWriter) Write(p []byte) (int, error) {
+	if w.hung {
+		return len(p), nil // swallowed: the client sees silence
+	}
+	chunk := w.fault.Chunk
+	if chunk <= 0 {
+		chunk = 64
+	}
+	written := 0
+	for written < len(p) {
+		n := len(p) - written
+		if w.fault.Pause > 0 {
+			n = min(n, chunk)
+		}
+		if w.fault.Hang && w.sent+n > w.fault.After {
+			n = w.fault.After - w.sent
+		}
+		if n > 0 {
+			m, err := w.ResponseWriter.Write(p[written : written+n])
+			written, w.sent = written+m, w.sent+m
+			if err != nil {
+				return written, err
+			}
+			if f, ok := w.ResponseWriter.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if w.fault.Hang && w.sent >= w.fault.After {
+			w.hung = true
+			<-w.done
+			return len(p), nil
+		}
+		if w.fault.Pause > 0 {
+			select {
+			case <-time.After(w.fault.Pause):
+			case <-w.done:
+				return written, http.ErrHandlerTimeout
+			}
+		}
+	}
+	return written, nil
+}
+
+func (w *faultyWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.hung {
+		f.Flush()
+	}
+}
