@@ -318,13 +318,15 @@ func FuzzCheckoutConfinement(f *testing.F) {
 				check(c.ReadFile(m, maxFileSize))
 			}
 		}
-		if k, err := c.memFS(true); err == nil {
-			_ = k.mem.Walk("/", func(p string, info fs.FileInfo, err error) error {
-				if err == nil && !info.IsDir() {
-					check(k.mem.ReadFile(p))
-				}
-				return nil
-			})
+		for _, namesOnly := range []bool{false, true} {
+			if k, err := c.memFS(true, namesOnly); err == nil {
+				_ = k.mem.Walk("/", func(p string, info fs.FileInfo, err error) error {
+					if err == nil && !info.IsDir() {
+						check(k.readFile(p))
+					}
+					return nil
+				})
+			}
 		}
 	})
 }

@@ -32,8 +32,14 @@ func (c *Checkout) hasKustomization(dir string) bool {
 // symlinks inside the checkout copied as what they point to. Kustomize sees nothing outside
 // the repository. escaped names the symlinks left out because they lead out of it.
 type kustomizeFS struct {
-	mem     filesys.FileSystem
-	escaped map[string]error
+	mem filesys.FileSystem
+	// stubs are the files of mem held by name only (their bytes are read from checkout when
+	// asked for): the hub's own copy, whose builds run in the sandbox's child, holds the bytes
+	// of the kustomizations and decrypted SOPS files alone, so that a repository of large files
+	// costs the hub their names, not their size.
+	stubs    map[string]bool
+	checkout *Checkout
+	escaped  map[string]error
 	// refused are the kustomizations checkKustomization refused, by absolute path: a build
 	// that reads one fails with why, and a bundle that reads none is not held back by them.
 	refused map[string]error
@@ -47,9 +53,12 @@ type kustomizeFS struct {
 // memFS copies the checkout into memory and checks every kustomization in it
 // (checkKustomization). With decrypt, SOPS files are copied decrypted (Checkout.ReadPlain); a
 // file that cannot be is refused to the builds that read it. Without (the sandbox's child),
-// they are copied as they are, and the parent's decrypted files are laid over them.
-func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
-	k := &kustomizeFS{mem: filesys.MakeFsInMemory(), escaped: map[string]error{}, refused: map[string]error{}, decrypted: map[string][]byte{}, undecryptable: map[string]error{}}
+// they are copied as they are, and the parent's decrypted files are laid over them. With
+// namesOnly (a parent whose builds run in the sandbox), the other files are held by name
+// only, their bytes read from the checkout when a check asks for them.
+func (c *Checkout) memFS(decrypt, namesOnly bool) (*kustomizeFS, error) {
+	k := &kustomizeFS{mem: filesys.MakeFsInMemory(), stubs: map[string]bool{}, checkout: c, escaped: map[string]error{}, refused: map[string]error{},
+		decrypted: map[string][]byte{}, undecryptable: map[string]error{}}
 	var total int64
 	err := c.Walk(".", func(p string, info fs.FileInfo, err error) error {
 		switch {
@@ -67,10 +76,10 @@ func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
 		if err != nil {
 			return err
 		}
+		abs := path.Clean("/" + p)
 		if isSOPS(data) {
 			// The file stays in the copy (a kustomization may name it), but what a build reads
 			// of it is its plaintext, or an error saying why there is none.
-			abs := path.Clean("/" + p)
 			if !decrypt {
 				// The sandbox's child: the parent lays the plaintext over this, or says why not.
 				k.refused[abs] = &FieldError{File: p, Err: ErrEncrypted}
@@ -84,6 +93,10 @@ func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
 		}
 		if total += int64(len(data)); total > maxCheckoutSize {
 			return fmt.Errorf("the checkout is larger than %d MiB", maxCheckoutSize>>20)
+		}
+		if namesOnly && !isKustomizationName(path.Base(p)) && !isSOPS(data) {
+			k.stubs[abs] = true
+			data = nil
 		}
 		return k.mem.WriteFile("/"+p, data)
 	})
@@ -105,6 +118,15 @@ func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
 	return k, nil
 }
 
+// readFile reads the copy's file at p (absolute), from the checkout when the copy holds its
+// name only.
+func (k *kustomizeFS) readFile(p string) ([]byte, error) {
+	if k.stubs[path.Clean(p)] {
+		return k.checkout.ReadFile(strings.TrimPrefix(path.Clean(p), "/"), maxFileSize)
+	}
+	return k.mem.ReadFile(p)
+}
+
 // checkKustomization refuses a kustomization that would make Kustomize read anything but the
 // repository's own files: every path it names must be a file or directory of the checkout.
 // Kustomize fetches URLs given as resources, generator files and envs, patches and more over
@@ -112,7 +134,7 @@ func (c *Checkout) memFS(decrypt bool) (*kustomizeFS, error) {
 // each field against a list of remote forms, leaves no form unchecked. Helm inflation is
 // refused as well: it would run or download charts outside the renderer's control.
 func (k *kustomizeFS) checkKustomization(file string) error {
-	data, err := k.mem.ReadFile("/" + file)
+	data, err := k.readFile("/" + file)
 	if err != nil {
 		return err
 	}
@@ -299,7 +321,7 @@ func (r *Renderer) kustomizeChart(ctx context.Context, src *Source, kustomizeDir
 	if err := mem.refused["/"+kustFile]; err != nil {
 		return nil, err
 	}
-	data, err := mem.mem.ReadFile("/" + kustFile)
+	data, err := mem.readFile("/" + kustFile)
 	if err != nil {
 		return nil, err
 	}
@@ -455,6 +477,7 @@ func (r *Renderer) renderKustomize(ctx context.Context, k *kustomizeFS, dir stri
 		}
 		data, err = r.sandbox.kustomize(ctx, r.checkout.dir, dir, files, refused)
 	} else {
+		// Without a sandbox the copy holds every file's bytes (Renderer.checkoutFS).
 		data, err = buildKustomize(&overlayFS{FileSystem: k.mem, refused: k.refused, files: files}, dir)
 	}
 	if err != nil {

@@ -117,7 +117,7 @@ func (k *kustomizeFS) checkPlugins(file, field string, entries []string) error {
 				return &FieldError{File: file, Field: where, Message: fmt.Sprintf("%q is a directory: give plugin configurations as files or inline", entry)}
 			}
 			var err error
-			if data, err = k.mem.ReadFile("/" + p); err != nil {
+			if data, err = k.readFile("/" + p); err != nil {
 				return &FieldError{File: file, Field: where, Err: err}
 			}
 			source, where = p, ""

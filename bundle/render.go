@@ -322,7 +322,9 @@ func (r *Renderer) checkoutFS() (*kustomizeFS, error) {
 	if r.memFS != nil {
 		return r.memFS, nil
 	}
-	mem, err := r.checkout.memFS(true)
+	// With a sandbox, builds run in its child, which makes its own copy: the hub's holds names,
+	// kustomizations and decrypted files only.
+	mem, err := r.checkout.memFS(true, r.sandbox != nil)
 	if err != nil {
 		return nil, err
 	}

@@ -443,7 +443,7 @@ func (c *checkoutCopy) open(root string) (*kustomizeFS, error) {
 	}
 	defer checkout.Close()
 	// The child has no keys: the parent lays the SOPS files it decrypted over this copy.
-	fsys, err := checkout.memFS(false)
+	fsys, err := checkout.memFS(false, false)
 	if err != nil {
 		return nil, err
 	}

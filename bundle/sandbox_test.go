@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"regexp"
 	"strings"
@@ -178,5 +179,59 @@ func TestSandboxStopsRunawayKustomizations(t *testing.T) {
 	good, err := r.Render(context.Background(), byDir["good"], Target{ClusterName: "c"})
 	if err != nil || !strings.Contains(string(good.Manifest), "name: good") {
 		t.Errorf("the good kustomization: %v", err)
+	}
+}
+
+// With a sandbox, the hub's copy of a checkout for Kustomize holds the kustomizations' bytes
+// and no other file's: thirty 256 KiB files of a kustomize bundle cost the hub their names, while
+// the sandbox's child, which builds, reads them all and renders the same objects as a render in
+// process. A plugin configuration in a file is still checked (its bytes read when asked for).
+func TestTheHubsCopyOfAKustomizeCheckoutHoldsNamesNotBytes(t *testing.T) {
+	files := map[string]string{
+		"kustomization.yaml": "resources:\n" + func() string {
+			var b strings.Builder
+			for i := range 30 {
+				fmt.Fprintf(&b, "- cm-%02d.yaml\n", i)
+			}
+			return b.String()
+		}() + "transformers: [labels.yaml]\n",
+		"labels.yaml": "apiVersion: builtin\nkind: LabelTransformer\nmetadata: {name: team}\nlabels: {team: shop}\nfieldSpecs: [{path: metadata/labels, create: true}]\n",
+	}
+	big := strings.Repeat("x", 256<<10)
+	for i := range 30 {
+		files[fmt.Sprintf("cm-%02d.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%02d}\ndata: {blob: %s}\n", i, big)
+	}
+	root := writeRepo(t, files)
+	sources, err := Discover(root, "repo", nil)
+	if err != nil || len(sources) != 1 {
+		t.Fatalf("discover: %d bundles, %v", len(sources), err)
+	}
+	sandboxed, err := NewRenderer(root, RendererOptions{Sandbox: &Sandbox{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sandboxed.Close()
+	inProcess, err := NewRenderer(root, RendererOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, errA := sandboxed.Render(context.Background(), &sources[0], Target{})
+	b, errB := inProcess.Render(context.Background(), &sources[0], Target{})
+	if errA != nil || errB != nil {
+		t.Fatalf("sandboxed: %v; in process: %v", errA, errB)
+	}
+	if a.ContentID != b.ContentID || len(a.Objects) != 30 || a.Objects[0].str("metadata", "labels", "team") != "shop" {
+		t.Fatalf("sandboxed and in process: the same %v, %d objects, the first labelled %q", a.ContentID == b.ContentID, len(a.Objects), a.Objects[0].str("metadata", "labels", "team"))
+	}
+	var held int
+	_ = sandboxed.memFS.mem.Walk("/", func(p string, info fs.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			data, _ := sandboxed.memFS.mem.ReadFile(p)
+			held += len(data)
+		}
+		return nil
+	})
+	if kust := len(files["kustomization.yaml"]); held > kust {
+		t.Errorf("the hub's copy holds %d bytes; want the kustomization's %d alone (the checkout's files are %d MiB)", held, kust, 30*len(big)>>20)
 	}
 }
