@@ -77,7 +77,8 @@ func (c *Checkout) memFS(decrypt, namesOnly bool) (*kustomizeFS, error) {
 			return err
 		}
 		abs := path.Clean("/" + p)
-		if isSOPS(data) {
+		encrypted := isSOPS(data)
+		if encrypted {
 			// The file stays in the copy (a kustomization may name it), but what a build reads
 			// of it is its plaintext, or an error saying why there is none.
 			if !decrypt {
@@ -94,7 +95,8 @@ func (c *Checkout) memFS(decrypt, namesOnly bool) (*kustomizeFS, error) {
 		if total += int64(len(data)); total > maxCheckoutSize {
 			return fmt.Errorf("the checkout is larger than %d MiB", maxCheckoutSize>>20)
 		}
-		if namesOnly && !isKustomizationName(path.Base(p)) && !isSOPS(data) {
+		// Tested on what was read, not on data, which holds a SOPS file's plaintext by now.
+		if namesOnly && !isKustomizationName(path.Base(p)) && !encrypted {
 			k.stubs[abs] = true
 			data = nil
 		}

@@ -116,6 +116,6 @@ func TestMetricsGoOnlyToThoseAllowedToReadThem(t *testing.T) {
 	waitUntil(t, "the hub records its agent token lifetime", func() bool {
 		var record corev1.ConfigMap
 		return c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1alpha1.HubRecordConfigMap}, &record) == nil &&
-			record.Data["agentTokenSeconds"] == strconv.Itoa(36*3600)
+			record.Data[v1alpha1.HubRecordAgentTokenSeconds] == strconv.Itoa(36*3600)
 	})
 }

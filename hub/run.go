@@ -159,6 +159,15 @@ func Run(ctx context.Context, opts Options) error {
 	return mgr.Start(ctx)
 }
 
+// The leader election's timings unless the hub is told others (Options, the --leader-elect-*
+// flags): a leader that cannot renew within DefaultRenewDeadline stops; a standby takes over
+// DefaultLeaseDuration after the leader's last renewal.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
 // leaseLock is the election's Lease as this replica holds it under opts.LeaderElectionIdentity;
 // nil (controller-runtime's own, with a new identity at every start) without one.
 func leaseLock(opts Options, sh model.Shard) (resourcelock.Interface, error) {
@@ -167,7 +176,7 @@ func leaseLock(opts Options, sh model.Shard) (resourcelock.Interface, error) {
 	}
 	cfg := rest.AddUserAgent(rest.CopyConfig(opts.Config), "leader-election")
 	// One hung request must not cost the Lease: as controller-runtime bounds its own.
-	cfg.Timeout = max(model.PositiveOr(opts.RenewDeadline, 10*time.Second)/2, time.Second)
+	cfg.Timeout = max(model.PositiveOr(opts.RenewDeadline, DefaultRenewDeadline)/2, time.Second)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -219,9 +228,9 @@ func newManager(ctx context.Context, opts Options, sh model.Shard) (ctrl.Manager
 		LeaderElectionID:              sh.LeaderElectionID(),
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 ptr.To(model.PositiveOr(opts.LeaseDuration, 15*time.Second)),
-		RenewDeadline:                 ptr.To(model.PositiveOr(opts.RenewDeadline, 10*time.Second)),
-		RetryPeriod:                   ptr.To(model.PositiveOr(opts.RetryPeriod, 2*time.Second)),
+		LeaseDuration:                 ptr.To(model.PositiveOr(opts.LeaseDuration, DefaultLeaseDuration)),
+		RenewDeadline:                 ptr.To(model.PositiveOr(opts.RenewDeadline, DefaultRenewDeadline)),
+		RetryPeriod:                   ptr.To(model.PositiveOr(opts.RetryPeriod, DefaultRetryPeriod)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create manager: %w", err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/model"
 )
 
@@ -24,7 +25,7 @@ import (
 
 // hubRecord is the record's data for a hub of version issuing agent tokens of agentTokenTTL.
 func hubRecord(version string, agentTokenTTL time.Duration) map[string]string {
-	data := map[string]string{"agentTokenSeconds": strconv.FormatInt(int64(agentTokenTTL.Seconds()), 10)}
+	data := map[string]string{v1alpha1.HubRecordAgentTokenSeconds: strconv.FormatInt(int64(agentTokenTTL.Seconds()), 10)}
 	if version != "" {
 		data["version"] = version
 	}

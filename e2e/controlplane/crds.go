@@ -94,8 +94,8 @@ func InstallPolicies(ctx context.Context, cfg *rest.Config) error {
 	// What a hub installed in flotilla-system records of itself when it starts (a hub of a test
 	// records in its own namespace): the agent token lifetime the policies hold agents to, the
 	// hub's default.
-	record := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %[2]s, namespace: %[1]s}\ndata: {agentTokenSeconds: \"%[3]d\"}\n",
-		HubNamespace, v1alpha1.HubRecordConfigMap, int64(v1alpha1.DefaultAgentTokenTTL.Seconds()))
+	record := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: %[2]s, namespace: %[1]s}\ndata: {%[3]s: \"%[4]d\"}\n",
+		HubNamespace, v1alpha1.HubRecordConfigMap, v1alpha1.HubRecordAgentTokenSeconds, int64(v1alpha1.DefaultAgentTokenTTL.Seconds()))
 	if _, err := Apply(ctx, cfg, []byte(record)); err != nil {
 		return fmt.Errorf("failed to record the hub's agent token lifetime: %w", err)
 	}

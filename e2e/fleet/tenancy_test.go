@@ -237,7 +237,7 @@ func TestTokensAreTheHubsToGive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit, err := strconv.ParseInt(record.Data["agentTokenSeconds"], 10, 64)
+	limit, err := strconv.ParseInt(record.Data[v1alpha1.HubRecordAgentTokenSeconds], 10, 64)
 	if err != nil || limit <= 0 {
 		t.Fatalf("the hub's record holds no agent token lifetime: %v (%v)", record.Data, err)
 	}

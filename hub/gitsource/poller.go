@@ -276,13 +276,15 @@ func (p *Poller) recoverHost(host string, now time.Time) {
 	if host == "" || p.unavailable[host] == 0 {
 		return
 	}
-	recovered := false
+	recovered := 0
 	for _, it := range p.items {
 		if it.unavailable == host && !it.running && it.next.After(now) && now.Sub(it.recovered) >= RecoveryInterval {
-			it.next, it.recovered, recovered = now, now, true
+			it.next, it.recovered = now, now
+			recovered++
 		}
 	}
-	if recovered {
+	if recovered > 0 {
+		p.Log.Info("a git server answers again: its repositories that failed for it sync now, not after their back-off", "host", host, "repositories", recovered)
 		p.signal()
 	}
 }

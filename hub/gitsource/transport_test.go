@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,5 +114,42 @@ func TestACommitThatKilledTheHubTwiceIsNotFetchedAgain(t *testing.T) {
 	}
 	if _, err := c.Checkout(context.Background(), repo, third); err != nil {
 		t.Errorf("a commit whose fetch was cut short once: %v, want it fetched", err)
+	}
+}
+
+// A failure is the server's (retried once it answers again) when it could not be reached,
+// stalled or answered 5xx; a missing repository, refused credentials or a missing branch are
+// the repository's. Classified from what the client really returns.
+func TestServerUnavailableTellsTheServersFailuresFromTheRepositorys(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := closed.Addr().String()
+	closed.Close()
+	status := func(code int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "status", code) }))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/repo.git"
+	}
+	up := gitserver.New(t)
+	up.Commit("main", map[string]string{"a.yaml": "a: 1\n"})
+	healthy := up.ServeHTTP("", "")
+	for _, tc := range []struct {
+		name string
+		repo Repo
+		want bool
+	}{
+		{"connection refused", Repo{URL: "http://" + refusedAddr + "/repo.git"}, true},
+		{"500", Repo{URL: status(http.StatusInternalServerError)}, true},
+		{"503", Repo{URL: status(http.StatusServiceUnavailable)}, true},
+		{"404", Repo{URL: status(http.StatusNotFound)}, false},
+		{"401", Repo{URL: status(http.StatusUnauthorized)}, false},
+		{"a missing branch", Repo{URL: healthy.URL + "/repo.git", Branch: "gone"}, false},
+	} {
+		_, err := (&Client{CacheDir: t.TempDir()}).Resolve(context.Background(), tc.repo)
+		if err == nil || ServerUnavailable(err) != tc.want || ServerUnavailable(MarkUnavailable(errors.New(err.Error()))) != true {
+			t.Errorf("%s: %v: unavailable %v, want %v", tc.name, err, ServerUnavailable(err), tc.want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -24,11 +23,10 @@ func ServerUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrServerUnavailable) || errors.Is(err, ErrStalled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+	if errors.Is(err, ErrServerUnavailable) || errors.Is(err, ErrStalled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
+	// A connection refused, reset or unreachable is a *net.OpError, whichever call saw it.
 	var dns *net.DNSError
 	var op *net.OpError
 	if errors.As(err, &dns) || errors.As(err, &op) {

@@ -30,8 +30,12 @@ const AgentServiceAccountName = "flotilla-agent"
 const DefaultAgentTokenTTL = 7 * 24 * time.Hour
 
 // HubRecordConfigMap is the hub's record of itself in its own namespace: its version, for the
-// CLI, and the agent token lifetime the admission policies hold agents' renewals to.
-const HubRecordConfigMap = "flotilla-hub"
+// CLI, and under HubRecordAgentTokenSeconds the agent token lifetime the admission policy
+// flotilla-agent-token-lifetime-is-the-hubs holds agents' renewals to.
+const (
+	HubRecordConfigMap         = "flotilla-hub"
+	HubRecordAgentTokenSeconds = "agentTokenSeconds"
+)
 
 // Condition reasons of a ClusterRegistration.
 const (
