@@ -180,7 +180,7 @@ func TestR1_7_HelmOpRollsOutNewChartVersionsCanaryFirst(t *testing.T) {
 	// An alert of the HelmOp's events, its bundle's included.
 	hook := newHookReceiver(t, "hook-key")
 	alerting := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook"}, Data: map[string][]byte{"address": []byte(hook.URL), "hmacKey": hook.key}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook"}, Data: map[string][]byte{"address": []byte(hook.address()), "hmacKey": hook.key}},
 		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Name: "hook"},
 			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGenericHMAC, SecretRef: &v1alpha1.LocalSecretReference{Name: "hook"}}},
 		&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.AlertSpec{

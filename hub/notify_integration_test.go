@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -27,19 +28,27 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/notify"
 )
 
-// hookReceiver is a loopback generic-hmac endpoint: it keeps the messages whose signature
-// verifies under key, and counts those that do not.
+// hookReceiver is a loopback generic-hmac endpoint at a path of its own: it keeps the messages
+// whose signature verifies under key, and counts those that do not. A request for another path
+// is not its: the hubs of this package share one API server, where earlier tests' providers
+// still name the loopback addresses of their receivers, and a port the system hands out again
+// may receive what a later hub delivers for them.
 type hookReceiver struct {
 	*httptest.Server
 	key      []byte
+	path     string
 	mu       sync.Mutex
 	messages []notify.Message
 	unsigned int
 }
 
 func newHookReceiver(t *testing.T, key string) *hookReceiver {
-	h := &hookReceiver{key: []byte(key)}
+	h := &hookReceiver{key: []byte(key), path: "/hooks/" + rand.Text()}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != h.path {
+			http.NotFound(w, r)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -54,6 +63,9 @@ func newHookReceiver(t *testing.T, key string) *hookReceiver {
 	t.Cleanup(h.Close)
 	return h
 }
+
+// address is where providers reach the receiver.
+func (h *hookReceiver) address() string { return h.URL + h.path }
 
 func (h *hookReceiver) reasons() []string {
 	h.mu.Lock()
@@ -77,7 +89,7 @@ func notifier(t *testing.T, c client.Client, ns, provider, alertName string, hoo
 	t.Helper()
 	ctx := context.Background()
 	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider + "-hook"}, Data: map[string][]byte{"address": []byte(hook.URL), "hmacKey": hook.key}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider + "-hook"}, Data: map[string][]byte{"address": []byte(hook.address()), "hmacKey": hook.key}},
 		&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: provider},
 			Spec: v1alpha1.NotificationProviderSpec{Type: v1alpha1.ProviderGenericHMAC, SecretRef: &v1alpha1.LocalSecretReference{Name: provider + "-hook"}}},
 		&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: alertName}, Spec: v1alpha1.AlertSpec{
@@ -215,7 +227,7 @@ func TestNotificationsReachATLSProviderOnlyThroughItsOwnCA(t *testing.T) {
 			spec.CASecretRef = &v1alpha1.LocalSecretReference{Name: p.ca}
 		}
 		objs = append(objs,
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-hook"}, Data: map[string][]byte{"address": []byte(p.hook.URL), "hmacKey": p.hook.key}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-hook"}, Data: map[string][]byte{"address": []byte(p.hook.address()), "hmacKey": p.hook.key}},
 			&v1alpha1.NotificationProvider{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: spec},
 			&v1alpha1.Alert{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: v1alpha1.AlertSpec{
 				ProviderRef: v1alpha1.LocalSecretReference{Name: name}, EventSources: []v1alpha1.EventSource{{Kind: "GitRepo", Name: "shop"}}}})
