@@ -135,7 +135,13 @@ func keysOf[V any](m map[string]V) []string {
 // service account the agent applies as.
 func TestFleetRestrictionBoundsRepositoriesAndBundles(t *testing.T) {
 	var contacted atomic.Int32
-	forbiddenServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	// At a path of its own: requests for earlier tests' repositories on a reused port are not this.
+	forbiddenPath := gitserver.OwnPath()
+	forbiddenServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, forbiddenPath+"/") {
+			http.NotFound(w, r)
+			return
+		}
 		contacted.Add(1)
 		http.NotFound(w, nil)
 	}))
@@ -169,7 +175,7 @@ func TestFleetRestrictionBoundsRepositoriesAndBundles(t *testing.T) {
 		}
 		return client.ObjectKeyFromObject(repo)
 	}
-	refused := waitFor(t, c, create("elsewhere", forbiddenServer.URL+"/repo.git"), "refused", func(r *v1alpha1.GitRepo) bool {
+	refused := waitFor(t, c, create("elsewhere", forbiddenServer.URL+forbiddenPath+"/repo.git"), "refused", func(r *v1alpha1.GitRepo) bool {
 		cond := sourceReady(r)
 		return cond != nil && cond.Reason == v1alpha1.RestrictedReason
 	})

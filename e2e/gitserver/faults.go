@@ -43,6 +43,7 @@ func (u *Upstream) ServeFaulty(fault Fault) (*httptest.Server, *atomic.Int64) {
 		}
 		next.ServeHTTP(&faultyWriter{ResponseWriter: w, fault: fault, done: r.Context().Done()}, r)
 	}))
+	srv.URL += pathOf(plain)
 	u.t.Cleanup(srv.Close)
 	return srv, faulted
 }

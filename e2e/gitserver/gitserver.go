@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,16 +100,34 @@ func (u *Upstream) Tag(name string, annotated bool) {
 }
 
 // ServeHTTP serves the repository over smart HTTP on loopback until the test ends, with
-// basic auth when user is set.
+// basic auth when user is set. The server's URL ends in a path of its own (so
+// srv.URL+"/repo.git" names the repository), and a request outside it is refused, not served
+// nor counted: the hubs of a test package share one API server, where earlier tests' GitRepos
+// still name the loopback addresses of their servers, and a port the system hands out again
+// would otherwise serve, and count, polls that are not this test's.
 func (u *Upstream) ServeHTTP(user, pass string) *httptest.Server {
 	u.t.Helper()
 	h, err := u.Handler(user, pass)
 	if err != nil {
 		u.t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	prefix := OwnPath()
+	srv := httptest.NewServer(http.StripPrefix(prefix, h))
+	srv.URL += prefix
 	u.t.Cleanup(srv.Close)
 	return srv
+}
+
+// OwnPath is a path no other server of the process serves: "/" and a random name.
+func OwnPath() string { return "/" + strings.ToLower(rand.Text()) }
+
+// pathOf is the path srv.URL ends in (ServeHTTP's own path).
+func pathOf(srv *httptest.Server) string {
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		return ""
+	}
+	return u.Path
 }
 
 // ServeHTTPS is ServeHTTP over TLS with a certificate for 127.0.0.1; it also returns the CA
@@ -117,6 +137,7 @@ func (u *Upstream) ServeHTTPS() (*httptest.Server, []byte) {
 	plain := u.ServeHTTP("", "")
 	plain.Close()
 	srv := httptest.NewTLSServer(plain.Config.Handler)
+	srv.URL += pathOf(plain)
 	u.t.Cleanup(srv.Close)
 	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
