@@ -47,6 +47,8 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	fs.IntVar(&o.PollWorkers, "poll-workers", gitsource.DefaultPollWorkers, "concurrent git polls; one fleet namespace's GitRepos hold at most half of them, and so do one git server's")
 	fs.DurationVar(&o.GitTimeout, "git-timeout", gitsource.DefaultTimeout, "how long one git or registry operation (a listing, a fetch) may take as a whole")
 	fs.Int64Var(&o.CheckoutMaxBytes, "checkout-max-bytes", gitsource.DefaultMaxCheckoutBytes, "bytes of files one checkout of a commit or an artifact may hold; one larger is refused as it is read")
+	fs.Int64Var(&o.GitMaxObjectBytes, "git-max-object-bytes", gitsource.DefaultMaxObjectBytes, "bytes one object of a git fetch (a file, a tree) may inflate to; a fetch bringing a larger one is stopped at its header, and the commit not fetched again until the branch moves")
+	fs.IntVar(&o.GitMaxPackObjects, "git-max-pack-objects", gitsource.DefaultMaxPackObjects, "objects one git fetch may bring; a fetch bringing more is refused from its header, and the commit not fetched again until the branch moves")
 	fs.IntVar(&o.CheckoutMaxFiles, "checkout-max-files", gitsource.DefaultMaxCheckoutFiles, "files and links one checkout of a commit or an artifact may hold; one with more is refused as it is read")
 	fs.DurationVar(&o.GitStallTimeout, "git-stall-timeout", gitsource.DefaultStallTimeout, "how long a git server or registry may send nothing (connecting, answering, within a transfer) before the operation is given up; a hung server holds a poll worker this long")
 	fs.IntVar(&o.WritesInFlight, "writes-in-flight", deploy.DefaultWritesInFlight, "BundleDeployment writes the hub has in flight at once, all controllers together")
@@ -78,7 +80,7 @@ func BindFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long after a leader's last renewal a standby replica takes over")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader tries to renew its Lease before it stops leading")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "how often replicas try to acquire or renew the Lease")
-	fs.StringVar(&o.LeaderElectionIdentity, "leader-elect-identity", "", "this replica's identity in the election, unique to one live replica (its pod's name): restarted under it, a replica takes back at once the Lease it still holds; empty: a new one at every start")
+	fs.StringVar(&o.LeaderElectionIdentity, "leader-elect-identity", getenv(IdentityEnv), "this replica's identity in the election, unique to one live replica (its pod's name): restarted under it, or stepping back in after a lost Lease, a replica takes back at once the Lease it still holds; empty: a new one at every start (default $"+IdentityEnv+")")
 	fs.StringVar(&o.Server, "agent-api-server-url", "", "the hub's API server URL as agents on other clusters reach it, given them in registration tokens; default the hub's own (an in-cluster one is refused: tokens then hold none and say why)")
 	fs.StringVar(&f.agentCA, "agent-api-server-ca", "", "PEM file of the CA agents trust for --agent-api-server-url; default the CA of the hub's own connection (its kubeconfig's file or data)")
 	return f

@@ -50,6 +50,11 @@ type Options struct {
 	// gitsource.DefaultMaxCheckoutFiles).
 	CheckoutMaxBytes int64
 	CheckoutMaxFiles int
+	// GitMaxObjectBytes and GitMaxPackObjects bound one fetch: each object inflated, read from
+	// its header as the pack arrives, and the objects of the pack (defaults
+	// gitsource.DefaultMaxObjectBytes and gitsource.DefaultMaxPackObjects).
+	GitMaxObjectBytes int64
+	GitMaxPackObjects int
 	// PollRecordInterval is how often an unchanged poll is still written to a GitRepo's
 	// status.lastPollTime; default 5m. Every change of commit or condition is written at once.
 	PollRecordInterval int64 // seconds
@@ -123,10 +128,11 @@ type Options struct {
 	LeaderElection                            bool
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// LeaderElectionIdentity is who this replica is in the election. A replica that loses its
-	// Lease (the API server stalled past RenewDeadline) exits; restarted under the same
-	// identity (its pod's name: the installs pass it), it takes the Lease it still holds back
-	// at once instead of waiting LeaseDuration for its own dead record. It must name one live
-	// replica only. Empty: the host name and a random suffix, new at every start.
+	// Lease (the API server stalled past RenewDeadline) returns a LeaseLostError, and its
+	// process steps back in under the same identity (StepBackIn); restarted under it (its
+	// pod's name: the installs pass it), it takes the Lease it still holds back at once
+	// instead of waiting LeaseDuration for its own dead record. It must name one live replica
+	// only. Empty: the host name and a random suffix, new at every start.
 	LeaderElectionIdentity string
 	// UninstallTimeout is how long a deleted BundleDeployment waits for its agent to confirm it
 	// removed the workloads before it goes anyway (its Cluster then says so); default 10m.

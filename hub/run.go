@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -70,11 +73,22 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.LeaderElection && opts.Namespace == "" {
 		return errors.New("hub: leader election needs the hub's namespace (Options.Namespace) for its Lease")
 	}
+	if opts.LeaderElection {
+		// Known before the election: a replica that loses its Lease steps back in under it.
+		id, err := electionIdentity(opts.LeaderElectionIdentity)
+		if err != nil {
+			return fmt.Errorf("hub: no identity for the election: %w", err)
+		}
+		opts.LeaderElectionIdentity = id
+	}
 	agentEndpoint, err := clusters.ResolveAgentEndpoint(opts.Server, opts.CACert, opts.Config, os.Getenv)
 	if err != nil {
 		return err
 	}
 	sh := model.Shard(opts.Shard)
+	if err := waitForAPI(ctx, opts.Config); err != nil {
+		return err
+	}
 	mgr, err := newManager(ctx, opts, sh)
 	if err != nil {
 		return err
@@ -135,13 +149,12 @@ func Run(ctx context.Context, opts Options) error {
 			// Agents cannot renew their tokens until the record holds their lifetime: a write
 			// that failed is tried again, backing off, for as long as the hub runs.
 			record := hubRecord(opts.Version, model.PositiveOr(opts.AgentTokenTTL, clusters.DefaultAgentTokenTTL))
-			backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: math.MaxInt32}
-			_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+			keepTrying(ctx, time.Second, time.Minute, func() bool {
 				if err := recordHub(ctx, mgr.GetClient(), opts.Namespace, record); err != nil {
 					ctrl.Log.WithName("hub").Error(err, "the hub's record is not written: the CLI cannot compare agent versions with the hub's, agents cannot renew their tokens; retrying")
-					return false, nil
+					return false
 				}
-				return true, nil
+				return true
 			})
 			return nil
 		})); err != nil {
@@ -156,7 +169,100 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	return mgr.Start(ctx)
+	return stepBackOnLostLease(ctx, mgr.Start(ctx), opts)
+}
+
+// waitForAPI waits until the API server serves Flotilla's kinds: the manager maps every kind it
+// caches when it is created, and fails while the API server is down or restarting (its
+// aggregated CRDs not served yet). A hub that starts or steps back in meanwhile waits, and
+// goes on within a second of the API server answering, instead of exiting into a kubelet's
+// back-off.
+func waitForAPI(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("hub")
+	attempts := 0
+	keepTrying(ctx, 100*time.Millisecond, time.Second, func() bool {
+		_, err := dc.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+		if attempts++; err != nil && attempts%10 == 1 {
+			log.Info("waiting for the API server to serve "+v1alpha1.GroupVersion.String(), "error", err.Error())
+		}
+		return err == nil
+	})
+	return ctx.Err()
+}
+
+// keepTrying calls try until it succeeds or ctx ends, waiting first, then twice as long after
+// each failure, up to most (wait.Backoff's cap ends its steps instead).
+func keepTrying(ctx context.Context, first, most time.Duration, try func() bool) {
+	for delay := first; !try(); delay = min(2*delay, most) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// LeaseLostError is Run's error when the replica stopped leading without being asked to: it
+// could not renew its Lease within the renew deadline (a stalled API server or etcd, a network
+// partition). A manager starts only once, and the goroutines of the lost term are abandoned,
+// not awaited: the process steps back into the election by replacing itself (StepBackIn) under
+// Identity. Still the Lease's holder, the new image takes it back at the first renewal the API
+// server answers, caches filled from the API server's watch cache; a standby that took over
+// meanwhile keeps it.
+type LeaseLostError struct {
+	Identity string
+	Err      error
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("hub: replica %s lost the Lease: %v", e.Identity, e.Err)
+}
+
+func (e *LeaseLostError) Unwrap() error { return e.Err }
+
+// stepBackOnLostLease turns the manager's error for a lost Lease into a LeaseLostError. The
+// manager says so only in its message (controller-runtime's "leader election lost");
+// TestAStalledAPIServerCostsTheFleetSecondsOnceItAnswers fails if that changes.
+func stepBackOnLostLease(ctx context.Context, err error, opts Options) error {
+	if err == nil || ctx.Err() != nil || !opts.LeaderElection || err.Error() != "leader election lost" {
+		return err
+	}
+	return &LeaseLostError{Identity: opts.LeaderElectionIdentity, Err: err}
+}
+
+// IdentityEnv holds the identity a replica that lost its Lease passes to the image that
+// replaces it, when no --leader-elect-identity names one.
+const IdentityEnv = "FLOTILLA_LEADER_ELECT_IDENTITY"
+
+// StepBackIn replaces the process with a fresh image of its own executable, run with args and
+// env and IdentityEnv set to identity. The pid stays (a kubelet sees no restart and applies no
+// back-off), no goroutine of the lost term survives, and the listening sockets close with the
+// old image (close-on-exec) for the new one to bind. It returns only on failure.
+func StepBackIn(identity string, args, env []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("hub: cannot step back into the election: %w", err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, IdentityEnv+"=") })
+	err = syscall.Exec(exe, args, append(kept, IdentityEnv+"="+identity))
+	return fmt.Errorf("hub: cannot step back into the election: %w", err)
+}
+
+// electionIdentity is the replica's identity: the operator's, else one new at this start,
+// unique as controller-runtime makes its own.
+func electionIdentity(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	return host + "_" + string(uuid.NewUUID()), nil
 }
 
 // The leader election's timings unless the hub is told others (Options, the --leader-elect-*
@@ -168,10 +274,10 @@ const (
 	DefaultRetryPeriod   = 2 * time.Second
 )
 
-// leaseLock is the election's Lease as this replica holds it under opts.LeaderElectionIdentity;
-// nil (controller-runtime's own, with a new identity at every start) without one.
+// leaseLock is the election's Lease as this replica holds it under opts.LeaderElectionIdentity
+// (Run sets one when the operator did not); nil without leader election.
 func leaseLock(opts Options, sh model.Shard) (resourcelock.Interface, error) {
-	if !opts.LeaderElection || opts.LeaderElectionIdentity == "" {
+	if !opts.LeaderElection {
 		return nil, nil
 	}
 	cfg := rest.AddUserAgent(rest.CopyConfig(opts.Config), "leader-election")
@@ -273,7 +379,8 @@ func newSource(mgr ctrl.Manager, c client.Client, opts Options, sh model.Shard, 
 		Uncached: mgr.GetAPIReader(),
 		Shard:    sh,
 		Git: &gitsource.Client{CacheDir: filepath.Join(opts.CacheDir, "git"), MaxCacheBytes: opts.GitCacheBytes, Log: ctrl.Log.WithName("gitsource"),
-			Timeout: opts.GitTimeout, StallTimeout: opts.GitStallTimeout, MaxCheckoutBytes: opts.CheckoutMaxBytes, MaxCheckoutFiles: opts.CheckoutMaxFiles},
+			Timeout: opts.GitTimeout, StallTimeout: opts.GitStallTimeout, MaxCheckoutBytes: opts.CheckoutMaxBytes, MaxCheckoutFiles: opts.CheckoutMaxFiles,
+			MaxObjectBytes: opts.GitMaxObjectBytes, MaxPackObjects: opts.GitMaxPackObjects},
 		RecordEvery:      time.Duration(model.PositiveOr(opts.PollRecordInterval, 300)) * time.Second,
 		Now:              time.Now,
 		Schedules:        map[string]gitsource.Schedule{},

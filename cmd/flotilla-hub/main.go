@@ -5,11 +5,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-
-	"errors"
 
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,7 +46,14 @@ func main() {
 		os.Exit(2)
 	}
 	opts.Config = cfg
-	if err := hub.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+	err = hub.Run(ctrl.SetupSignalHandler(), opts)
+	var lost *hub.LeaseLostError
+	if errors.As(err, &lost) {
+		// As a kubelet would restart it, without its back-off and without a new identity.
+		fmt.Fprintf(os.Stderr, "flotilla-hub: %v; stepping back into the election as %s\n", err, lost.Identity)
+		err = hub.StepBackIn(lost.Identity, os.Args, os.Environ())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-hub:", err)
 		os.Exit(1)
 	}

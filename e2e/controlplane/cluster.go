@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,6 +74,21 @@ type Cluster struct {
 	cpuCgroup string
 	// cleanups run once the processes have stopped.
 	cleanups []func()
+	// startAPIServerAgain starts the API server as it was started first (RestartAPIServer).
+	startAPIServerAgain func(ctx context.Context) error
+}
+
+// RestartAPIServer stops the cluster's API server (SIGTERM, then SIGKILL) and starts it again
+// on the same address, as a control plane's API server restarts: its clients' connections
+// break, its watches end, and it serves again once ready.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == "kube-apiserver" })
+	if i < 0 || c.startAPIServerAgain == nil {
+		return errors.New("the cluster " + c.Name + " runs no API server")
+	}
+	c.procs[i].stop()
+	c.procs = slices.Delete(c.procs, i, i+1)
+	return c.startAPIServerAgain(ctx)
 }
 
 // Config returns an admin client config for the cluster.
@@ -171,7 +187,10 @@ func startCluster(ctx context.Context, bins *Binaries, etcdURL, dir string, opts
 	if err := c.writeKubeconfig(); err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(ctx, bins.APIServer, etcdURL, port, opts.APIServerCPU); err != nil {
+	c.startAPIServerAgain = func(ctx context.Context) error {
+		return c.startAPIServer(ctx, bins.APIServer, etcdURL, port, opts.APIServerCPU)
+	}
+	if err := c.startAPIServerAgain(ctx); err != nil {
 		return c, err
 	}
 	if opts.Kind == Workload {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 )
 
 // Options configure an Environment.
@@ -68,6 +69,9 @@ func (e *Environment) Stop() {
 	clusters := e.clusters
 	e.clusters = nil
 	e.mu.Unlock()
+	if e.etcd != nil {
+		_ = e.ResumeEtcd() // a test that failed while etcd was paused
+	}
 	var wg sync.WaitGroup
 	for _, c := range clusters {
 		wg.Add(1)
@@ -117,4 +121,15 @@ func (e *Environment) StartCluster(ctx context.Context, opts ClusterOptions) (*C
 	e.mu.Unlock()
 	fmt.Fprintf(e.progress, "controlplane: cluster %s (%s) is up: %s\n", opts.Name, opts.Kind, c.KubeconfigPath)
 	return c, nil
+}
+
+// PauseEtcd stops the environment's etcd where it stands (SIGSTOP): every request that reaches
+// it waits, as with a disk or a member that stalls, until ResumeEtcd.
+func (e *Environment) PauseEtcd() error {
+	return syscall.Kill(e.etcd.proc.cmd.Process.Pid, syscall.SIGSTOP)
+}
+
+// ResumeEtcd lets a paused etcd go on (SIGCONT).
+func (e *Environment) ResumeEtcd() error {
+	return syscall.Kill(e.etcd.proc.cmd.Process.Pid, syscall.SIGCONT)
 }

@@ -11,6 +11,8 @@ import (
 // Fault is how a faulty git server misbehaves on the requests it picks: the pack transfer
 // (git-upload-pack's POST) by default, or every request.
 type Fault struct {
+	// Status, when set, answers with this HTTP status (a 500, a 503) and nothing else.
+	Status int
 	// Hang, once After bytes of the answer were sent (0: before the headers), sends nothing
 	// more until the client goes away.
 	Hang  bool
@@ -27,16 +29,42 @@ type Fault struct {
 // the requests the fault was applied to.
 func (u *Upstream) ServeFaulty(fault Fault) (*httptest.Server, *atomic.Int64) {
 	u.t.Helper()
+	srv, faults := u.ServeSwitchable()
+	faults.Set(fault)
+	return srv, &faults.Faulted
+}
+
+// Faults is the fault of a server ServeSwitchable started, changed while it serves.
+type Faults struct {
+	current atomic.Pointer[Fault]
+	// Faulted counts the requests served under the fault set: the pack transfers (every
+	// request, with EveryRequest).
+	Faulted atomic.Int64
+}
+
+// Set makes fault apply from the next request on; the zero Fault serves as a healthy server.
+func (f *Faults) Set(fault Fault) { f.current.Store(&fault) }
+
+// ServeSwitchable serves the repository over HTTP, healthy until the test sets a fault, until
+// the test ends.
+func (u *Upstream) ServeSwitchable() (*httptest.Server, *Faults) {
+	u.t.Helper()
 	plain := u.ServeHTTP("", "")
 	plain.Close()
-	faulted := &atomic.Int64{}
+	faults := &Faults{}
+	faults.Set(Fault{})
 	next := plain.Config.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fault := *faults.current.Load()
 		if !fault.EveryRequest && !(r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack")) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		faulted.Add(1)
+		faults.Faulted.Add(1)
+		if fault.Status != 0 {
+			http.Error(w, http.StatusText(fault.Status), fault.Status)
+			return
+		}
 		if fault.Hang && fault.After == 0 {
 			<-r.Context().Done()
 			return
@@ -45,7 +73,7 @@ func (u *Upstream) ServeFaulty(fault Fault) (*httptest.Server, *atomic.Int64) {
 	}))
 	srv.URL += pathOf(plain)
 	u.t.Cleanup(srv.Close)
-	return srv, faulted
+	return srv, faults
 }
 
 // faultyWriter passes an answer on as its Fault says.

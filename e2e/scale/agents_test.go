@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent"
+	"github.com/flotilla-dev/flotilla/e2e/simagent"
 	"github.com/flotilla-dev/flotilla/hub/access"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/events"
@@ -192,9 +193,9 @@ func (f *fleetWatch) simulateAgents(ctx context.Context, b *testing.B, c client.
 			defer wg.Done()
 			for orig := range work {
 				bd := orig.DeepCopy() // orig is also the measurement's
-				agentReport(bd)
+				simagent.Report(bd)
 				for attempt := 0; ctx.Err() == nil; attempt++ {
-					err := c.Status().Patch(ctx, bd, statusPatch(bd))
+					err := c.Status().Patch(ctx, bd, simagent.StatusPatch(bd))
 					if err == nil || apierrors.IsNotFound(err) {
 						break
 					}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/e2e/simagent"
 	"github.com/flotilla-dev/flotilla/e2e/wait"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/model"
@@ -56,9 +57,9 @@ func writeFloor(b *testing.B, c client.Client, n int, shape floorShape) floorRun
 		}
 		bd.Status.Ready, bd.Status.AppliedRevision = true, 1
 		if shape.shaped {
-			agentReport(bd)
+			simagent.Report(bd)
 		}
-		if err := c.Status().Patch(ctx, bd, statusPatch(bd)); err != nil {
+		if err := c.Status().Patch(ctx, bd, simagent.StatusPatch(bd)); err != nil {
 			b.Error(err)
 		}
 	})
@@ -137,24 +138,6 @@ func shapedRef(rev int64) v1alpha1.RevisionRef {
 	return v1alpha1.RevisionRef{Index: rev, ContentID: fmt.Sprintf("s-%032x", rev), DeploymentID: fmt.Sprintf("d-%032x", rev)}
 }
 
-// agentReport sets what an agent reports once bd's release is applied and ready.
-func agentReport(bd *v1alpha1.BundleDeployment) {
-	now := metav1.Now()
-	bd.Status.AppliedRevision, bd.Status.AppliedDeploymentID, bd.Status.AppliedAt = bd.Spec.Released.Index, bd.Spec.Released.DeploymentID, &now
-	bd.Status.Ready, bd.Status.State = true, v1alpha1.StateReady
-}
-
-// statusPatch writes bd's status as a merge patch built from the status alone: the floor and
-// the simulated agents spend no CPU diffing whole objects (real agents do that on their own
-// clusters, not beside the hub and the API server).
-func statusPatch(bd *v1alpha1.BundleDeployment) client.Patch {
-	data, err := json.Marshal(map[string]any{"status": bd.Status})
-	if err != nil {
-		panic(err) // a status always marshals
-	}
-	return client.RawPatch(types.MergePatchType, data)
-}
-
 // parallel runs f for 0..n-1 on 8 workers, the hub's client concurrency.
 func parallel(n int, f func(i int)) {
 	work := make(chan int)
@@ -203,8 +186,8 @@ func BenchmarkWriteKinds(b *testing.B) {
 			return c.Create(ctx, bds[i])
 		})
 		measure("status", func(i int) error {
-			agentReport(bds[i])
-			return c.Status().Patch(ctx, bds[i], statusPatch(bds[i]))
+			simagent.Report(bds[i])
+			return c.Status().Patch(ctx, bds[i], simagent.StatusPatch(bds[i]))
 		})
 		measure("patch", func(i int) error {
 			// The release as the hub writes it: a JSON patch of the fields it replaces.

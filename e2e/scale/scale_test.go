@@ -2,9 +2,6 @@ package scale
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -558,19 +555,12 @@ func freeLoopbackAddr(b *testing.B) string {
 
 // announcePush delivers a signed GitHub push webhook of commit for the repository to the hub.
 func announcePush(b *testing.B, addr, cloneURL, commit string) {
-	body := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"clone_url":%q}}`, commit, cloneURL)
-	mac := hmac.New(sha256.New, []byte(webhookSecret))
-	mac.Write([]byte(body))
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader(body))
-	req.Header.Set("X-GitHub-Event", "push")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
+	status, err := gitserver.AnnouncePush("http://"+addr, webhookSecret, "main", cloneURL, commit)
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		b.Fatalf("webhook delivery: %s", resp.Status)
+	if status != http.StatusAccepted {
+		b.Fatalf("webhook delivery: %d", status)
 	}
 }
 

@@ -16,10 +16,13 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/go-logr/logr"
 )
@@ -73,6 +76,12 @@ type Client struct {
 	// MaxCheckoutFiles bounds the files and links of one checkout; default
 	// DefaultMaxCheckoutFiles. Counted as the tree or archive is read.
 	MaxCheckoutFiles int
+	// MaxObjectBytes bounds one object of a fetch (a file, a tree), inflated; default
+	// DefaultMaxObjectBytes. Read from each object's header as the pack arrives: go-git holds
+	// an object whole in memory to store it, so this bounds what a fetch costs the hub.
+	MaxObjectBytes int64
+	// MaxPackObjects bounds the objects of one fetch; default DefaultMaxPackObjects.
+	MaxPackObjects int
 	// MaxIdle is how long the cache of a repository nothing checked out stays; default a week.
 	MaxIdle time.Duration
 	// MaxCacheBytes bounds the cache on disk, every repository together; default
@@ -300,8 +309,17 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 	dir := c.repoDir(repo)
 	c.sweep(time.Now(), dir)
 	defer c.lock(dir)()
+	if err := c.refusal(repo, commit); err != nil {
+		return "", err
+	}
+	out, err := c.checkoutCommit(ctx, dir, repo, commit)
+	return out, c.remember(repo, commit, err)
+}
+
+// checkoutCommit is Checkout of a git commit, the cache's lock held.
+func (c *Client) checkoutCommit(ctx context.Context, dir string, repo Repo, commit string) (string, error) {
 	out := filepath.Join(dir, "checkouts", commit)
-	r, err := openCache(dir, repo)
+	r, err := c.openCache(dir, repo)
 	if err != nil {
 		return "", err
 	}
@@ -347,11 +365,13 @@ func (c *Client) Checkout(ctx context.Context, repo Repo, commit string) (string
 }
 
 // openCache opens the bare repository of a cache, made when it is not there yet (a fresh hub,
-// or one whose cache was swept). The caller holds the cache's lock.
-func openCache(dir string, repo Repo) (*git.Repository, error) {
-	r, err := git.PlainInit(filepath.Join(dir, "repo.git"), true)
+// or one whose cache was swept); what a fetch brings into it is bounded as it arrives
+// (boundedStorage). The caller holds the cache's lock.
+func (c *Client) openCache(dir string, repo Repo) (*git.Repository, error) {
+	storage := boundedStorage{Storage: filesystem.NewStorage(osfs.New(filepath.Join(dir, "repo.git")), cache.NewObjectLRUDefault()), limits: c.packLimits()}
+	r, err := git.Init(storage, nil)
 	if errors.Is(err, git.ErrRepositoryAlreadyExists) {
-		r, err = git.PlainOpen(filepath.Join(dir, "repo.git"))
+		r, err = git.Open(storage, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("failed to open the cache of %s: %w", SanitizeURL(repo.URL), err)
@@ -420,6 +440,17 @@ func (c *Client) fetchRefs(ctx context.Context, r *git.Repository, repo Repo, sp
 		return fmt.Errorf("failed to fetch %s: %w", SanitizeURL(repo.URL), err)
 	}
 	return nil
+}
+
+func (c *Client) packLimits() packLimits {
+	l := packLimits{objectBytes: c.MaxObjectBytes, objects: uint32(max(c.MaxPackObjects, 0))}
+	if l.objectBytes <= 0 {
+		l.objectBytes = DefaultMaxObjectBytes
+	}
+	if l.objects == 0 {
+		l.objects = DefaultMaxPackObjects
+	}
+	return l
 }
 
 func (c *Client) limits() checkoutLimits {
@@ -504,7 +535,7 @@ func (c *Client) VerifyTag(ctx context.Context, repo Repo, ref Ref) error {
 func (c *Client) tagObject(ctx context.Context, repo Repo, ref Ref) (*object.Tag, error) {
 	dir := c.repoDir(repo)
 	defer c.lock(dir)()
-	r, err := openCache(dir, repo)
+	r, err := c.openCache(dir, repo)
 	if err != nil {
 		return nil, err
 	}

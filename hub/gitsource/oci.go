@@ -146,6 +146,15 @@ func (c *Client) checkoutOCI(ctx context.Context, repo Repo, digest string) (str
 	dir := c.repoDir(repo)
 	c.sweep(time.Now(), dir)
 	defer c.lock(dir)()
+	if err := c.refusal(repo, digest); err != nil {
+		return "", err
+	}
+	out, err := c.checkoutArtifact(ctx, r, dir, repo, digest)
+	return out, c.remember(repo, digest, err)
+}
+
+// checkoutArtifact is checkoutOCI of an artifact, the cache's lock held.
+func (c *Client) checkoutArtifact(ctx context.Context, r name.Repository, dir string, repo Repo, digest string) (string, error) {
 	checkouts := filepath.Join(dir, "checkouts")
 	out := filepath.Join(checkouts, digest)
 	if _, err := os.Lstat(out); err == nil {

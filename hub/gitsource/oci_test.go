@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -30,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/flotilla-dev/flotilla/e2e/bombs"
 	"github.com/flotilla-dev/flotilla/e2e/reftools"
 	"github.com/flotilla-dev/flotilla/e2e/testpki"
 )
@@ -388,33 +388,26 @@ func TestArtifactBombsAreRefusedAsTheyAreRead(t *testing.T) {
 		if left, _ := os.ReadDir(filepath.Join(c.repoDir(repo), "checkouts")); len(left) != 0 {
 			t.Errorf("%s: left in the cache: %v", tc.name, left)
 		}
+		// Remembered: the same artifact is not fetched again under the same limits.
+		if _, err := c.Checkout(context.Background(), repo, digest); !errors.Is(err, ErrCommitRefused) || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%s again: %v, want ErrCommitRefused naming %s", tc.name, err, tc.names)
+		}
+		// Under other limits it is fetched, and judged, again.
+		raised := &Client{CacheDir: c.CacheDir, MaxCheckoutBytes: c.MaxCheckoutBytes + 1, MaxCheckoutFiles: c.MaxCheckoutFiles}
+		if _, err := raised.Checkout(context.Background(), repo, digest); errors.Is(err, ErrCommitRefused) || !errors.Is(err, tc.want) {
+			t.Errorf("%s under other limits: %v, want %v from a new fetch", tc.name, err, tc.want)
+		}
 	}
 }
 
-// bombLayer is a gzipped tar of files entries, each of size zero bytes.
+// bombLayer is bombs.Layer, failing t on an error.
 func bombLayer(t testing.TB, files int, size int64) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	tw := tar.NewWriter(gz)
-	zeros := make([]byte, 1<<20)
-	for i := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f/%d.yaml", i), Typeflag: tar.TypeReg, Mode: 0o644, Size: size}); err != nil {
-			t.Fatal(err)
-		}
-		for left := size; left > 0; left -= int64(len(zeros)) {
-			if _, err := tw.Write(zeros[:min(left, int64(len(zeros)))]); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
+	layer, err := bombs.Layer(files, size)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return layer
 }
 
 // BenchmarkArtifactBombs reports what checking out an artifact of one 1 GiB file of zeros
@@ -432,18 +425,24 @@ func BenchmarkArtifactBombs(b *testing.B) {
 	var peak uint64
 	for b.Loop() {
 		c := &Client{CacheDir: b.TempDir()}
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		stop := sampleHeap(&peak, before.HeapInuse)
-		_, err := c.Checkout(context.Background(), Repo{URL: OCIScheme + host + "/fleet/bomb"}, digest)
-		stop()
+		var err error
+		heapPeak(&peak, func() { _, err = c.Checkout(context.Background(), Repo{URL: OCIScheme + host + "/fleet/bomb"}, digest) })
 		if !errors.Is(err, ErrCheckoutTooLarge) {
 			b.Fatalf("the 1 GiB artifact: %v, want ErrCheckoutTooLarge", err)
 		}
 	}
 	b.ReportMetric(float64(len(bomb))/(1<<20), "MiB-gzipped")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-heap-peak-above-start")
+}
+
+// heapPeak runs f and raises peak to the largest heap in use above where it started while f ran.
+func heapPeak(peak *uint64, f func()) {
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	stop := sampleHeap(peak, before.HeapInuse)
+	f()
+	stop()
 }
 
 // sampleHeap records in peak the largest heap in use above base until stop is called.

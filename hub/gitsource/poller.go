@@ -61,7 +61,10 @@ type Poller struct {
 	// unavailable counts, per host, the items whose last sync found the server unavailable:
 	// a success looks for items to recover only where there are some.
 	unavailable map[string]int
-	wake        chan struct{}
+	// probes holds, per server that did not answer, when one of its repositories asks it
+	// again (scheduleProbe).
+	probes map[string]time.Time
+	wake   chan struct{}
 	// idle, when set (tests), is called each time the loop waits with no sync running and its
 	// timer armed: from then on, nothing happens until the clock moves or a key is set or
 	// triggered.
@@ -96,6 +99,7 @@ func (p *Poller) init() {
 	if p.items == nil {
 		p.items = map[string]*pollItem{}
 		p.unavailable = map[string]int{}
+		p.probes = map[string]time.Time{}
 		p.wake = make(chan struct{}, 1)
 	}
 	if p.Clock == nil {
@@ -295,6 +299,7 @@ func (p *Poller) markUnavailable(it *pollItem, unavailable bool) {
 	if it.unavailable != "" {
 		if p.unavailable[it.unavailable]--; p.unavailable[it.unavailable] <= 0 {
 			delete(p.unavailable, it.unavailable)
+			delete(p.probes, it.unavailable)
 		}
 		it.unavailable = ""
 	}
@@ -302,6 +307,22 @@ func (p *Poller) markUnavailable(it *pollItem, unavailable bool) {
 		it.unavailable = it.host
 		p.unavailable[it.host]++
 	}
+}
+
+// scheduleProbe makes it, which failed because its server did not answer, the server's probe
+// when no other repository of the server is due to ask it sooner: it is asked again after the
+// repository's interval (at least RecoveryInterval), not after a back-off grown through the
+// outage. Once the server answers the probe, the others, backing off, follow (recoverHost): a
+// server's repositories sync within that interval of its answering again, and a server that
+// hangs costs one sync per interval, not one per repository.
+func (p *Poller) scheduleProbe(it *pollItem, now time.Time) {
+	if due, probing := p.probes[it.unavailable]; probing && due.After(now) {
+		return
+	}
+	if probe := now.Add(max(it.schedule.Interval, RecoveryInterval)); probe.Before(it.next) {
+		it.next = probe
+	}
+	p.probes[it.unavailable] = it.next
 }
 
 // PanicError is a sync that panicked.
@@ -328,6 +349,9 @@ func (p *Poller) finish(it *pollItem, err error) {
 		it.triggered, it.next = false, now
 	default:
 		it.next = it.schedule.Next(now, it.failures, p.Rand())
+		if it.unavailable != "" {
+			p.scheduleProbe(it, now)
+		}
 	}
 	// Signalled before unlocking: the loop that sees this sync no longer running also sees
 	// its wake-up.

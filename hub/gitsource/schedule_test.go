@@ -399,9 +399,11 @@ func TestPollerRetriesARepositoryOnceItsServerAnswersAgain(t *testing.T) {
 	down = false
 	mu.Unlock()
 	h.trigger("b/steady", syncEvent{"b/steady", 20 * time.Second})
-	h.advance(RecoveryInterval)
+	// elsewhere's server did not answer: it is asked again at its interval (15 s after its
+	// last try), not after a back-off of 30 s.
+	h.advance(RecoveryInterval, syncEvent{"d/elsewhere", 30 * time.Second})
 	h.trigger("b/steady", syncEvent{"a/flaky", 20*time.Second + RecoveryInterval}, syncEvent{"b/steady", 20*time.Second + RecoveryInterval})
-	// badref and elsewhere on their back-off (15 s + 30 s), flaky on its interval again.
+	// badref on its back-off (15 s + 30 s), elsewhere and flaky on their interval again.
 	h.advance(45*time.Second-20*time.Second-RecoveryInterval, syncEvent{"a/flaky", 45 * time.Second}, syncEvent{"c/badref", 45 * time.Second}, syncEvent{"d/elsewhere", 45 * time.Second})
 }
 
@@ -419,4 +421,45 @@ func TestPollerLeavesOtherServersTheirShare(t *testing.T) {
 		return "github.com"
 	}}
 	assertShareLeftFree(t, p, hung, "other/repo")
+}
+
+// Of the repositories of a server that does not answer, one asks it again at its interval
+// while the others back off; once it answers that one, the others follow at once.
+func TestOneRepositoryProbesAServerThatDoesNotAnswer(t *testing.T) {
+	clock := &fakeClock{now: monday}
+	p := &Poller{Clock: clock, Rand: func() float64 { return 0 }}
+	p.init()
+	every15s := Schedule{Interval: 15 * time.Second}
+	items := map[string]*pollItem{}
+	for _, key := range []string{"a/one", "b/two", "c/three"} {
+		items[key] = &pollItem{schedule: every15s, host: "forge", running: true}
+		p.items[key] = items[key]
+	}
+	down := MarkUnavailable(errors.New("dial tcp: i/o timeout"))
+	for round, wantProbe := range []time.Duration{15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second} {
+		for _, key := range []string{"a/one", "b/two", "c/three"} {
+			items[key].running = true
+			p.finish(items[key], down)
+		}
+		if got := items["a/one"].next.Sub(clock.now); got != wantProbe {
+			t.Errorf("round %d: the probe (the first to fail) is due in %s, want %s", round, got, wantProbe)
+		}
+		for _, key := range []string{"b/two", "c/three"} {
+			if backoff := every15s.Next(clock.now, items[key].failures, 0); !items[key].next.Equal(backoff) {
+				t.Errorf("round %d: %s is due at %s, want its back-off's %s", round, key, items[key].next, backoff)
+			}
+		}
+		clock.now = items["a/one"].next
+	}
+	if backoff := items["b/two"].next.Sub(clock.now); backoff < time.Minute {
+		t.Fatalf("after four failures the others back off %s, want a minute or more", backoff)
+	}
+	// The server answers the probe: the others are due at once.
+	items["a/one"].running = true
+	p.finish(items["a/one"], nil)
+	for _, key := range []string{"b/two", "c/three"} {
+		if !items[key].next.Equal(clock.now) {
+			t.Errorf("%s is due at %s once the server answered, want now (%s)", key, items[key].next, clock.now)
+		}
+	}
 }
