@@ -185,7 +185,9 @@ func BenchmarkGitBombs(b *testing.B) {
 	for b.Loop() {
 		c := &Client{CacheDir: b.TempDir()}
 		var err error
-		heapPeak(&peak, func() { _, err = c.Checkout(context.Background(), Repo{URL: srv.URL + "/repo.git", Branch: "main"}, commit) })
+		heapPeak(&peak, func() {
+			_, err = c.Checkout(context.Background(), Repo{URL: srv.URL + "/repo.git", Branch: "main"}, commit)
+		})
 		if !errors.Is(err, ErrObjectTooLarge) {
 			b.Fatalf("the 1 GiB file: %v, want ErrObjectTooLarge", err)
 		}
