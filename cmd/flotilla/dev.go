@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/bundle"
 	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/report"
 	"github.com/flotilla-dev/flotilla/rollout"
@@ -25,6 +26,7 @@ import (
 
 type devOptions struct {
 	clusters string
+	paths    []string
 	once     bool
 	dir      string
 	timeout  time.Duration
@@ -38,7 +40,8 @@ func newDevCommand() *cobra.Command {
 		Short: "Deploy a repository directory of your own to local clusters, and again on every change",
 		Long: `dev runs what the quickstart runs (a local hub, workload clusters, agents) for a repository of
 your own: the working tree at PATH is committed to a git server on loopback, a GitRepo targets
-every cluster, and the rollout is shown live. Every change under PATH is committed again and
+every cluster (--paths: the directories of PATH it finds bundles in, as a GitRepo's paths), and
+the rollout is shown live. Every change under PATH is committed again and
 rolled out. --clusters names the clusters and their labels and groups, in the format of
 ` + "`flotilla plan --clusters`" + ` (default: dev-1 and dev-2, labelled env=dev).
 With --once it exits 0 once every bundle is Ready on every cluster it targets, and non-zero with
@@ -47,6 +50,7 @@ the reasons when rendering fails or the rollout does not complete within --timeo
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), cmd.OutOrStdout(), args[0]) },
 	}
 	cmd.Flags().StringVar(&o.clusters, "clusters", "", "clusters.yaml: clusters with labels and groups (as flotilla plan reads it)")
+	cmd.Flags().StringSliceVar(&o.paths, "paths", nil, "the GitRepo's paths: directories (globs) of PATH to find bundles in, as a GitRepo's spec.paths (default: all of PATH)")
 	cmd.Flags().BoolVar(&o.once, "once", false, "exit when every bundle is Ready on its clusters (0), or fails (non-zero)")
 	cmd.Flags().StringVar(&o.dir, "dir", "", "directory for the hub kubeconfig and the clusters' data (default: a new temporary one, removed at the end)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "with --once: how long the rollout may take")
@@ -65,6 +69,12 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 	}
 	if info, err := os.Stat(root); err != nil || !info.IsDir() {
 		return badInput("%s: not a directory", path)
+	}
+	if len(o.paths) > 0 {
+		// Checked before any cluster starts: a path that matches nothing is a typo.
+		if _, err := bundle.Discover(root, "dev", o.paths); err != nil {
+			return badInput("--paths: %v", err)
+		}
 	}
 	clusters := []rollout.SimCluster{{Name: "dev-1", Labels: map[string]string{"env": "dev"}}, {Name: "dev-2", Labels: map[string]string{"env": "dev"}}}
 	var groups []rollout.ClusterGroup
@@ -108,7 +118,7 @@ func (o *devOptions) run(ctx context.Context, out io.Writer, path string) error 
 			return err
 		}
 		f.say("%s committed as %.12s, served at %s", path, commit, url)
-		if err := f.createRepo(ctx, "dev", url); err != nil {
+		if err := f.createRepo(ctx, "dev", url, o.paths); err != nil {
 			return err
 		}
 		deadline := time.Now().Add(o.timeout)

@@ -81,6 +81,15 @@ func TestDevOnceDeploysARepositoryOfOnesOwn(t *testing.T) {
 	if out, err := devOnce(); err == nil || !strings.Contains(err.Error(), "every bundle that renders is Ready") || !strings.Contains(err.Error(), "kustomized/fleet.yaml: kustomize.dir") {
 		t.Errorf("dev --once on a repository with a bundle that does not render: %v\n%s", err, out)
 	}
+	// --paths, as a GitRepo's paths: only the bundles found there are deployed; one that
+	// matches nothing is refused before any cluster starts.
+	text, err = runCLI("dev", repo, "--clusters", clusters, "--once", "--timeout", "5m", "--paths", "apps/*,plain")
+	if err != nil || !strings.Contains(text, "Bundle dev-apps-web") || !strings.Contains(text, "Bundle dev-plain") || strings.Contains(text, "kustomized") {
+		t.Errorf("dev --once --paths apps/*,plain beside a bundle that does not render: %v\n%s", err, text)
+	}
+	if _, err := runCLI("dev", repo, "--once", "--paths", "nowhere"); err == nil || !strings.Contains(err.Error(), `--paths: paths: "nowhere" matches nothing`) {
+		t.Errorf("dev --paths nowhere: %v", err)
+	}
 	// A repository of which nothing renders fails as soon as the hub says so.
 	for _, f := range []string{"fleet.yaml", "apps/web/fleet.yaml"} {
 		if err := os.WriteFile(filepath.Join(repo, f), []byte("helm: {chart: ../../../../etc}\n"), 0o644); err != nil {

@@ -213,7 +213,7 @@ func (o *previewOptions) fleet(ctx context.Context) (preview.Fleet, error) {
 	}
 	data, _ := os.ReadFile(o.gitRepo)
 	_ = yaml.Unmarshal(data, &meta)
-	fleet.RepoName, fleet.Paths, fleet.Targets = meta.Metadata.Name, spec.Paths, model.TargetMatches(spec.Targets)
+	fleet.RepoName, fleet.Paths, fleet.Defaults, fleet.Targets = meta.Metadata.Name, spec.Paths, spec.BundleDefaults, model.TargetMatches(spec.Targets)
 	if len(spec.Targets) == 0 {
 		return preview.Fleet{}, badInput("%s: spec.targets: no targets: the GitRepo deploys to no cluster", o.gitRepo)
 	}

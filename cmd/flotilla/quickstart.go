@@ -216,10 +216,11 @@ func (f *localFleet) join(ctx context.Context, token, name string, labels map[st
 	return nil
 }
 
-// createRepo creates a GitRepo that follows url and targets every cluster.
-func (f *localFleet) createRepo(ctx context.Context, name, url string) error {
+// createRepo creates a GitRepo that follows url, finding bundles in paths (none: everywhere),
+// and targets every cluster.
+func (f *localFleet) createRepo(ctx context.Context, name, url string, paths []string) error {
 	repo := &v1alpha1.GitRepo{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: v1alpha1.GitRepoSpec{
-		Repo: url, PollingInterval: &metav1.Duration{Duration: 2 * time.Second},
+		Repo: url, PollingInterval: &metav1.Duration{Duration: 2 * time.Second}, Paths: paths,
 		Targets: []v1alpha1.Target{{Name: "all", ClusterMatch: v1alpha1.ClusterMatch{ClusterSelector: &metav1.LabelSelector{}}}},
 	}}
 	return f.c.Create(ctx, repo)
@@ -273,7 +274,7 @@ func (o *quickstartOptions) demo(ctx context.Context, out io.Writer, f *localFle
 		return err
 	}
 	f.say("example repository served at %s", url)
-	if err := f.createRepo(ctx, "example", url); err != nil {
+	if err := f.createRepo(ctx, "example", url, nil); err != nil {
 		return err
 	}
 	want := fmt.Sprintf("%d/%d", 2*o.clusters, 2*o.clusters)

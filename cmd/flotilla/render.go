@@ -40,6 +40,8 @@ type renderedBundle struct {
 	Objects       []bundle.Object          `json:"objects"`
 	// Hidden says why Objects are only named: they hold values decrypted with SOPS.
 	Hidden string `json:"hidden,omitempty"`
+	// Error is why the bundle did not render; the others are rendered all the same.
+	Error string `json:"error,omitempty"`
 }
 
 func newRenderCommand() *cobra.Command {
@@ -49,7 +51,9 @@ func newRenderCommand() *cobra.Command {
 		Short: "Render the bundles of a repository checkout for one cluster, as the hub would",
 		Long: `render finds the bundles under PATH (directories with a fleet.yaml, and plain manifest
 directories), renders each with Helm, Kustomize or as plain YAML for the cluster described by the
-flags, and prints the result as YAML. Nothing is contacted except Helm repositories the bundles
+flags, and prints the result as YAML. A bundle that does not render is named where it would
+have been printed and the others are rendered all the same; the exit code is then 2 and the
+error lists every bundle that failed. Nothing is contacted except Helm repositories the bundles
 name. Run it before pushing. Files encrypted with SOPS are decrypted with --decryption-key;
 objects that then hold a decrypted value are only named unless --show-decrypted is given.`,
 		Example: `  flotilla render ./fleet-repo --cluster-name prod-eu-1 --cluster-label env=prod --cluster-label region=eu
@@ -120,11 +124,20 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 	defer r.Close()
 	target := bundle.Target{ClusterName: o.clusterName, Labels: labels, Groups: groups}
 	all := []renderedBundle{}
+	// A bundle that does not render fails alone, as on the hub: the others are printed, and
+	// the error names each that failed.
+	var failed []string
 	for i := range sources {
 		src := &sources[i]
 		res, err := r.Render(ctx, src, target)
 		if err != nil {
-			return badInput("bundle %s: %v", src.Name, err)
+			failed = append(failed, fmt.Sprintf("bundle %s (%s): %v", src.Name, src.Dir, err))
+			if structured {
+				all = append(all, renderedBundle{Bundle: src.Name, Dir: src.Dir, Objects: []bundle.Object{}, Error: err.Error()})
+			} else {
+				fmt.Fprintf(out, "# Bundle %s (%s): not rendered: %v\n", src.Name, src.Dir, err)
+			}
+			continue
 		}
 		hidden := ""
 		if decryptor != nil && !o.showDecrypted && decryptor.Reveals(res.Manifest) {
@@ -163,7 +176,12 @@ func (o *renderOptions) run(ctx context.Context, out io.Writer, root string) err
 		}
 	}
 	if structured {
-		return o.output.print(out, all)
+		if err := o.output.print(out, all); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return badInput("%d of %d bundles did not render:\n%s", len(failed), len(sources), strings.Join(failed, "\n"))
 	}
 	return nil
 }

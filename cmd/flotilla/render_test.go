@@ -42,6 +42,31 @@ func TestRenderBadInput(t *testing.T) {
 	}
 }
 
+// A bundle that does not render fails alone: the others are printed, and the error (exit code 2)
+// names every bundle that failed, in text and in -o json alike.
+func TestRenderGoesOnPastABundleThatDoesNotRender(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "good/fleet.yaml", "defaultNamespace: good\n")
+	writeFile(t, dir, "good/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n")
+	writeFile(t, dir, "typo/fleet.yaml", "helm:\n  chart: ./chart\n  relaseName: x\n")
+	writeFile(t, dir, "empty-chart/fleet.yaml", "helm: {chart: ./missing}\n")
+	out, err := runCLI("render", dir, "--repo-name", "r")
+	var in *operate.ErrInput
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), "2 of 3 bundles did not render") ||
+		!strings.Contains(err.Error(), "bundle r-typo (typo)") || !strings.Contains(err.Error(), "bundle r-empty-chart (empty-chart)") {
+		t.Errorf("error = %v", err)
+	}
+	for _, want := range []string{"# Bundle r-good (good), 1 objects", "name: fine", "# Bundle r-typo (typo): not rendered:", "# Bundle r-empty-chart (empty-chart): not rendered:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI("render", dir, "--repo-name", "r", "-o", "json")
+	if !errors.As(err, &in) || !strings.Contains(out, `"bundle": "r-good"`) || !strings.Contains(out, `"error": "typo/fleet.yaml:3: helm.relaseName: unknown field`) {
+		t.Errorf("-o json: %v\n%s", err, out)
+	}
+}
+
 // render reads the repository through the hub's confined view: a symlink leading out of it is
 // refused with exit code 2 and the link's name, and nothing of its target is printed.
 func TestRenderRefusesSymlinksLeavingTheRepository(t *testing.T) {

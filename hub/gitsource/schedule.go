@@ -23,6 +23,9 @@ type Schedule struct {
 	TimeZone string
 	// MaxBackoff caps the wait after failures; default 5m.
 	MaxBackoff time.Duration
+	// Disabled stops the periodic syncs: the repository syncs when it is set or triggered, and
+	// after a failure, backing off (a GitRepo's disablePolling).
+	Disabled bool
 
 	cron cron.Schedule
 }
@@ -66,11 +69,17 @@ func (s *Schedule) Next(last time.Time, failures int, rnd float64) time.Time {
 		wait = min(wait, maxBackoff)
 		return last.Add(wait + time.Duration(float64(wait)*0.1*rnd))
 	}
+	if s.Disabled {
+		return last.Add(disabledWait)
+	}
 	if s.cron != nil {
 		return s.cron.Next(last)
 	}
 	return last.Add(interval + time.Duration(float64(interval)*0.1*rnd))
 }
+
+// disabledWait is "not until triggered" for a schedule that is Disabled.
+const disabledWait = 100 * 365 * 24 * time.Hour
 
 // SyncWindowKind says whether a window allows or denies releases.
 type SyncWindowKind string

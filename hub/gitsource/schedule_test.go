@@ -43,6 +43,18 @@ func TestScheduleBackoff(t *testing.T) {
 	}
 }
 
+// A schedule with polling disabled (a GitRepo's disablePolling) syncs again only when
+// triggered, but still retries a failure on its back-off.
+func TestScheduleWithPollingDisabled(t *testing.T) {
+	s := Schedule{Interval: 15 * time.Second, Disabled: true}
+	if got := s.Next(monday, 0, 0); got.Sub(monday) < 50*365*24*time.Hour {
+		t.Errorf("after a sync: next in %s, want never", got.Sub(monday))
+	}
+	if got := s.Next(monday, 2, 0); got.Sub(monday) != 30*time.Second {
+		t.Errorf("after two failures: next in %s, want the back-off's 30s", got.Sub(monday))
+	}
+}
+
 // TestCronScheduleOverSimulatedDays evaluates schedules with Schedule.Next across a week.
 func TestCronScheduleOverSimulatedDays(t *testing.T) {
 	cases := []struct {

@@ -36,7 +36,7 @@ func FleetOf(ctx context.Context, c client.Reader, namespace, gitRepo string) (F
 	if err != nil {
 		return Fleet{}, err
 	}
-	fleet := Fleet{RepoName: repo.Name, Paths: repo.Spec.Paths, Targets: model.TargetMatches(repo.Spec.Targets),
+	fleet := Fleet{RepoName: repo.Name, Paths: repo.Spec.Paths, Defaults: repo.Spec.BundleDefaults, Targets: model.TargetMatches(repo.Spec.Targets),
 		Strategies: hubStrategies{c: c, namespace: namespace}}
 	for _, g := range groups.Items {
 		fleet.ClusterGroups = append(fleet.ClusterGroups, rollout.ClusterGroup{Name: g.Name, Labels: g.Labels})

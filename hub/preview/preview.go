@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/bundle"
+	"github.com/flotilla-dev/flotilla/hub/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/model"
 	"github.com/flotilla-dev/flotilla/rollout"
 )
 
@@ -52,6 +54,8 @@ type Fleet struct {
 	RepoName string
 	// Paths are the GitRepo's paths (globs); none: the repository's root.
 	Paths []string
+	// Defaults are what the GitRepo sets for every bundle over its fleet.yaml.
+	Defaults v1alpha1.BundleDefaults
 	// Targets are the GitRepo's targets; a fleet.yaml's overrideTargets replace them.
 	Targets  []bundle.TargetMatch
 	Clusters []bundle.Target
@@ -127,6 +131,9 @@ func openSide(rev Revision, fleet Fleet, opts Options) (*side, error) {
 	sources, err := bundle.Discover(rev.Dir, fleet.RepoName, fleet.Paths)
 	if err != nil {
 		return nil, err
+	}
+	for i := range sources {
+		model.ApplyBundleDefaults(&sources[i].Fleet, fleet.Defaults)
 	}
 	for i := range sources {
 		s.sources[sources[i].Name] = &sources[i]

@@ -99,7 +99,7 @@ func (b *Bundler) OnCommit(ctx context.Context, repo *v1alpha1.GitRepo, checkout
 // OnRevision renders a revision of a source from its checkout into Bundles and stages what it
 // changes; an error keeps what was deployed.
 func (b *Bundler) OnRevision(ctx context.Context, repo Origin, checkout, commit string) error {
-	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
+	sources, err := discover(checkout, repo)
 	if err != nil {
 		return &RenderError{Err: err}
 	}

@@ -78,7 +78,7 @@ func (b *Bundler) recordJoinersIn(ctx context.Context, repo Origin, bun *v1alpha
 	if err != nil {
 		return err
 	}
-	sources, err := bundle.Discover(checkout, repo.Name, repo.Spec.Paths)
+	sources, err := discover(checkout, repo)
 	if err != nil {
 		return err
 	}

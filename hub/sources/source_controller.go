@@ -207,7 +207,7 @@ func (r *SourceReconciler) Host(key string) string {
 }
 
 func scheduleFor(repo *v1alpha1.GitRepo) (gitsource.Schedule, error) {
-	s := gitsource.Schedule{}
+	s := gitsource.Schedule{Disabled: repo.Spec.DisablePolling}
 	if repo.Spec.PollingInterval != nil {
 		s.Interval = repo.Spec.PollingInterval.Duration
 	}

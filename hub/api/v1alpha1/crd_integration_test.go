@@ -635,3 +635,74 @@ func TestPrinterColumns(t *testing.T) {
 		t.Errorf("gitrepo table does not show the repo URL: %s", raw)
 	}
 }
+
+// A GitRepo as Fleet's documentation writes it, with the apiVersion swapped: the fields Flotilla
+// takes are accepted with Fleet's meaning; each of the fields it does not take is answered, all
+// in one answer, with what replaces it; a field neither knows is named with every other one.
+func TestAGitRepoWrittenForFleetIsToldWhatReplacesEachField(t *testing.T) {
+	ns := newNamespace(t)
+	accepted := `apiVersion: flotilla.dev/v1alpha1
+kind: GitRepo
+metadata: {name: fleet-written}
+spec:
+  repo: https://github.com/rancher/fleet-examples
+  branch: master
+  paths: [simple]
+  targetNamespace: team-a
+  serviceAccount: deployer
+  keepResources: true
+  deleteNamespace: true
+  correctDrift: {enabled: true, force: true, keepFailHistory: true}
+  disablePolling: true
+  forceSyncGeneration: 2
+  paused: true
+  insecureSkipTLSVerify: false
+  helmRepoURLRegex: "^https://charts\\.example\\.com/"
+  targets:
+  - name: prod
+    clusterSelector: {matchLabels: {env: prod}}
+  - clusterGroup: canaries
+`
+	if _, err := create(t, ns, accepted); err != nil {
+		t.Fatalf("a GitRepo of Fleet's fields that Flotilla takes: %v", err)
+	}
+
+	refused := `apiVersion: flotilla.dev/v1alpha1
+kind: GitRepo
+metadata: {name: fleet-only}
+spec:
+  repo: https://github.com/rancher/fleet-examples
+  clientSecretName: git-auth
+  helmSecretName: helm-auth
+  helmSecretNameForPaths: helm-paths
+  webhookSecret: hook
+  ociRegistrySecret: oci-storage
+  imageScanInterval: 5m
+  imageScanCommit: {authorName: bot, authorEmail: bot@example.com, messageTemplate: "update"}
+  bundles: [{base: simple, options: simple/fleet.yaml}]
+`
+	_, err := create(t, ns, refused)
+	if err == nil {
+		t.Fatal("a GitRepo with Fleet's fields that Flotilla does not take was accepted")
+	}
+	for field, replacement := range map[string]string{"clientSecretName": "secretRef: {name:", "helmSecretName": "helmSecretRef: {name:",
+		"helmSecretNameForPaths": "helmRepoURLRegex", "webhookSecret": "webhookSecretRef", "ociRegistrySecret": "no OCI storage",
+		"imageScanInterval": "does not scan", "imageScanCommit": "does not scan", "bundles": "spec.paths"} {
+		if !strings.Contains(err.Error(), field+" is Fleet's") || !strings.Contains(err.Error(), replacement) {
+			t.Errorf("the answer does not tell that %s is Fleet's and what replaces it (%q): %v", field, replacement, err)
+		}
+	}
+
+	unknown := decode(t, `apiVersion: flotilla.dev/v1alpha1
+kind: GitRepo
+metadata: {name: typos}
+spec:
+  repo: https://github.com/rancher/fleet-examples
+  brnach: main
+  pathz: [simple]
+`)
+	_, err = resourceFor(unknown).Namespace(ns).Create(t.Context(), unknown, metav1.CreateOptions{FieldValidation: "Strict"})
+	if err == nil || !strings.Contains(err.Error(), `"spec.brnach"`) || !strings.Contains(err.Error(), `"spec.pathz"`) {
+		t.Errorf("two unknown fields under strict validation: %v, want both named in one answer", err)
+	}
+}

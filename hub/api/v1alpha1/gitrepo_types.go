@@ -6,6 +6,15 @@ import (
 
 // GitRepoSpec says which repository, ref and paths to deploy, and to which clusters.
 // +kubebuilder:validation:XValidation:rule="[has(self.branch), has(self.revision), has(self.semver)].filter(x, x).size() <= 1",message="set at most one of branch, revision and semver"
+// +kubebuilder:validation:XValidation:rule="!(has(self.disablePolling) && self.disablePolling && has(self.syncSchedule))",message="disablePolling and syncSchedule exclude each other: a schedule is a way of polling"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientSecretName)",message="clientSecretName is Fleet's: Flotilla's GitRepo names its credentials in secretRef: {name: <secret>}"
+// +kubebuilder:validation:XValidation:rule="!has(self.helmSecretName)",message="helmSecretName is Fleet's: Flotilla's GitRepo names the chart repositories' credentials in helmSecretRef: {name: <secret>}"
+// +kubebuilder:validation:XValidation:rule="!has(self.helmSecretNameForPaths)",message="helmSecretNameForPaths is Fleet's: Flotilla takes one helmSecretRef per GitRepo, sent only to the hosts of helmRepoURLRegex; split paths that need other credentials into GitRepos of their own"
+// +kubebuilder:validation:XValidation:rule="!has(self.webhookSecret)",message="webhookSecret is Fleet's: Flotilla's GitRepo names its webhook secret in webhookSecretRef: {name: <secret>}"
+// +kubebuilder:validation:XValidation:rule="!has(self.ociRegistrySecret)",message="ociRegistrySecret is Fleet's: Flotilla keeps rendered bundles as Content in the hub's API server and needs no OCI storage; remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.imageScanInterval)",message="imageScanInterval is Fleet's: Flotilla does not scan image registries; pin images in git and change them by commits"
+// +kubebuilder:validation:XValidation:rule="!has(self.imageScanCommit)",message="imageScanCommit is Fleet's: Flotilla does not scan image registries; pin images in git and change them by commits"
+// +kubebuilder:validation:XValidation:rule="!has(self.bundles)",message="bundles is Fleet's: Flotilla finds bundles by their fleet.yaml under spec.paths; list the bundles' directories in paths (a fleet.yaml's options replace bundles[].options)"
 type GitRepoSpec struct {
 	// Repo is the repository URL (https://, http://, ssh:// or scp-like git@host:path), or an
 	// OCI artifact holding the repository, oci://registry/path (followed by revision, a tag or
@@ -59,6 +68,11 @@ type GitRepoSpec struct {
 	// +optional
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
 
+	// DisablePolling stops the periodic checks of the remote: the repository syncs when it is
+	// created or changed, on its webhooks, and after a failure (backing off), as Fleet's
+	// disablePolling does.
+	// +optional
+	DisablePolling bool `json:"disablePolling,omitempty"`
 	// PollingInterval between checks of the remote. Default 15s. Ignored when SyncSchedule is set.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="pollingInterval must be at least 1s"
@@ -109,6 +123,107 @@ type GitRepoSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// What a GitRepo sets for every bundle of its repository, over each bundle's fleet.yaml
+	// (Fleet's GitRepo fields, with Fleet's meaning).
+	BundleDefaults `json:",inline"`
+	// Fleet's GitRepo fields that Flotilla does not take, each refused with what replaces it.
+	RefusedFleetFields `json:",inline"`
+}
+
+// BundleDefaults are what a GitRepo sets for every bundle of its repository, as Fleet's GitRepo
+// does: a namespace, a ServiceAccount and a sync generation replace each bundle's;
+// keepResources and deleteNamespace, when set, hold for every bundle; correctDrift, when
+// enabled, replaces each bundle's.
+type BundleDefaults struct {
+	// TargetNamespace is the namespace every bundle deploys into: fleet.yaml's namespace,
+	// replaced for every bundle and every target customization. A cluster-scoped object, or
+	// one of another namespace, then fails its bundle.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// ServiceAccount is the ServiceAccount, in the agent's namespace of each cluster, every
+	// bundle is applied as (fleet.yaml's serviceAccount, replaced). FleetRestrictions still
+	// decide which ServiceAccounts a namespace's bundles may name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// KeepResources keeps every bundle's objects on its clusters when the bundle goes.
+	// +optional
+	KeepResources bool `json:"keepResources,omitempty"`
+	// DeleteNamespace deletes every bundle's namespace on its clusters when the bundle goes.
+	// +optional
+	DeleteNamespace bool `json:"deleteNamespace,omitempty"`
+	// CorrectDrift, enabled, makes the agents put back what was changed outside Flotilla, for
+	// every bundle.
+	// +optional
+	CorrectDrift *CorrectDrift `json:"correctDrift,omitempty"`
+	// ForceSyncGeneration, changed, deploys every bundle again on every cluster (a new
+	// deployment of the same content).
+	// +optional
+	ForceSyncGeneration int64 `json:"forceSyncGeneration,omitempty"`
+}
+
+// CorrectDrift says whether and how agents undo changes made outside Flotilla.
+type CorrectDrift struct {
+	// Enabled applies the revision again when its objects drift.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// Force replaces an object that cannot be patched back (deleted and created).
+	// +optional
+	Force bool `json:"force,omitempty"`
+	// KeepFailHistory keeps the record of failed corrections.
+	// +optional
+	KeepFailHistory bool `json:"keepFailHistory,omitempty"`
+}
+
+// RefusedFleetFields are the fields of Fleet's GitRepo that Flotilla does not take. They are in
+// the schema only so that the API server answers a GitRepo written for Fleet, for each of them
+// at once, with what replaces it (the rules on GitRepoSpec) rather than "unknown field".
+type RefusedFleetFields struct {
+	// ClientSecretName is Fleet's; refused: Flotilla's is secretRef.
+	// +optional
+	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// HelmSecretName is Fleet's; refused: Flotilla's is helmSecretRef.
+	// +optional
+	HelmSecretName string `json:"helmSecretName,omitempty"`
+	// HelmSecretNameForPaths is Fleet's; refused: one helmSecretRef per GitRepo.
+	// +optional
+	HelmSecretNameForPaths string `json:"helmSecretNameForPaths,omitempty"`
+	// WebhookSecret is Fleet's; refused: Flotilla's is webhookSecretRef.
+	// +optional
+	WebhookSecret string `json:"webhookSecret,omitempty"`
+	// OCIRegistrySecret is Fleet's; refused: Flotilla needs no OCI storage.
+	// +optional
+	OCIRegistrySecret string `json:"ociRegistrySecret,omitempty"`
+	// ImageScanInterval is Fleet's; refused: Flotilla does not scan images.
+	// +optional
+	ImageScanInterval *metav1.Duration `json:"imageScanInterval,omitempty"`
+	// ImageScanCommit is Fleet's; refused: Flotilla does not scan images.
+	// +optional
+	ImageScanCommit *FleetImageScanCommit `json:"imageScanCommit,omitempty"`
+	// Bundles is Fleet's; refused: Flotilla finds bundles under paths.
+	// +optional
+	Bundles []FleetBundlePath `json:"bundles,omitempty"`
+}
+
+// FleetImageScanCommit is Fleet's imageScanCommit, as Fleet's documentation writes it.
+type FleetImageScanCommit struct {
+	// +optional
+	AuthorName string `json:"authorName,omitempty"`
+	// +optional
+	AuthorEmail string `json:"authorEmail,omitempty"`
+	// +optional
+	MessageTemplate string `json:"messageTemplate,omitempty"`
+}
+
+// FleetBundlePath is an entry of Fleet's bundles list.
+type FleetBundlePath struct {
+	// +optional
+	Base string `json:"base,omitempty"`
+	// +optional
+	Options string `json:"options,omitempty"`
 }
 
 // CommitStatusScope is what one commit status reports on.
