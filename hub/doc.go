@@ -56,6 +56,7 @@
 //	                      | notify sources strategy webhooks              |
 //	report                | api/v1alpha1 model                            | -
 //	preview               | api/v1alpha1 model                            | -
+//	fleetimport           | api/v1alpha1                                  | -
 //	operate               | api/v1alpha1 bdstate                          | ApprovalRequest/status Bundle Cluster
 //	                      |                                               | SelfSubjectReview StagedUpdateRun
 //	dashboard             | api/v1alpha1 bdstate contentstore model       | -
@@ -74,7 +75,8 @@
 // providers); notify passes what the Events tell to the providers the Alerts choose;
 // strategy, sources, clusters and lifecycle hold the controllers. report and operate
 // are the CLI's: a status read and what a person does, under the person's own identity;
-// dashboard serves both to a browser, live, and writes nothing but through operate.
+// dashboard serves both to a browser, live, and writes nothing but through operate;
+// fleetimport converts a Fleet installation's objects into Flotilla's, with I/O to the CLI.
 //
 // What controllers share is handed to them by Run, never kept in package state (the one
 // exception is the process's metrics registry, package metrics's, as Prometheus wants it): one

@@ -70,7 +70,7 @@ func newRootCommandWith(u *usage) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	h := newHubFlags(root)
 	root.AddCommand(newPlanCommand(), newRenderCommand(), newPreviewCommand(h), newStatusCommand(h), newQuickstartCommand(), newApproveCommand(h), newRunCommand(h), newSkipCommand(h),
-		newRollbackCommand(h), newRolloutCommand(h), newAgentCommand(h), newClusterCommand(h), newDashboardCommand(h), newVersionCommand(), newImageCommand(), newPushCommand(), newDevCommand())
+		newRollbackCommand(h), newRolloutCommand(h), newAgentCommand(h), newClusterCommand(h), newDashboardCommand(h), newVersionCommand(), newImageCommand(), newPushCommand(), newDevCommand(), newImportCommand())
 	return root
 }
 

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/e2e/controlplane"
+	"github.com/flotilla-dev/flotilla/hub/fleetimport"
 	"github.com/flotilla-dev/flotilla/manifests"
 )
 
@@ -704,5 +706,39 @@ spec:
 	_, err = resourceFor(unknown).Namespace(ns).Create(t.Context(), unknown, metav1.CreateOptions{FieldValidation: "Strict"})
 	if err == nil || !strings.Contains(err.Error(), `"spec.brnach"`) || !strings.Contains(err.Error(), `"spec.pathz"`) {
 		t.Errorf("two unknown fields under strict validation: %v, want both named in one answer", err)
+	}
+}
+
+// What `flotilla import fleet` makes of a Fleet installation (hub/fleetimport's fixture, written
+// from Fleet's documentation) is accepted by the API server as it is, each object in a
+// namespace standing in for its Fleet workspace.
+func TestAnImportedFleetInstallationIsAccepted(t *testing.T) {
+	data, err := os.ReadFile("../../fleetimport/testdata/fleet-installation.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := fleetimport.Decode("fleet-installation.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := fleetimport.Convert(objs)
+	if len(res.Objects) == 0 {
+		t.Fatal("nothing imported")
+	}
+	workspaces := map[string]string{}
+	for _, obj := range res.Objects {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if workspaces[u.GetNamespace()] == "" {
+			workspaces[u.GetNamespace()] = newNamespace(t)
+		}
+		ns := workspaces[u.GetNamespace()]
+		u.SetNamespace(ns)
+		if _, err := resourceFor(u).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+			t.Errorf("%s %s, imported from Fleet: %v", u.GetKind(), u.GetName(), err)
+		}
 	}
 }
