@@ -49,8 +49,9 @@ func newImportFleetCommand() *cobra.Command {
 		Long: `import fleet reads Fleet's objects (fleet.cattle.io/v1alpha1) as kubectl get -o yaml or -o json
 writes them, lists included, from files or directories (their .yaml, .yml and .json files), or
 from a Fleet hub (--from-kubeconfig, --from-context: listed in every namespace, read only), and
-writes Flotilla's objects on standard output, ready for kubectl apply: GitRepos (every field of
-Fleet's mapped or reported), ClusterGroups, and GitRepoRestrictions as FleetRestrictions.
+writes Flotilla's objects on standard output, ready for kubectl apply: GitRepos and HelmOps
+(every field of Fleet's mapped or reported), ClusterGroups, and GitRepoRestrictions as
+FleetRestrictions.
 The report says, object by object, every field that was renamed, changed or could not be
 carried over, with why and what to use instead, and which Secrets the objects name (bring them
 over yourself: their values are not read). It goes to standard error, or to --report.
@@ -121,8 +122,7 @@ func (o *importOptions) run(ctx context.Context, out, errOut io.Writer) error {
 	return nil
 }
 
-// fleetResources are the kinds a Fleet hub holds that a person writes: read from every namespace
-// (HelmOps to be reported: the importer does not convert them).
+// fleetResources are the kinds a Fleet hub holds that a person writes: read from every namespace.
 var fleetResources = []string{"gitrepos", "helmops", "clustergroups", "gitreporestrictions", "bundlenamespacemappings"}
 
 // readFleetHub lists Fleet's objects on the hub --from-kubeconfig and --from-context reach, with

@@ -44,12 +44,12 @@ func TestImportFleetWritesObjectsAndAReport(t *testing.T) {
 		}
 		kinds[o.GetKind()]++
 	}
-	if kinds["GitRepo"] != 3 || kinds["ClusterGroup"] != 1 || kinds["FleetRestriction"] != 1 || len(objs) != 5 {
+	if kinds["GitRepo"] != 3 || kinds["HelmOp"] != 2 || kinds["ClusterGroup"] != 1 || kinds["FleetRestriction"] != 1 || len(objs) != 7 {
 		t.Errorf("objects written by kind: %v", kinds)
 	}
 	text, _ := os.ReadFile(report)
-	for _, want := range []string{"imported: 1 ClusterGroup, 3 GitRepo, 1 GitRepoRestriction", "GitRepo fleet-default/everything:", "renamed  spec.clientSecretName: spec.secretRef.name",
-		"dropped  spec.ociRegistrySecret", "Secrets the imported objects name (bring them over, with their values): fleet-default/git-auth"} {
+	for _, want := range []string{"imported: 1 ClusterGroup, 3 GitRepo, 1 GitRepoRestriction, 2 HelmOp", "GitRepo fleet-default/everything:", "renamed  spec.clientSecretName: spec.secretRef.name",
+		"dropped  spec.ociRegistrySecret", "Secrets the imported objects name (bring them over, with their values): fleet-default/chart-auth, fleet-default/git-auth"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("the report lacks %q:\n%s", want, text)
 		}

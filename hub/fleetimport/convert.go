@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,7 +63,7 @@ func convertOne(u *unstructured.Unstructured, res *Result, secrets map[string]bo
 	case "GitRepoRestriction":
 		out = restriction(u, id, &res.Report)
 	case "HelmOp":
-		res.Report.add(id, "kind", Dropped, "HelmOps are not converted: write Flotilla's HelmOp (spec.helm: repo, chart, version, values; spec.targets) from it")
+		out = helmOp(u, id, &res.Report, secrets)
 	case "BundleNamespaceMapping":
 		res.Report.add(id, "kind", Dropped, "Flotilla's bundles deploy to the clusters of their own namespace only: register the clusters in the GitRepos' namespace, or move the GitRepos to the clusters' namespace")
 	case "Bundle", "BundleDeployment", "Content", "ClusterRegistration", "ImageScan":
@@ -296,5 +297,83 @@ func restriction(u *unstructured.Unstructured, id string, r *Report) client.Obje
 		return nil
 	}
 	r.add(id, "kind", Renamed, "FleetRestriction (its fields under spec)")
+	return out
+}
+
+// helmOpSame are the fields of Fleet's HelmOp that Flotilla's has under the same name and with the
+// same meaning; helmChartSame those of its helm options.
+var (
+	helmOpSame    = []string{"defaultNamespace", "namespace", "pollingInterval", "rolloutStrategy", "paused"}
+	helmChartSame = []string{"repo", "chart", "version", "releaseName", "values"}
+	// targetMatch are the fields of a target that select clusters: all a Flotilla target has.
+	targetMatch = []string{"name", "clusterName", "clusterSelector", "clusterGroup", "clusterGroupSelector"}
+)
+
+// notInHelmOp is why a bundle option of Fleet's HelmOp has no place in Flotilla's.
+const notInHelmOp = "Flotilla's HelmOp deploys a chart with its values only: a GitRepo whose fleet.yaml names the chart takes this option"
+
+func helmOp(u *unstructured.Unstructured, id string, r *Report, secrets map[string]bool) client.Object {
+	out := &v1alpha1.HelmOp{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "HelmOp"}, ObjectMeta: metadata(u, id, r)}
+	s := fieldsOf(spec(u))
+	same := s.takeAll(helmOpSame)
+	if v, ok := s.take("helmSecretName"); ok {
+		if name, isString := v.(string); isString && name != "" {
+			same["helmSecretRef"] = map[string]any{"name": name}
+			secrets[u.GetNamespace()+"/"+name] = true
+			r.add(id, "spec.helmSecretName", Renamed, "spec.helmSecretRef.name")
+		}
+	}
+	if _, ok := s.take("insecureSkipTLSVerify"); ok {
+		r.add(id, "spec.insecureSkipTLSVerify", Dropped, "Flotilla verifies the chart server's certificate: give its CA in spec.caBundle")
+	}
+	helmSpec, _ := s.m["helm"].(map[string]any)
+	s.take("helm")
+	helm := fieldsOf(helmSpec)
+	chart := helm.takeAll(helmChartSame)
+	// Fleet names an OCI chart in chart, without a repository; Flotilla's repo is the chart's
+	// oci:// reference.
+	if ref, _ := chart["chart"].(string); chart["repo"] == nil && strings.HasPrefix(ref, "oci://") {
+		chart["repo"] = ref
+		delete(chart, "chart")
+		r.add(id, "spec.helm.chart", Changed, "spec.helm.repo: Flotilla names an OCI chart by its reference in repo")
+	}
+	for _, k := range helm.rest() {
+		r.add(id, "spec.helm."+k, Dropped, "%s", notInHelmOp)
+	}
+	same["helm"] = chart
+	if v, ok := s.take("targets"); ok {
+		same["targets"] = matchOnly(v, id, r)
+	}
+	for _, k := range s.rest() {
+		r.add(id, "spec."+k, Dropped, "%s", notInHelmOp)
+	}
+	if err := decode(same, &out.Spec); err != nil {
+		r.add(id, "spec", Dropped, "does not convert (%v): the HelmOp is not imported", err)
+		return nil
+	}
+	if out.Spec.Helm.Repo == "" {
+		r.add(id, "spec.helm.repo", Dropped, "none: Flotilla's HelmOp needs the chart's Helm repository or oci:// reference; the HelmOp is not imported")
+		return nil
+	}
+	if len(out.Spec.Targets) == 0 {
+		out.Spec.Targets = []v1alpha1.Target{{Name: "default", ClusterMatch: v1alpha1.ClusterMatch{ClusterGroup: "default"}}}
+		r.add(id, "spec.targets", Changed, "none: Fleet deploys such a HelmOp to the cluster group \"default\", so its target is written out (import that ClusterGroup too)")
+	}
+	return out
+}
+
+// matchOnly keeps of each of Fleet's bundle targets what selects clusters; a target's options
+// (a customization of the bundle for its clusters) are reported.
+func matchOnly(v any, id string, r *Report) []any {
+	targets, _ := v.([]any)
+	var out []any
+	for i, t := range targets {
+		m, _ := t.(map[string]any)
+		f := fieldsOf(m)
+		out = append(out, f.takeAll(targetMatch))
+		for _, k := range f.rest() {
+			r.add(id, fmt.Sprintf("spec.targets[%d].%s", i, k), Dropped, "a HelmOp's targets only select clusters in Flotilla: a fleet.yaml's targetCustomizations (a GitRepo) take per-target options")
+		}
+	}
 	return out
 }

@@ -38,10 +38,10 @@ func find(res Result, kind, name string) any {
 
 func TestAFleetInstallationImports(t *testing.T) {
 	objs, res := importFixture(t)
-	if len(objs) != 9 {
-		t.Fatalf("decoded %d objects from the List and the document after it, want 9", len(objs))
+	if len(objs) != 11 {
+		t.Fatalf("decoded %d objects from the List and the document after it, want 11", len(objs))
 	}
-	if want := map[string]int{"GitRepo": 3, "ClusterGroup": 1, "GitRepoRestriction": 1}; !reflect.DeepEqual(res.Report.Imported, want) {
+	if want := map[string]int{"GitRepo": 3, "HelmOp": 2, "ClusterGroup": 1, "GitRepoRestriction": 1}; !reflect.DeepEqual(res.Report.Imported, want) {
 		t.Errorf("imported %v, want %v", res.Report.Imported, want)
 	}
 	repo, _ := find(res, "GitRepo", "everything").(*v1alpha1.GitRepo)
@@ -60,7 +60,7 @@ func TestAFleetInstallationImports(t *testing.T) {
 	if repo.Namespace != "fleet-default" || repo.Labels["team"] != "shop" || repo.Annotations["owner"] != "platform@example.com" || len(repo.Annotations) != 1 || repo.UID != "" || repo.ResourceVersion != "" {
 		t.Errorf("its metadata: %+v", repo.ObjectMeta)
 	}
-	if want := []string{"fleet-default/git-auth", "fleet-default/helm-auth", "fleet-default/hook"}; !slices.Equal(res.Secrets, want) {
+	if want := []string{"fleet-default/chart-auth", "fleet-default/git-auth", "fleet-default/helm-auth", "fleet-default/hook"}; !slices.Equal(res.Secrets, want) {
 		t.Errorf("the Secrets to bring over: %v, want %v", res.Secrets, want)
 	}
 	noTargets, _ := find(res, "GitRepo", "no-targets").(*v1alpha1.GitRepo)
@@ -70,6 +70,16 @@ func TestAFleetInstallationImports(t *testing.T) {
 	listed, _ := find(res, "GitRepo", "listed-bundles").(*v1alpha1.GitRepo)
 	if listed == nil || !slices.Equal(listed.Spec.Paths, []string{"single-cluster/manifests", "single-cluster/kustomize"}) {
 		t.Errorf("a GitRepo listing its bundles: %+v, want their bases as paths", listed)
+	}
+	ingress, _ := find(res, "HelmOp", "ingress").(*v1alpha1.HelmOp)
+	if ingress == nil || ingress.Spec.Helm.Repo != "https://kubernetes.github.io/ingress-nginx" || ingress.Spec.Helm.Chart != "ingress-nginx" || ingress.Spec.Helm.Version != "4.11.3" ||
+		ingress.Spec.Helm.Values == nil || !strings.Contains(string(ingress.Spec.Helm.Values.Raw), `"replicaCount":2`) || ingress.Spec.HelmSecretRef == nil || ingress.Spec.HelmSecretRef.Name != "chart-auth" ||
+		len(ingress.Spec.Targets) != 1 || ingress.Spec.Targets[0].ClusterSelector == nil || ingress.Spec.DefaultNamespace != "ingress" {
+		t.Errorf("the HelmOp ingress: %+v", ingress)
+	}
+	podinfo, _ := find(res, "HelmOp", "podinfo").(*v1alpha1.HelmOp)
+	if podinfo == nil || podinfo.Spec.Helm.Repo != "oci://ghcr.io/stefanprodan/charts/podinfo" || podinfo.Spec.Helm.Chart != "" || len(podinfo.Spec.Targets) != 1 {
+		t.Errorf("the HelmOp of an OCI chart: %+v, want the reference as repo and Fleet's default target", podinfo)
 	}
 	group, _ := find(res, "ClusterGroup", "canaries").(*v1alpha1.ClusterGroup)
 	if group == nil || group.Spec.Selector.MatchLabels["ring"] != "canary" || len(group.Spec.Selector.MatchExpressions) != 1 {
@@ -91,6 +101,11 @@ func TestAFleetInstallationImports(t *testing.T) {
 		{Object: "GitRepo fleet-local/no-targets", Field: "spec.targets", Outcome: Changed},
 		{Object: "GitRepo fleet-default/listed-bundles", Field: "spec.bundles[1].options", Outcome: Dropped},
 		{Object: "ClusterGroup fleet-default/empty", Field: "spec.selector", Outcome: Dropped},
+		{Object: "HelmOp fleet-default/ingress", Field: "spec.helm.valuesFiles", Outcome: Dropped},
+		{Object: "HelmOp fleet-default/ingress", Field: "spec.targets[0].helm", Outcome: Dropped},
+		{Object: "HelmOp fleet-default/ingress", Field: "spec.correctDrift", Outcome: Dropped},
+		{Object: "HelmOp fleet-default/ingress", Field: "spec.helmSecretName", Outcome: Renamed},
+		{Object: "HelmOp fleet-local/podinfo", Field: "spec.helm.chart", Outcome: Changed},
 		{Object: "GitRepoRestriction team-a/restriction", Field: "allowedClientSecretNames", Outcome: Dropped},
 		{Object: "BundleNamespaceMapping team-a/mapping", Field: "kind", Outcome: Dropped},
 		{Object: "Bundle fleet-default/everything-single-cluster-helm", Field: "kind", Outcome: Dropped},
@@ -113,7 +128,7 @@ func TestNothingIsDroppedSilently(t *testing.T) {
 	objs, res := importFixture(t)
 	reported := func(object, field string) bool {
 		return slices.ContainsFunc(res.Report.Findings, func(f Finding) bool {
-			return f.Object == object && (f.Field == field || strings.HasPrefix(f.Field, field+"[") || f.Field == "kind" || f.Field == "apiVersion")
+			return f.Object == object && (f.Field == field || strings.HasPrefix(f.Field, field+"[") || strings.HasPrefix(f.Field, field+".") || f.Field == "kind" || f.Field == "apiVersion")
 		})
 	}
 	for _, in := range objs {
@@ -165,7 +180,8 @@ func TestNothingIsDroppedSilently(t *testing.T) {
 }
 
 // normalize makes a value comparable across a round trip through a typed object: numbers as
-// float64, as JSON has them, and defaults (false, 0, "", empty) left out, as omitempty does.
+// float64, as JSON has them, durations in one spelling, and defaults (false, 0, "", empty) left
+// out, as omitempty does.
 func normalize(v any) any {
 	data, _ := json.Marshal(v)
 	var out any
@@ -204,6 +220,9 @@ func pruneDefaults(v any) any {
 	case string:
 		if x == "" {
 			return nil
+		}
+		if d, err := time.ParseDuration(x); err == nil {
+			return d.String() // "5m" as Fleet's user wrote it, "5m0s" as a Duration writes it
 		}
 	}
 	return v
