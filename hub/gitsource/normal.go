@@ -85,9 +85,20 @@ func normalHost(h string) (string, error) {
 		return "", fmt.Errorf("host %q ends in a dot", h)
 	case strings.ContainsFunc(h, func(r rune) bool { return r > 0x7e }):
 		return "", fmt.Errorf("host %q is not plain ASCII: write its punycode (xn--) form", h)
+	case strings.Contains(h, ":"):
+		// Only an IPv6 address holds a colon; anything else would not read back as one host.
+		if ip := net.ParseIP(h); ip == nil || ip.To4() != nil {
+			return "", fmt.Errorf("host %q is neither a name nor an IPv6 address", h)
+		}
+	case !hostName.MatchString(h):
+		return "", fmt.Errorf("host %q is not a host name (letters, digits, - and _ in dot-separated labels)", h)
 	}
 	return h, nil
 }
+
+// hostName is a host name, or an IPv4 address written as one: labels of letters, digits, - and
+// _ (some registries' names have it), separated by single dots.
+var hostName = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$`)
 
 // normalPath decodes what percent-encoding need not encode and refuses what reads two ways.
 func normalPath(escaped string) (string, error) {

@@ -21,6 +21,9 @@ func TestNormalURL(t *testing.T) {
 		{in: "oci://Registry.example:443/team-a/app", want: "oci://registry.example/team-a/app"},
 		{in: "https://[::1]:8443/x.git", want: "https://[::1]:8443/x.git"},
 		{in: "https://git.example.com/team-a/../team-b/repo", refused: `".." segment`},
+		{in: "ssh://::", refused: "neither a name nor an IPv6 address"},
+		{in: "https://[::ffff:10.0.0.1]/x", refused: "neither a name nor an IPv6 address"},
+		{in: "https://git..example.com/x", refused: "is not a host name"},
 		{in: "https://git.example.com/team-a/./app", refused: `"." segment`},
 		{in: "https://git.example.com/team-a/%2e%2e/team-b/repo", refused: "encodes '.'"},
 		{in: "https://git.example.com/team-a%2f..%2fteam-b/repo", refused: "encodes '/'"},
@@ -50,7 +53,7 @@ func TestNormalURL(t *testing.T) {
 // segment, no empty segment, nothing encoded that decodes to a separator).
 func FuzzNormalURLIsOnePlace(f *testing.F) {
 	for _, s := range []string{"https://git.example.com/team-a/app.git", "HTTPS://h:443/a/%2e%2e/b", "git@h:a/b", "ssh://u@h:22/a//b",
-		"https://h/a/%61/%C3%A9/", "oci://r/x?y=1", "https://h/a/.%2e/b", "https://[::1]/x"} {
+		"https://h/a/%61/%C3%A9/", "oci://r/x?y=1", "https://h/a/.%2e/b", "https://[::1]/x", "ssh://::"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
