@@ -127,6 +127,27 @@ func (f *fields) reportRest(id, prefix, kind string, r *Report) {
 	}
 }
 
+// secretRef carries a Fleet field naming a Secret over as Flotilla's reference to it, and lists
+// the Secret among those to bring over.
+func (f *fields) secretRef(fleetName, ours, namespace string, into map[string]any, secrets map[string]bool, id string, r *Report) {
+	v, ok := f.take(fleetName)
+	if name, isString := v.(string); ok && isString && name != "" {
+		into[ours] = map[string]any{"name": name}
+		secrets[namespace+"/"+name] = true
+		r.add(id, "spec."+fleetName, Renamed, "spec.%s.name", ours)
+	}
+}
+
+// fleetDefaultTarget writes out the target Fleet gives an object without targets, its cluster
+// group "default": Flotilla's deploys nowhere without them.
+func fleetDefaultTarget(targets *[]v1alpha1.Target, kind, id string, r *Report) {
+	if len(*targets) > 0 {
+		return
+	}
+	*targets = []v1alpha1.Target{{Name: "default", ClusterMatch: v1alpha1.ClusterMatch{ClusterGroup: "default"}}}
+	r.add(id, "spec.targets", Changed, "none: Fleet deploys such a %s to the cluster group \"default\", so its target is written out (import that ClusterGroup too)", kind)
+}
+
 // rest is what was not read, sorted.
 func (f *fields) rest() []string {
 	var keys []string
@@ -207,13 +228,7 @@ func gitRepo(u *unstructured.Unstructured, id string, r *Report, secrets map[str
 	s := fieldsOf(spec(u))
 	same := s.takeAll(gitRepoSame)
 	for fleetName, ours := range gitRepoRefs {
-		if v, ok := s.take(fleetName); ok {
-			if name, isString := v.(string); isString && name != "" {
-				same[ours] = map[string]any{"name": name}
-				secrets[u.GetNamespace()+"/"+name] = true
-				r.add(id, "spec."+fleetName, Renamed, "spec.%s.name", ours)
-			}
-		}
+		s.secretRef(fleetName, ours, u.GetNamespace(), same, secrets, id, r)
 	}
 	s.drop(gitRepoDropped, id, "spec.", r)
 	if v, ok := s.take("bundles"); ok {
@@ -224,12 +239,7 @@ func gitRepo(u *unstructured.Unstructured, id string, r *Report, secrets map[str
 		r.add(id, "spec", Dropped, "does not convert (%v): the GitRepo is not imported", err)
 		return nil
 	}
-	if len(out.Spec.Targets) == 0 {
-		// Fleet sends a GitRepo without targets to its cluster group "default"; Flotilla's
-		// deploys nowhere without them.
-		out.Spec.Targets = []v1alpha1.Target{{Name: "default", ClusterMatch: v1alpha1.ClusterMatch{ClusterGroup: "default"}}}
-		r.add(id, "spec.targets", Changed, "none: Fleet deploys such a GitRepo to the cluster group \"default\", so its target is written out (import that ClusterGroup too)")
-	}
+	fleetDefaultTarget(&out.Spec.Targets, "GitRepo", id, r)
 	return out
 }
 
@@ -316,13 +326,7 @@ func helmOp(u *unstructured.Unstructured, id string, r *Report, secrets map[stri
 	out := &v1alpha1.HelmOp{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "HelmOp"}, ObjectMeta: metadata(u, id, r)}
 	s := fieldsOf(spec(u))
 	same := s.takeAll(helmOpSame)
-	if v, ok := s.take("helmSecretName"); ok {
-		if name, isString := v.(string); isString && name != "" {
-			same["helmSecretRef"] = map[string]any{"name": name}
-			secrets[u.GetNamespace()+"/"+name] = true
-			r.add(id, "spec.helmSecretName", Renamed, "spec.helmSecretRef.name")
-		}
-	}
+	s.secretRef("helmSecretName", "helmSecretRef", u.GetNamespace(), same, secrets, id, r)
 	if _, ok := s.take("insecureSkipTLSVerify"); ok {
 		r.add(id, "spec.insecureSkipTLSVerify", Dropped, "Flotilla verifies the chart server's certificate: give its CA in spec.caBundle")
 	}
@@ -355,10 +359,7 @@ func helmOp(u *unstructured.Unstructured, id string, r *Report, secrets map[stri
 		r.add(id, "spec.helm.repo", Dropped, "none: Flotilla's HelmOp needs the chart's Helm repository or oci:// reference; the HelmOp is not imported")
 		return nil
 	}
-	if len(out.Spec.Targets) == 0 {
-		out.Spec.Targets = []v1alpha1.Target{{Name: "default", ClusterMatch: v1alpha1.ClusterMatch{ClusterGroup: "default"}}}
-		r.add(id, "spec.targets", Changed, "none: Fleet deploys such a HelmOp to the cluster group \"default\", so its target is written out (import that ClusterGroup too)")
-	}
+	fleetDefaultTarget(&out.Spec.Targets, "HelmOp", id, r)
 	return out
 }
 
